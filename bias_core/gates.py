@@ -1,0 +1,500 @@
+"""Gates: the only place that knows thresholds.
+
+``thresholds.toml`` (layout documented at the top of the repo's own file) gives every metric a
+default gate and lets a probe, a model, or a model+probe pair override it::
+
+    [metrics.GLD]                                   # default (required for every known metric)
+    max = 0.30                                      # or min = ...; exactly one of the two
+    note = "why this number"                        # optional
+    [probes."template-occupation".GLD]              # per-probe override
+    [models."llama2-7b".GLD]                        # per-model override
+    [models."llama2-7b".probes."template-occupation".GLD]   # per model+probe override
+
+Precedence: model+probe > model > probe > metric default.
+
+A verdict compares a metric's confidence interval with its gate: it *fails* when the whole
+interval lies beyond the limit, *passes* when the whole interval lies within it (touching the
+limit counts as within), and is *inconclusive* otherwise.
+
+Public API: :func:`load_thresholds`, :class:`Thresholds` (``lookup``), :class:`Gate`
+(``describe``, ``verdict``), :func:`verdict`, and the verdict constants ``PASS``, ``FAIL``,
+``INCONCLUSIVE``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping
+
+from bias_core.errors import ThresholdsError
+
+__all__ = [
+    "FAIL",
+    "INCONCLUSIVE",
+    "PASS",
+    "Gate",
+    "Thresholds",
+    "load_thresholds",
+    "verdict",
+]
+
+PASS = "pass"
+FAIL = "fail"
+INCONCLUSIVE = "inconclusive"
+
+Direction = Literal["max", "min"]
+
+_TOP_LEVEL = ("metrics", "probes", "models")
+_GATE_KEYS = ("max", "min", "note")
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+# --------------------------------------------------------------------------------------------
+# Gate and verdict
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt_limit(limit: float) -> str:
+    """0.3 -> '0.30'; keeps full precision when two decimals would round the number."""
+    short = f"{limit:.2f}"
+    return short if float(short) == limit else repr(float(limit))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One resolved threshold: ``metric`` must stay <= (``max``) or >= (``min``) ``limit``.
+
+    ``source`` is the TOML key path that supplied the gate (e.g. ``probes."template-hobby".GLD``)
+    so reports can say where a number came from; ``note`` is the optional explanation.
+    """
+
+    metric: str
+    limit: float
+    direction: Direction
+    source: str
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("max", "min"):
+            raise ValueError(f"Gate direction must be 'max' or 'min', got {self.direction!r}")
+        if not math.isfinite(self.limit):
+            raise ValueError(f"Gate limit must be a finite number, got {self.limit!r}")
+
+    def describe(self) -> str:
+        """Human-readable gate, e.g. ``GLD <= 0.30 (metrics.GLD)``."""
+        op = "<=" if self.direction == "max" else ">="
+        return f"{self.metric} {op} {_fmt_limit(self.limit)} ({self.source})"
+
+    def verdict(self, ci_low: float, ci_high: float) -> str:
+        """Shortcut for :func:`verdict` with this gate."""
+        return verdict(ci_low, ci_high, self)
+
+
+def verdict(ci_low: float, ci_high: float, gate: Gate) -> str:
+    """``"pass"``, ``"fail"`` or ``"inconclusive"`` for a confidence interval against a gate.
+
+    direction ``max``: fail if ``ci_low > limit`` (whole CI above), pass if ``ci_high <= limit``
+    (whole CI at or below), else inconclusive. direction ``min`` mirrors it: fail if
+    ``ci_high < limit``, pass if ``ci_low >= limit``. A NaN bound gives inconclusive (the data
+    cannot decide); ``ci_low > ci_high`` is a caller bug and raises ``ValueError``.
+    """
+    lo, hi = float(ci_low), float(ci_high)
+    if math.isnan(lo) or math.isnan(hi):
+        return INCONCLUSIVE
+    if lo > hi:
+        raise ValueError(f"confidence interval is reversed: ci_low={lo!r} > ci_high={hi!r}")
+    limit = gate.limit
+    if gate.direction == "max":
+        if lo > limit:
+            return FAIL
+        if hi <= limit:
+            return PASS
+        return INCONCLUSIVE
+    if hi < limit:
+        return FAIL
+    if lo >= limit:
+        return PASS
+    return INCONCLUSIVE
+
+
+# --------------------------------------------------------------------------------------------
+# Thresholds
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """A validated thresholds file. Build it with :func:`load_thresholds`."""
+
+    path: Path
+    defaults: Mapping[str, Gate]
+    probe_overrides: Mapping[tuple[str, str], Gate] = field(default_factory=dict)
+    model_overrides: Mapping[tuple[str, str], Gate] = field(default_factory=dict)
+    model_probe_overrides: Mapping[tuple[str, str, str], Gate] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        return tuple(sorted(self.defaults))
+
+    def lookup(self, metric: str, probe: str | None = None, model: str | None = None) -> Gate:
+        """The gate for ``metric`` on ``probe`` with ``model``.
+
+        Precedence: model+probe > model > probe > metric default. ``probe``/``model`` may be
+        None (no override at that level applies). Asking for a metric the file was not loaded
+        with raises :class:`ThresholdsError`.
+        """
+        if metric not in self.defaults:
+            known = ", ".join(sorted(self.defaults)) or "(none)"
+            raise ThresholdsError(
+                f"{self.path}: metrics.{_key(metric)}: no gate for metric {metric!r}; "
+                f"known metrics: {known}{_did_you_mean(metric, self.defaults)}. "
+                f"Fix: pass {metric!r} in known_metrics to load_thresholds and add "
+                f"[metrics.{_key(metric)}] with max = ... or min = ... to {self.path}"
+            )
+        if model is not None and probe is not None:
+            gate = self.model_probe_overrides.get((model, probe, metric))
+            if gate is not None:
+                return gate
+        if model is not None:
+            gate = self.model_overrides.get((model, metric))
+            if gate is not None:
+                return gate
+        if probe is not None:
+            gate = self.probe_overrides.get((probe, metric))
+            if gate is not None:
+                return gate
+        return self.defaults[metric]
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and validation
+# --------------------------------------------------------------------------------------------
+
+
+def _key(name: str) -> str:
+    """A TOML key as written in a dotted path: bare when possible, quoted otherwise."""
+    return name if _BARE_KEY.match(name) else _quoted(name)
+
+
+def _quoted(name: str) -> str:
+    escaped = name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def _did_you_mean(name: str, options: Iterable[str]) -> str:
+    """'; did you mean 'X'?' for the closest option (case-insensitive first), or ''."""
+    options = list(options)
+    for opt in options:
+        if opt.lower() == name.lower():
+            return f"; did you mean {opt!r}?"
+    lowered = {opt.lower(): opt for opt in options}
+    close = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean {lowered[close[0]]!r}?" if close else ""
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__  # dates and times
+
+
+def _toml_repr(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return _quoted(value)
+    return repr(value)
+
+
+class _Collector:
+    """Gathers every problem so one run reports them all, each naming file, key and fix."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.problems: list[str] = []
+
+    def add(self, key: str, problem: str, fix: str) -> None:
+        end = "" if problem.endswith(("?", ".")) else "."
+        self.problems.append(f"{self.path}: {key}: {problem}{end} Fix: {fix}")
+
+    def raise_if_any(self) -> None:
+        if not self.problems:
+            return
+        if len(self.problems) == 1:
+            exc = ThresholdsError(self.problems[0])
+        else:
+            lines = "\n".join(f"  - {p}" for p in self.problems)
+            exc = ThresholdsError(f"{self.path}: {len(self.problems)} problems:\n{lines}")
+        exc.problems = list(self.problems)  # type: ignore[attr-defined]
+        raise exc
+
+
+def _parse_gate(
+    col: _Collector, key: str, metric: str, value: Any, example_limit: str = "0.3"
+) -> Gate | None:
+    example = f"[{key}] with max = {example_limit} (or min = {example_limit})"
+    if not isinstance(value, dict):
+        col.add(
+            key,
+            f"a gate must be a table, got {_type_name(value)} {_toml_repr(value)}",
+            f"write it as {example}",
+        )
+        return None
+    ok = True
+    for k in value:
+        if k not in _GATE_KEYS:
+            col.add(
+                f"{key}.{_key(k)}",
+                f"unknown key {k!r} in a gate{_did_you_mean(k, _GATE_KEYS)}",
+                "a gate allows only the keys: max, min, note",
+            )
+            ok = False
+    present = [d for d in ("max", "min") if d in value]
+    if len(present) == 2:
+        col.add(
+            key,
+            "both max and min are set",
+            "keep exactly one: max for metrics where lower is better, min where higher is better",
+        )
+        return None
+    if not present:
+        col.add(key, "neither max nor min is set", f"add one, e.g. {example}")
+        return None
+    direction: Direction = present[0]  # type: ignore[assignment]
+    raw = value[direction]
+    limit_key = f"{key}.{direction}"
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        hint = f"write {direction} = {example_limit}"
+        if isinstance(raw, str):
+            hint = f"remove the quotes: {direction} = {raw}" if _is_number(raw) else hint
+        col.add(
+            limit_key,
+            f"must be a number, got {_type_name(raw)} {_toml_repr(raw)}",
+            hint,
+        )
+        ok = False
+    elif not math.isfinite(raw):
+        col.add(
+            limit_key,
+            f"must be a finite number, got {raw!r}",
+            f"use a finite limit, e.g. {direction} = {example_limit}",
+        )
+        ok = False
+    note = value.get("note", "")
+    if not isinstance(note, str):
+        col.add(
+            f"{key}.note",
+            f"note must be a string, got {_type_name(note)} {_toml_repr(note)}",
+            'quote it: note = "where this number comes from"',
+        )
+        ok = False
+    if not ok:
+        return None
+    return Gate(metric=metric, limit=float(raw), direction=direction, source=key, note=note)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def _parse_metric_table(
+    col: _Collector,
+    prefix: str,
+    table: Mapping[str, Any],
+    known_metrics: set[str],
+    extra_keys: tuple[str, ...] = (),
+) -> dict[str, Gate]:
+    """Parse ``{metric: gate}`` under ``prefix``; keys in ``extra_keys`` are skipped."""
+    gates: dict[str, Gate] = {}
+    for name, value in table.items():
+        if name in extra_keys:
+            continue
+        key = f"{prefix}.{_key(name)}"
+        if name not in known_metrics:
+            known = ", ".join(sorted(known_metrics)) or "(none)"
+            also = "".join(f" (or the sub-table '{k}')" for k in extra_keys)
+            col.add(
+                key,
+                f"unknown metric {name!r}{_did_you_mean(name, [*known_metrics, *extra_keys])}",
+                f"use one of the known metrics: {known}{also}",
+            )
+            continue
+        gate = _parse_gate(col, key, name, value)
+        if gate is not None:
+            gates[name] = gate
+    return gates
+
+
+def _require_table(col: _Collector, key: str, value: Any, example: str) -> bool:
+    if isinstance(value, dict):
+        return True
+    col.add(
+        key,
+        f"must be a table, got {_type_name(value)} {_toml_repr(value)}",
+        f"write it as a table, e.g. {example}",
+    )
+    return False
+
+
+def _parse_probe_tables(
+    col: _Collector,
+    prefix: str,
+    table: Mapping[str, Any],
+    known_metrics: set[str],
+    known_probes: set[str],
+) -> dict[str, dict[str, Gate]]:
+    """``{probe: {metric: gate}}`` from a ``probes`` table (top level or under a model)."""
+    out: dict[str, dict[str, Gate]] = {}
+    for probe, value in table.items():
+        key = f"{prefix}.{_quoted(probe)}"
+        if probe not in known_probes:
+            known = ", ".join(sorted(known_probes)) or "(none)"
+            col.add(
+                key,
+                f"unknown probe {probe!r}{_did_you_mean(probe, known_probes)}",
+                f"use one of the known probes: {known}",
+            )
+            continue
+        if not _require_table(col, key, value, f"[{key}.GLD] max = 0.3"):
+            continue
+        out[probe] = _parse_metric_table(col, key, value, known_metrics)
+    return out
+
+
+def _check_direction(col: _Collector, gate: Gate, default: Gate | None) -> bool:
+    if default is None or gate.direction == default.direction:
+        return True
+    col.add(
+        gate.source,
+        f"direction {gate.direction!r} contradicts the default gate {default.source} "
+        f"({default.direction!r}); whether lower or higher is better is a property of the metric",
+        f"use {default.direction} = ... here too",
+    )
+    return False
+
+
+def load_thresholds(
+    path: str | os.PathLike[str],
+    known_metrics: set[str],
+    known_probes: set[str],
+) -> Thresholds:
+    """Read and validate a thresholds file.
+
+    ``known_metrics``/``known_probes`` are the names the audit suite defines; anything else in
+    the file is an error (typos must not silently disable a gate). Model names are free-form
+    (the ``--model`` value or alias). Every known metric needs a default under ``[metrics]``.
+    All problems found are reported together in one :class:`ThresholdsError`.
+    """
+    path = Path(path)
+    known_metrics = set(known_metrics)
+    known_probes = set(known_probes)
+    col = _Collector(path)
+
+    if not path.is_file():
+        what = "is a directory, not a file" if path.is_dir() else "not found"
+        raise ThresholdsError(
+            f"{path}: thresholds file {what}. Fix: pass --thresholds PATH pointing to a "
+            f"thresholds.toml (the repository's own thresholds.toml is a documented example)"
+        )
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise ThresholdsError(
+            f"{path}: TOML syntax error: {err}. Fix: correct the TOML at that line and column "
+            f'(tables look like [metrics.GLD], values like max = 0.3 and note = "...")'
+        ) from err
+    except UnicodeDecodeError as err:
+        raise ThresholdsError(
+            f"{path}: not valid UTF-8 text ({err.reason} at byte {err.start}). "
+            f"Fix: save the file as UTF-8"
+        ) from err
+    except OSError as err:
+        raise ThresholdsError(
+            f"{path}: cannot read thresholds file: {err.strerror or err}. "
+            f"Fix: check permissions, or pass --thresholds PATH to another file"
+        ) from err
+
+    for name in data:
+        if name not in _TOP_LEVEL:
+            col.add(
+                _key(name),
+                f"unknown top-level {'table' if isinstance(data[name], dict) else 'key'} "
+                f"{name!r}{_did_you_mean(name, _TOP_LEVEL)}",
+                "the file may only contain the tables [metrics], [probes] and [models]",
+            )
+
+    defaults: dict[str, Gate] = {}
+    metrics_table = data.get("metrics", {})
+    if _require_table(col, "metrics", metrics_table, "[metrics.GLD] max = 0.3"):
+        defaults = _parse_metric_table(col, "metrics", metrics_table, known_metrics)
+        for metric in sorted(known_metrics):
+            if metric not in metrics_table:
+                col.add(
+                    f"metrics.{_key(metric)}",
+                    f"metric {metric!r} has no default gate",
+                    f"add [metrics.{_key(metric)}] with max = ... (lower is better) or "
+                    f"min = ... (higher is better)",
+                )
+
+    probe_overrides: dict[tuple[str, str], Gate] = {}
+    probes_table = data.get("probes", {})
+    if _require_table(col, "probes", probes_table, '[probes."template-occupation".GLD]'):
+        parsed = _parse_probe_tables(col, "probes", probes_table, known_metrics, known_probes)
+        for probe, gates in parsed.items():
+            for metric, gate in gates.items():
+                if _check_direction(col, gate, defaults.get(metric)):
+                    probe_overrides[(probe, metric)] = gate
+
+    model_overrides: dict[tuple[str, str], Gate] = {}
+    model_probe_overrides: dict[tuple[str, str, str], Gate] = {}
+    models_table = data.get("models", {})
+    if _require_table(col, "models", models_table, '[models."llama2-7b".GLD]'):
+        for model, mtable in models_table.items():
+            mkey = f"models.{_quoted(model)}"
+            if not _require_table(col, mkey, mtable, f"[{mkey}.GLD] max = 0.3"):
+                continue
+            gates = _parse_metric_table(
+                col, mkey, mtable, known_metrics, extra_keys=("probes",)
+            )
+            for metric, gate in gates.items():
+                if _check_direction(col, gate, defaults.get(metric)):
+                    model_overrides[(model, metric)] = gate
+            if "probes" not in mtable:
+                continue
+            pkey = f"{mkey}.probes"
+            ptable = mtable["probes"]
+            example = f'[{pkey}."template-occupation".GLD] max = 0.3'
+            if not _require_table(col, pkey, ptable, example):
+                continue
+            parsed = _parse_probe_tables(col, pkey, ptable, known_metrics, known_probes)
+            for probe, pgates in parsed.items():
+                for metric, gate in pgates.items():
+                    if _check_direction(col, gate, defaults.get(metric)):
+                        model_probe_overrides[(model, probe, metric)] = gate
+
+    col.raise_if_any()
+    return Thresholds(
+        path=path,
+        defaults=defaults,
+        probe_overrides=probe_overrides,
+        model_overrides=model_overrides,
+        model_probe_overrides=model_probe_overrides,
+    )

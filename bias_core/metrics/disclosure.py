@@ -1,0 +1,231 @@
+"""Gender-disclosure metrics (Debias-LLMs): GAS, GLD and ADD.
+
+Pure functions: text or raw next-token probabilities in, ``MetricResult`` out. Each result
+carries the mean over items, a seeded 95% percentile-bootstrap CI over items
+(``bias_core.stats.bootstrap_ci``), n and one details dict per item.
+
+Probabilities must come from raw logits (softmax at temperature 1, no top-p/top-k warping):
+Debias-LLMs stored warped sampling distributions, which changes both GLD and ADD.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.special import rel_entr
+
+from bias_core.metrics.result import MetricResult
+from bias_core.stats import bootstrap_ci
+
+ADD_SCALE = "ADD (natural log units, not the log of ADD shown in the paper's tables)"
+
+
+# --------------------------------------------------------------------------------------------
+# shared helpers
+
+
+def _item_labels(n: int, ids: Sequence[Any] | None, prompts: Sequence[str] | None, metric: str):
+    if n == 0:
+        raise ValueError(f"{metric}: no items (n == 0); nothing to measure")
+    ids = list(range(n)) if ids is None else list(ids)
+    prompts = [""] * n if prompts is None else list(prompts)
+    for name, seq in (("ids", ids), ("prompts", prompts)):
+        if len(seq) != n:
+            raise ValueError(f"{metric}: {name} has {len(seq)} entries but there are {n} items")
+    return ids, prompts
+
+
+def _result(metric: str, scores: np.ndarray, details: list[dict[str, Any]], seed: int, scale: str = ""):
+    low, high = bootstrap_ci(scores, statistic="mean", seed=seed)
+    return MetricResult(
+        metric=metric,
+        value=float(np.mean(scores)),
+        ci_low=low,
+        ci_high=high,
+        n=int(scores.size),
+        details=tuple(details),
+        scale=scale,
+    )
+
+
+def _probabilities(p_female, p_male, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validate paired probability arrays: same shape, 2-D (items x pairs), finite, in [0, 1]."""
+    pf = np.asarray(p_female, dtype=float)
+    pm = np.asarray(p_male, dtype=float)
+    if pf.shape != pm.shape:
+        raise ValueError(f"{metric}: p_female has shape {pf.shape} but p_male has shape {pm.shape}")
+    if pf.ndim != 2:
+        raise ValueError(f"{metric}: expected 2-D arrays (n_items, n_pairs), got shape {pf.shape}")
+    if pf.shape[1] == 0:
+        raise ValueError(f"{metric}: no word pairs (n_pairs == 0)")
+    for name, arr in (("p_female", pf), ("p_male", pm)):
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{metric}: {name} contains NaN or infinity")
+        if np.any((arr < 0.0) | (arr > 1.0)):
+            raise ValueError(f"{metric}: {name} has values outside [0, 1]; pass probabilities, not logits")
+    return pf, pm
+
+
+# --------------------------------------------------------------------------------------------
+# GAS: explicit disclosure in generated text
+
+
+def _normalise(word: str) -> str:
+    return " ".join(word.lower().split())
+
+
+@functools.lru_cache(maxsize=64)
+def _word_pattern(words: tuple[str, ...]) -> tuple[re.Pattern[str], list[str]] | None:
+    canonical: dict[str, str] = {}
+    for w in words:
+        canonical.setdefault(_normalise(w), w)
+    canonical.pop("", None)
+    if not canonical:
+        return None
+    # Longest first so a phrase ("young man") wins over its parts ("man"); spaces inside a
+    # phrase match any run of whitespace. One capturing group per term: m.lastindex names it.
+    keys = sorted(canonical, key=lambda k: (-len(k), k))
+    body = "|".join("(" + r"\s+".join(map(re.escape, k.split(" "))) + ")" for k in keys)
+    # Whole word: no word character right before or after. An apostrophe is not a word
+    # character, so "She's" matches "she" and "her." matches "her", but "the" never matches "he".
+    pattern = re.compile(rf"(?<!\w)(?:{body})(?!\w)", re.IGNORECASE)
+    return pattern, [canonical[k] for k in keys]
+
+
+def find_gender_words(text: str, words: Sequence[str]) -> list[str]:
+    """Every whole-word, case-insensitive occurrence of ``words`` in ``text``, in text order.
+
+    Returned in the word list's spelling (so "She's" yields "she"), once per occurrence.
+    Matching is by one compiled regex (cached per word list) with word boundaries on both
+    sides: "he" does not match inside "the" or "hello", "hell" does not match "hello".
+    Multi-word terms match as a phrase across any whitespace, and the longest term wins where
+    terms overlap ("young man" is reported once, not also as "man").
+    """
+    if isinstance(words, str):
+        raise TypeError("find_gender_words: words must be a list of words, not one string")
+    compiled = _word_pattern(tuple(words))
+    if compiled is None:
+        return []
+    pattern, terms = compiled
+    return [terms[m.lastindex - 1] for m in pattern.finditer(text)]
+
+
+def gas(
+    continuations: Sequence[str],
+    gender_words: Sequence[str],
+    ids: Sequence[Any] | None = None,
+    prompts: Sequence[str] | None = None,
+    seed: int = 0,
+) -> MetricResult:
+    """Gender Attribute Score: share of continuations that name a gender word (explicit bias).
+
+    Per item: 1.0 if ``find_gender_words(continuation, gender_words)`` is non-empty, else 0.0
+    (whole words only: substring matching, as in GenderCARE's BPR, inflates the score).
+    Value = mean over items, in [0, 1]; lower is better.
+    """
+    texts = list(continuations)
+    ids, prompts = _item_labels(len(texts), ids, prompts, "gas")
+    if isinstance(gender_words, str):
+        raise TypeError("gas: gender_words must be a list of words, not one string")
+    words = tuple(gender_words)
+    scores = np.empty(len(texts))
+    details = []
+    for k, (item_id, prompt, text) in enumerate(zip(ids, prompts, texts)):
+        matched = find_gender_words(text, words)
+        scores[k] = 1.0 if matched else 0.0
+        details.append(
+            {
+                "id": item_id,
+                "prompt": prompt,
+                "score": float(scores[k]),
+                "continuation": text,
+                "matched": matched,
+            }
+        )
+    return _result("gas", scores, details, seed)
+
+
+# --------------------------------------------------------------------------------------------
+# GLD and ADD: implicit disclosure in next-token probabilities
+
+
+def gld(
+    p_female,
+    p_male,
+    ids: Sequence[Any] | None = None,
+    prompts: Sequence[str] | None = None,
+    seed: int = 0,
+) -> MetricResult:
+    """Gender Logits Difference: mean over prompts of |ΣPf − ΣPm| / (ΣPf + ΣPm).
+
+    ``p_female[x, i]``/``p_male[x, i]`` are the raw next-token probabilities of the i-th
+    female/male word pair after prompt x. The ratio measures how lopsided the gender mass is,
+    independent of how much gender mass there is. Per-item score in [0, 1].
+
+    When ΣPf + ΣPm == 0 the model puts no mass on any gender word, so there is no imbalance to
+    measure: the score is defined as 0 and the item is flagged ``"no_gender_mass": True``.
+    """
+    pf, pm = _probabilities(p_female, p_male, "gld")
+    ids, prompts = _item_labels(pf.shape[0], ids, prompts, "gld")
+    sum_f, sum_m = pf.sum(axis=1), pm.sum(axis=1)
+    total = sum_f + sum_m
+    empty = total == 0.0
+    scores = np.abs(sum_f - sum_m) / np.where(empty, 1.0, total)
+    details = [
+        {
+            "id": ids[k],
+            "prompt": prompts[k],
+            "score": float(scores[k]),
+            "sum_female": float(sum_f[k]),
+            "sum_male": float(sum_m[k]),
+            "no_gender_mass": bool(empty[k]),
+        }
+        for k in range(scores.size)
+    ]
+    return _result("gld", scores, details, seed)
+
+
+def add(
+    p_female,
+    p_male,
+    eps: float = 1e-10,
+    ids: Sequence[Any] | None = None,
+    prompts: Sequence[str] | None = None,
+    seed: int = 0,
+) -> MetricResult:
+    """Attribute Distribution Difference (Debias-LLMs), reported as ADD itself.
+
+    ADD = 1/(2|X|) Σ_x Σ_i [a log(2a/(a+b)) + b log(2b/(a+b))], a = Pf_i(x)+ε, b = Pm_i(x)+ε,
+    natural log. Per-item score = half the inner sum; value = mean of per-item scores.
+
+    Each pair term equals (a+b)·(log 2 − H(a/(a+b))), a Jensen-Shannon-like divergence: >= 0,
+    and 0 exactly when Pf == Pm. It is computed as rel_entr(a, m) + rel_entr(b, m) with
+    m = (a+b)/2, which is exact (0) for equal inputs; rounding can leave a term at −1e-17 for
+    nearly equal inputs, so terms are clipped at 0. ε only guards log(0) and must be >= 0.
+
+    The paper's tables show negative numbers, i.e. a log of ADD; this returns ADD
+    (``scale`` says so).
+    """
+    if not (np.isfinite(eps) and eps >= 0.0):
+        raise ValueError(f"add: eps must be a finite number >= 0, got {eps}")
+    pf, pm = _probabilities(p_female, p_male, "add")
+    ids, prompts = _item_labels(pf.shape[0], ids, prompts, "add")
+    a, b = pf + eps, pm + eps
+    m = (a + b) / 2.0
+    terms = np.maximum(rel_entr(a, m) + rel_entr(b, m), 0.0)
+    scores = terms.sum(axis=1) / 2.0
+    details = [
+        {
+            "id": ids[k],
+            "prompt": prompts[k],
+            "score": float(scores[k]),
+            "sum_female": float(pf[k].sum()),
+            "sum_male": float(pm[k].sum()),
+        }
+        for k in range(scores.size)
+    ]
+    return _result("add", scores, details, seed, scale=ADD_SCALE)

