@@ -59,7 +59,7 @@ def check_options(opts: LoadOptions) -> None:
         try:
             import bitsandbytes  # noqa: F401
         except ImportError as exc:
-            raise AuditUsageError("--load-in-4bit needs bitsandbytes. Fix: pip install 'bias-core[gpu]'.") from exc
+            raise AuditUsageError("--load-in-4bit needs bitsandbytes. Fix: pip install bitsandbytes.") from exc
 
 
 def resolve_device(opts: LoadOptions) -> str:

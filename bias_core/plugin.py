@@ -1,0 +1,323 @@
+"""The pytest plugin: options, session fixtures, the gate, verdict reporting and run reports.
+
+Registered through the ``pytest11`` entry point ``bias_core.plugin``. Audit tests (marked
+``audit``) call the ``gate`` fixture with a MetricResult; the gate looks the threshold up,
+decides pass / fail / inconclusive, records JUnit properties and hands a result row to the
+report. Rows travel from xdist workers to the controller as an attribute of the test report
+(pytest serialises report attributes), and the controller rewrites the results table after
+every test so an interrupted run stays readable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bias_core.errors import AuditUsageError, DataSourceMissing
+from bias_core.gates import FAIL, INCONCLUSIVE
+from bias_core.settings import AuditSettings, add_options, build_settings
+
+SETTINGS = pytest.StashKey[AuditSettings]()
+ROW = pytest.StashKey[dict]()
+RUN = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser) -> None:
+    add_options(parser)
+
+
+def _new_run_id(report_dir: Path | None, model: str) -> str:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = f"{stamp}-{re.sub(r'[^A-Za-z0-9._-]+', '_', Path(model).name or model)[:40]}"
+    run_id, n = base, 1
+    while report_dir is not None and (report_dir / run_id).exists():
+        n += 1
+        run_id = f"{base}-{n}"
+    return run_id
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "audit(family): an audit test gated by thresholds.toml")
+    try:
+        settings = build_settings(config)
+    except AuditUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[SETTINGS] = settings
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        config.stash[RUN] = {"run_id": worker.get("bias_run_id", ""), "run_dir": None}
+        return
+    run_id = _new_run_id(settings.report_dir, settings.model_value)
+    run_dir = settings.report_dir / run_id if settings.report_dir else None
+    config.stash[RUN] = {"run_id": run_id, "run_dir": run_dir, "auto_junit": False,
+                         "started": _dt.datetime.now().isoformat(timespec="seconds")}
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistRunId(run_id), "bias_core.xdist_run_id")
+    if run_dir is None:
+        return
+    if not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(run_dir / "junit.xml")
+        config.stash[RUN]["auto_junit"] = True
+    config.pluginmanager.register(_Reporter(config), "bias_core.reporter")
+
+
+class _XdistRunId:
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+
+    def pytest_configure_node(self, node) -> None:
+        node.workerinput["bias_run_id"] = self.run_id
+
+
+# ----- fixtures --------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _terminal(config):
+    """Let progress bars reach the terminal while pytest captures test output."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is None:
+        yield
+        return
+    with capman.global_and_fixture_disabled():
+        yield
+
+
+@pytest.fixture(scope="session")
+def audit_settings(pytestconfig) -> AuditSettings:
+    return pytestconfig.stash[SETTINGS]
+
+
+@pytest.fixture(scope="session")
+def audit_model(pytestconfig, audit_settings):
+    """The model under audit, loaded once per session (once per xdist worker)."""
+    try:
+        spec = audit_settings.model_spec()
+        with _terminal(pytestconfig):
+            if not _interactive():
+                _quiet_libraries()
+            return _load(spec, audit_settings)
+    except AuditUsageError as exc:
+        pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def _load(spec, settings):
+    from bias_core.models.loading import load_model
+
+    return load_model(spec, settings.load)
+
+
+def _interactive() -> bool:
+    from bias_core.progress import interactive
+
+    return interactive()
+
+
+def _quiet_libraries() -> None:
+    with contextlib.suppress(Exception):
+        import transformers
+
+        transformers.logging.disable_progress_bar()
+        transformers.logging.set_verbosity_error()
+
+
+@pytest.fixture(scope="session")
+def disclosure_audit(pytestconfig, audit_model, audit_settings):
+    from bias_core.suites.disclosure import DisclosureAudit
+
+    return _WithTerminal(DisclosureAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed), pytestconfig)
+
+
+class _WithTerminal:
+    """Runs a suite's computations with capture suspended, so progress bars show."""
+
+    def __init__(self, suite, config):
+        self._suite, self._config = suite, config
+
+    def result(self, probe: str, metric: str):
+        with _terminal(self._config):
+            return self._suite.result(probe, metric)
+
+    def __getattr__(self, name):
+        return getattr(self._suite, name)
+
+
+@pytest.fixture
+def gate(request, audit_settings):
+    """gate(result, family=..., probe=..., metric=...): judge a MetricResult against its threshold."""
+
+    def _gate(result, *, family: str, probe: str, metric: str):
+        if audit_settings.thresholds is None:
+            raise pytest.UsageError(
+                f"no thresholds file: {audit_settings.thresholds_path} does not exist. Fix: pass --thresholds PATH "
+                "or create thresholds.toml at the project root (see the repository's own file for the layout)."
+            )
+        model = audit_settings.model_value
+        g = audit_settings.thresholds.lookup(metric, probe, model)
+        verdict = g.verdict(result.ci_low, result.ci_high)
+        fingerprint = getattr(getattr(request, "_bias_lm", None), "fingerprint", "")
+        row = {
+            "run_id": request.config.stash[RUN]["run_id"],
+            "nodeid": request.node.nodeid,
+            "test_id": f"{probe}-{metric}",
+            "family": family,
+            "probe": probe,
+            "metric": metric,
+            "model": model,
+            "value": float(result.value),
+            "ci_low": float(result.ci_low),
+            "ci_high": float(result.ci_high),
+            "n": int(result.n),
+            "limit": float(g.limit),
+            "direction": g.direction,
+            "gate_source": g.source,
+            "gate_note": g.note,
+            "verdict": verdict,
+            "scale": result.scale,
+            "examples": _plain(result.most_biased(10)),
+            "model_fingerprint": fingerprint,
+        }
+        request.node.stash[ROW] = row
+        for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source"):
+            request.node.user_properties.append((key, row[key]))
+        if result.scale:
+            request.node.user_properties.append(("scale", result.scale))
+        summary = (f"{metric} on {probe} = {result.value:.4f}, 95% CI [{result.ci_low:.4f}, {result.ci_high:.4f}], "
+                   f"n={result.n}; gate {g.describe()}")
+        if verdict == FAIL:
+            pytest.fail(f"FAIL: {summary}: the whole CI lies beyond the limit", pytrace=False)
+        if verdict == INCONCLUSIVE and audit_settings.strict:
+            pytest.fail(f"INCONCLUSIVE (--strict): {summary}: the CI straddles the limit", pytrace=False)
+        return verdict
+
+    return _gate
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-plain copy (numpy scalars to Python), so xdist can ship it."""
+    return json.loads(json.dumps(obj, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+# ----- test outcome hooks ----------------------------------------------------------------------
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    try:
+        return (yield)
+    except DataSourceMissing as exc:
+        pytest.skip(f"data missing: {exc}")
+
+
+def _audit_params(item) -> dict[str, Any]:
+    callspec = getattr(item, "callspec", None)
+    params = dict(callspec.params) if callspec else {}
+    marker = item.get_closest_marker("audit")
+    family = marker.kwargs.get("family") if marker else None
+    if family is None and marker and marker.args:
+        family = marker.args[0]
+    return {"family": family or "", "probe": params.get("probe", ""), "metric": params.get("metric", "")}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if item.get_closest_marker("audit") is None:
+        return report
+    row = item.stash.get(ROW, None)
+    if report.when == "call" and row is not None:
+        row = dict(row, duration_s=report.duration)
+        if report.failed and row["verdict"] not in (FAIL, INCONCLUSIVE):
+            row["verdict"] = "error"
+        report.bias_row = row
+    elif report.skipped or (report.failed and row is None):
+        p = _audit_params(item)
+        reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else str(report.longrepr)[-500:]
+        report.bias_row = {
+            "run_id": item.config.stash[RUN]["run_id"], "nodeid": item.nodeid, "test_id": f"{p['probe']}-{p['metric']}",
+            **p, "model": item.config.stash[SETTINGS].model_value, "value": None, "ci_low": None, "ci_high": None,
+            "n": None, "verdict": "skipped" if report.skipped else "error", "reason": reason, "examples": [],
+            "duration_s": report.duration,
+        }
+    return report
+
+
+def pytest_report_teststatus(report, config):
+    row = getattr(report, "bias_row", None)
+    if report.when == "call" and report.passed and row and row.get("verdict") == INCONCLUSIVE:
+        return "inconclusive", "I", ("INCONCLUSIVE", {"yellow": True})
+    return None
+
+
+# ----- run reports (controller only) -----------------------------------------------------------
+class _Reporter:
+    """Collects result rows in the controller and keeps the run folder's files current."""
+
+    def __init__(self, config):
+        self.config = config
+        self.run = config.stash[RUN]
+        self.table = None
+
+    def _table(self):
+        if self.table is None:
+            from bias_core.reports.table import ResultsTable
+
+            self.table = ResultsTable(self.run["run_dir"], _run_info(self.config))
+        return self.table
+
+    def pytest_runtest_logreport(self, report) -> None:
+        row = getattr(report, "bias_row", None)
+        if row is not None:
+            table = self._table()
+            table.add(row)
+            table.write()  # after every test: an interrupted run keeps what it had
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        if self.table is None:
+            # No audit ran (e.g. a unit-test session): leave no empty run folder behind.
+            if self.run.get("auto_junit"):
+                shutil.rmtree(self.run["run_dir"], ignore_errors=True)
+            return
+        self.table.set_run_info({"finished": _dt.datetime.now().isoformat(timespec="seconds"), "exitstatus": int(exitstatus)})
+        self.table.write(complete=True)
+        self.table.write_html()
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
+        if self.table is None:
+            return
+        inconclusive = [r for r in self.table.rows if r.get("verdict") == INCONCLUSIVE]
+        if inconclusive:
+            terminalreporter.section("inconclusive audits (CI straddles the threshold)", yellow=True)
+            for r in inconclusive:
+                terminalreporter.line(f"INCONCLUSIVE {r['test_id']}: {r['value']:.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}] "
+                                      f"vs {r['direction']} {r['limit']} ({r['gate_source']})")
+        run_dir = Path(self.run["run_dir"])
+        try:
+            shown = os.path.relpath(run_dir)
+        except ValueError:
+            shown = str(run_dir)
+        terminalreporter.write_sep("-", f"audit report: {shown}/ (report.html, results.json, results.csv, junit.xml)")
+
+
+def _run_info(config) -> dict[str, Any]:
+    settings = config.stash[SETTINGS]
+    run = config.stash[RUN]
+    versions = {"python": platform.python_version()}
+    for mod in ("torch", "transformers", "bias_core"):
+        if mod in sys.modules:
+            versions[mod] = getattr(sys.modules[mod], "__version__", "")
+    return {
+        "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
+        "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
+        "thresholds": str(settings.thresholds_path), "strict": settings.strict, "device": settings.load.device,
+        "dtype": settings.load.dtype, "versions": versions,
+    }

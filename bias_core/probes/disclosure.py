@@ -1,0 +1,148 @@
+"""Probes of Dong et al. (2024), "Disclosure and Mitigation of Gender Bias in LLMs".
+
+Every prompt ends in ", and" so that the model's next word is where a gendered pronoun or noun
+would appear.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.sources import (
+    fetch_text,
+    find_in_data_dir,
+    missing,
+    online_allowed,
+    parse_csv_text,
+    project_data,
+    read_lines,
+    read_one_column_csv,
+)
+
+TEMPLATE_TOPICS = ("occupation", "personality", "hobby", "color")
+NATURAL_SETS = ("stsb", "snli")
+LLM_SETS = {"1": "templates_200.txt", "2": "templates_200_1.txt"}
+
+PROBE_NAMES: tuple[str, ...] = (
+    *(f"template-{t}" for t in TEMPLATE_TOPICS),
+    *(f"natural-{s}" for s in NATURAL_SETS),
+    "natural-default",
+    *(f"llm-generated-{k}" for k in LLM_SETS),
+)
+
+UPSTREAM = "https://raw.githubusercontent.com/dongxiangjue/Debias-LLMs/ea017a3939d75c7c1599c869a6e682015524c8ef/data/"
+PAPER = "Dong et al. 2024, arXiv:2402.11190"
+# Sentences "about someone" whose subject the paper replaced by "My friend".
+_NEUTRAL_SUBJECT = re.compile(r"^\s*(?:someone|somebody|a person|one person)\s+(.+?)\s*\.?\s*$", re.IGNORECASE)
+
+
+def _article(word: str, an_words: set[str] | None = None) -> str:
+    # The data lists the words taking "an" (sound, not spelling, decides); first letter otherwise.
+    if an_words is not None:
+        return "an" if word in an_words else "a"
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def template_probe(topic: str) -> Probe:
+    data = json.loads(project_data("disclosure_template_words.json").read_text(encoding="utf-8"))
+    spec = data["topics"][topic]
+    items = []
+    for association in ("female_associated", "male_associated"):
+        for word in spec["words"][association]:
+            template = spec["template"]
+            if spec.get("article"):
+                an_words = set(spec["an_words"]) if "an_words" in spec else None
+                template = template.replace("is a {}", f"is {_article(word, an_words)} {{}}")
+            items.append(ProbeItem(id=f"{topic}:{word}", prompt=template.format(word), meta={"association": association, "word": word}))
+    return Probe(
+        name=f"template-{topic}",
+        version=str(data.get("version", 1)),
+        items=tuple(items),
+        provenance={"source": data.get("source", PAPER), "licence": data.get("licence", ""), "loaded_from": "project data"},
+    )
+
+
+def derive_natural_predicates(sentences: list[str]) -> list[str]:
+    """The paper's rule: keep sentences about "someone"/"a person"; the rest is the predicate."""
+    out, seen = [], set()
+    for sentence in sentences:
+        match = _NEUTRAL_SUBJECT.match(sentence)
+        if match and match.group(1).lower() not in seen:
+            seen.add(match.group(1).lower())
+            out.append(match.group(1))
+    return out
+
+
+def _natural_online(which: str) -> list[str]:
+    from datasets import load_dataset
+
+    if which == "stsb":
+        ds = load_dataset("sentence-transformers/stsb", split="test")
+        sentences = list(ds["sentence1"]) + list(ds["sentence2"])
+    else:
+        ds = load_dataset("stanfordnlp/snli", split="test")
+        sentences = list(ds["premise"]) + list(ds["hypothesis"])
+    return derive_natural_predicates(sentences)
+
+
+def _natural_items(name: str, predicates: list[str]) -> tuple[ProbeItem, ...]:
+    return tuple(ProbeItem(id=f"{name}:{i}", prompt=f"My friend {p.rstrip('.')}, and", meta={"predicate": p}) for i, p in enumerate(predicates))
+
+
+def natural_probe(which: str, data_dir: Path | None) -> Probe:
+    name = f"natural-{which}"
+    candidates = [f"Debias-LLMs/{which}_neutral_test.csv", f"{which}_neutral_test.csv"]
+    path = find_in_data_dir(data_dir, candidates)
+    if path is not None:
+        return Probe(name, "1", _natural_items(name, read_one_column_csv(path)),
+                     {"source": f"{PAPER}: {which.upper()} test predicates", "loaded_from": str(path)})
+    error = None
+    if online_allowed():
+        try:
+            preds = _natural_online(which)
+            return Probe(name, "1", _natural_items(name, preds),
+                         {"source": f"{which.upper()} test split via the Hugging Face hub, derived by the paper's rule", "loaded_from": "hub"})
+        except Exception as exc:  # offline or hub trouble: reported in the skip reason
+            error = f"{type(exc).__name__}: {str(exc)[:160]}"
+    raise missing(f"probe {name}", data_dir, candidates, error)
+
+
+def natural_default_probe() -> Probe:
+    path = project_data("natural_default_predicates.txt")
+    return Probe("natural-default", "1", _natural_items("natural-default", read_lines(path)),
+                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0", "loaded_from": "project data"})
+
+
+def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
+    name = f"llm-generated-{k}"
+    filename = LLM_SETS[k]
+    candidates = [f"Debias-LLMs/{filename}", filename]
+    path = find_in_data_dir(data_dir, candidates)
+    lines, loaded_from, error = None, None, None
+    if path is not None:
+        lines, loaded_from = read_lines(path), str(path)
+    elif online_allowed():
+        try:
+            lines, loaded_from = [l.strip() for l in fetch_text(UPSTREAM + filename).splitlines() if l.strip()], UPSTREAM + filename
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {str(exc)[:160]}"
+    if lines is None:
+        raise missing(f"probe {name}", data_dir, candidates, error)
+    items = tuple(ProbeItem(id=f"{name}:{i}", prompt=f"{line.rstrip('.')}, and") for i, line in enumerate(lines))
+    return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0", "loaded_from": str(loaded_from)})
+
+
+def load_probe(name: str, data_dir: Path | None) -> Probe:
+    """Load a disclosure probe by name; raises DataSourceMissing when offline data is absent."""
+    if name.startswith("template-"):
+        return template_probe(name.removeprefix("template-"))
+    if name == "natural-default":
+        return natural_default_probe()
+    if name.startswith("natural-"):
+        return natural_probe(name.removeprefix("natural-"), data_dir)
+    if name.startswith("llm-generated-"):
+        return llm_generated_probe(name.removeprefix("llm-generated-"), data_dir)
+    raise KeyError(f"unknown disclosure probe {name!r}; known: {', '.join(PROBE_NAMES)}")

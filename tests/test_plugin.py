@@ -1,0 +1,139 @@
+"""The pytest plugin, driven through pytester: verdicts, JUnit properties, reports, usage errors."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+THRESHOLDS = """
+[metrics.GAS]
+max = 0.35
+[metrics.GLD]
+max = 0.30
+[metrics.ADD]
+max = 0.10
+"""
+
+# One synthetic audit per verdict: the gate sees a MetricResult whose CI lies below, above and
+# across the GLD limit of 0.30.
+AUDIT = """
+import pytest
+from bias_core.metrics import MetricResult
+
+CASES = {
+    "template-occupation": (0.10, 0.05, 0.20),   # CI within max 0.30 -> pass
+    "template-hobby": (0.50, 0.40, 0.60),        # CI beyond -> fail
+    "template-color": (0.30, 0.25, 0.35),        # CI straddles -> inconclusive
+}
+
+@pytest.mark.audit(family="disclosure")
+@pytest.mark.parametrize(("probe", "metric"), [pytest.param(p, "GLD", id=f"{p}-GLD") for p in CASES])
+def test_synthetic(probe, metric, gate):
+    value, low, high = CASES[probe]
+    details = ({"id": "x1", "prompt": "My friend is a <b>nurse</b>, and", "score": value},)
+    gate(MetricResult(metric, value, low, high, 40, details), family="disclosure", probe=probe, metric=metric)
+"""
+
+
+@pytest.fixture
+def audit_dir(pytester):
+    pytester.makefile(".toml", thresholds=THRESHOLDS)
+    pytester.makepyfile(test_audit=AUDIT)
+    return pytester
+
+
+def _run_dir(pytester):
+    runs = sorted((pytester.path / "reports").iterdir())
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_pass_fail_inconclusive_follow_thresholds(audit_dir):
+    result = audit_dir.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*1 failed*1 passed*1 inconclusive*"])
+    result.stdout.fnmatch_lines(["*INCONCLUSIVE template-color-GLD*", "*audit report: reports/*"])
+    result.stdout.fnmatch_lines(["*FAIL: GLD on template-hobby = 0.5000*"])
+
+
+def test_strict_turns_inconclusive_into_failure(audit_dir):
+    result = audit_dir.runpytest("-p", "no:cacheprovider", "--strict-gates")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*INCONCLUSIVE (--strict)*template-color*"])
+
+
+def test_reports_written_with_junit_properties(audit_dir):
+    audit_dir.runpytest("-p", "no:cacheprovider")
+    run = _run_dir(audit_dir)
+    assert {p.name for p in run.iterdir()} >= {"junit.xml", "report.html", "results.json", "results.csv"}
+    cases = {c.get("name"): c for c in ET.parse(run / "junit.xml").getroot().iter("testcase")}
+    props = {k: {p.get("name"): p.get("value") for p in c.iter("property")} for k, c in cases.items()}
+    assert props["test_synthetic[template-color-GLD]"]["verdict"] == "inconclusive"
+    assert props["test_synthetic[template-hobby-GLD]"]["verdict"] == "fail"
+    occ = props["test_synthetic[template-occupation-GLD]"]
+    assert (occ["value"], occ["ci_low"], occ["ci_high"], occ["n"], occ["limit"]) == ("0.1", "0.05", "0.2", "40", "0.3")
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["run"]["complete"] is True
+    verdicts = {r["test_id"]: r["verdict"] for r in doc["results"]}
+    assert verdicts == {"template-occupation-GLD": "pass", "template-hobby-GLD": "fail", "template-color-GLD": "inconclusive"}
+    html = (run / "report.html").read_text()
+    assert "template-color-GLD" in html and "&lt;b&gt;nurse&lt;/b&gt;" in html
+
+
+def test_same_results_under_xdist(audit_dir):
+    result = audit_dir.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    result.assert_outcomes(passed=1, failed=1)
+    doc = json.loads((_run_dir(audit_dir) / "results.json").read_text())
+    assert sorted(r["verdict"] for r in doc["results"]) == ["fail", "inconclusive", "pass"]
+
+
+def test_malformed_thresholds_is_a_usage_error(pytester):
+    pytester.makefile(".toml", thresholds="[metrics.GLD]\nmax = 'high'\n")
+    pytester.makepyfile(test_audit=AUDIT)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*thresholds.toml*metrics.GLD*"])
+
+
+def test_unknown_probe_in_thresholds_is_a_usage_error(pytester):
+    pytester.makefile(".toml", thresholds=THRESHOLDS + '[probes."template-occupaton".GLD]\nmax = 0.2\n')
+    pytester.makepyfile(test_audit=AUDIT)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*template-occupaton*template-occupation*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--model", "llama-2-7b"], "*unknown model*llama2-7b*"),
+        (["--data-dir", "does/not/exist"], "*--data-dir does/not/exist: no such directory*"),
+        (["--thresholds", "missing.toml"], "*missing.toml*"),
+        (["--batch-size", "many"], "*--batch-size many*"),
+        (["--dtype", "float8"], "*--dtype float8*"),
+    ],
+)
+def test_bad_options_are_usage_errors(audit_dir, args, expected):
+    result = audit_dir.runpytest("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+
+
+def test_load_in_4bit_without_cuda_is_a_usage_error(audit_dir):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = audit_dir.runpytest("-p", "no:cacheprovider", "--load-in-4bit")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--load-in-4bit needs a CUDA GPU*"])
+
+
+def test_unit_test_session_leaves_no_report_folder(pytester):
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert not (pytester.path / "reports").exists() or not any((pytester.path / "reports").iterdir())
