@@ -64,6 +64,9 @@ class ResultCache:
             # A corrupt entry is treated as a miss and overwritten by the next put.
             self.misses += 1
             return None
+        if not isinstance(entry, dict) or "value" not in entry:
+            self.misses += 1
+            return None
         self.hits += 1
         return entry["value"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -129,11 +128,14 @@ def test_failed_write_leaves_neither_entry_nor_temp_file(tmp_path, monkeypatch):
 def test_failed_write_keeps_the_previous_entry(tmp_path, monkeypatch):
     cache = ResultCache(tmp_path)
     cache.put(PARTS, "old")
-    real_replace = os.replace
-    monkeypatch.setattr(cache_mod.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("interrupted")))
-    with pytest.raises(OSError):
-        cache.put(PARTS, "new")
-    monkeypatch.setattr(cache_mod.os, "replace", real_replace)
+
+    def interrupted(src, dst):
+        raise OSError("interrupted")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(cache_mod.os, "replace", interrupted)
+        with pytest.raises(OSError, match="interrupted"):
+            cache.put(PARTS, "new")
     assert cache.get(PARTS) == "old"
     assert len(entry_files(tmp_path)) == 1
 
@@ -162,7 +164,7 @@ def test_key_changes_with_added_part_and_scoring_version(monkeypatch):
     assert canonical_key(PARTS) != base
 
 
-def test_key_is_stable_sha256(tmp_path):
+def test_key_is_stable_sha256():
     key = canonical_key(PARTS)
     assert key == canonical_key(json.loads(json.dumps(PARTS)))
     assert len(key) == 64 and int(key, 16) >= 0

@@ -1,10 +1,12 @@
 """The scoring surface of a causal LM: word-set probabilities, log-likelihoods, generation.
 
 In the spirit of lm-evaluation-harness's ``LM`` API. Batching, padding, dtype and device are
-this module's business alone, and results do not depend on the batch size: a batch only ever
-holds sequences of one length, so no row is padded. (Left padding with correct position ids is
-mathematically equivalent, but the padded attention sums in another order and moved
-probabilities by ~5e-5 here; equal-length batches agree with batch size 1 to ~1e-6.) Scores always come from raw logits (log-softmax in float32), never from a
+this module's business alone, and results do not depend on the batch size. Padding is the
+usual culprit (lm-eval issues #1645, #879): masked attention over a different number of pad
+keys sums in another order and moved probabilities by ~5e-5 here. So every sequence is left
+padded to a width fixed by its own length alone (the next multiple of PAD_MULTIPLE) and a
+batch only holds sequences of one width: a row is computed the same way whatever it is batched
+with, and batch 1 agrees with batch 32 to ~1e-6. Scores always come from raw logits (log-softmax in float32), never from a
 temperature/top-p-warped sampling distribution.
 """
 
@@ -21,6 +23,13 @@ import torch
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
 from bias_core.progress import progress_bar
+
+
+PAD_MULTIPLE = 4
+
+
+def padded_width(n: int) -> int:
+    return -(-n // PAD_MULTIPLE) * PAD_MULTIPLE
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,7 @@ class CausalLM:
 
     # ----- batched forward ---------------------------------------------------------------------
     def _left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        width = max(len(s) for s in seqs)
+        width = max(padded_width(len(s)) for s in seqs)
         pad = self.tokenizer.pad_token_id
         ids = torch.full((len(seqs), width), pad, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -116,20 +125,19 @@ class CausalLM:
         return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
     def _batches(self, seqs: Sequence[Sequence[int]]) -> list[list[int]]:
-        """Indices of seqs grouped into batches of equal length, longest first, at most batch_size."""
+        """Indices of seqs grouped into batches of one padded width, longest first, at most batch_size."""
         order = sorted(range(len(seqs)), key=lambda i: (-len(seqs[i]), i))
         batches: list[list[int]] = []
         for i in order:
-            if batches and len(batches[-1]) < self.batch_size and len(seqs[batches[-1][0]]) == len(seqs[i]):
+            same_width = batches and padded_width(len(seqs[batches[-1][0]])) == padded_width(len(seqs[i]))
+            if same_width and len(batches[-1]) < self.batch_size:
                 batches[-1].append(i)
             else:
                 batches.append([i])
         return batches
 
     def _forward(self, ids, mask, positions, keep: int = 0, past=None):
-        # An all-ones mask is dropped: attention then takes its plain causal path.
-        if mask is not None and bool(mask.all()):
-            mask = None
+        # The mask is passed even when all ones, so every row takes the same attention kernel.
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "use_cache": past is not None}
         if self._takes_position_ids:
             kwargs["position_ids"] = positions

@@ -283,7 +283,7 @@ def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
 
     p = _resolve(path)
     if p.suffix.lower() == ".csv":
-        df = pd.read_csv(p, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False,
+        df = pd.read_csv(p, dtype={c: object for c in TEXT_COLUMNS}, keep_default_na=False,
                          na_values={c: ["", "nan", "NaN"] for c in NUMERIC_COLUMNS})
         df = _normalise_dtypes(df)
         df.attrs["run"] = {}

@@ -1,0 +1,144 @@
+"""Speed and memory of the disclosure audit, measured in one run on this machine.
+
+    .venv/bin/python benchmarks/bench_disclosure.py [--model smollm2-135m] [--data-dir ../shared/data]
+
+Prints a markdown table. Every throughput is also given as a ratio to the fp32 matmul peak
+measured at the start of the same run, since absolute figures drift on shared machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def matmul_peak_gflops(n: int = 2048, reps: int = 20) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        best = min(best, (time.perf_counter() - t) / reps)
+    return 2 * n**3 / best / 1e9
+
+
+def flops_per_token(lm) -> int:
+    # Matmul FLOPs of one token through the network: 2 x parameters, input embedding excluded
+    # (a lookup), output projection included (it is computed for the scored positions).
+    emb = lm.model.get_input_embeddings().weight.numel()
+    total = sum(p.numel() for p in lm.model.parameters())
+    tied = lm.model.get_output_embeddings().weight is lm.model.get_input_embeddings().weight
+    return 2 * (total - (0 if tied else emb))
+
+
+def bench_scoring(lm, prompts, words) -> dict:
+    lm.cache.enabled = False
+    lm.word_probs(prompts[:8], words)  # warm-up (one-time kernel initialisation)
+    t = time.perf_counter()
+    lm.word_probs(prompts, words)
+    dt = time.perf_counter() - t
+    tokens = sum(len(lm.encode(p)) for p in prompts)
+    return {"seconds": dt, "tokens": tokens, "gflops": tokens * flops_per_token(lm) / dt / 1e9}
+
+
+def bench_generation(lm, prompts, batch: int = 32, new: int = 50) -> dict:
+    from bias_core.models.causal import DecodingConfig, padded_width
+
+    lm.cache.enabled = False
+    # One full batch of prompts of one padded width, so the batch really is `batch` rows.
+    by_width: dict[int, list[str]] = {}
+    for p in prompts:
+        by_width.setdefault(padded_width(len(lm.encode(p))), []).append(p)
+    group = max(by_width.values(), key=len)[:batch]
+    assert len(group) == batch, f"need {batch} prompts of one width, found {len(group)}"
+    lm.batch_size = batch
+    cfg = DecodingConfig(max_new_tokens=new)
+    lm.generate(group[:4], DecodingConfig(max_new_tokens=4), seed=123)
+    t = time.perf_counter()
+    outs = lm._generate_ids([lm.encode(p) for p in group], cfg, 0, group, "bench")
+    dt = time.perf_counter() - t
+    n_new = sum(len(lm.encode(" " + o)) - len(lm.encode(" ")) + 1 for o in outs)
+    return {"seconds": dt, "new_tokens": n_new, "tok_s": n_new / dt}
+
+
+def bench_audit(model: str, data_dir: str | None, cache: Path) -> dict:
+    cmd = [sys.executable, "-m", "pytest", str(ROOT / "audits"), "-q", "-p", "no:cacheprovider",
+           "--model", model, "--cache-dir", str(cache), "--report-dir", str(cache / "reports")]
+    if data_dir:
+        cmd += ["--data-dir", data_dir]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    last = [l for l in proc.stdout.splitlines() if l.strip()][-1:] or ["?"]
+    return {"seconds": dt, "summary": last[0]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--skip-audit", action="store_true")
+    args = ap.parse_args()
+
+    from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
+    from bias_core.models import LoadOptions, load_model, resolve_model
+    from bias_core.probes.disclosure import load_probe
+    from bias_core.settings import default_cache_dir
+
+    peak = matmul_peak_gflops()
+    t = time.perf_counter()
+    lm = load_model(resolve_model(args.model), LoadOptions(cache_dir=default_cache_dir(), use_cache=False, progress=False))
+    load_s = time.perf_counter() - t
+    prompts = load_probe("natural-default", None).prompts + [p for t_ in ("occupation", "personality", "hobby", "color")
+                                                             for p in load_probe(f"template-{t_}", None).prompts]
+    words = list(FEMALE_WORDS) + list(MALE_WORDS)
+    scoring = bench_scoring(lm, prompts, words)
+    gen = bench_generation(lm, prompts)
+    rows = [
+        ("fp32 matmul peak (2048x2048)", f"{peak:.0f} GFLOP/s", "1.00"),
+        ("model load (converted safetensors)", f"{load_s:.2f} s", ""),
+        (f"scoring: word probabilities, {len(prompts)} prompts x {len(words)} words",
+         f"{scoring['gflops']:.0f} GFLOP/s ({scoring['seconds']:.2f} s)", f"{scoring['gflops'] / peak:.2f} of peak"),
+        ("greedy generation, batch 32, 50 new tokens", f"{gen['tok_s']:.0f} new tokens/s ({gen['new_tokens']} in {gen['seconds']:.1f} s)", ""),
+    ]
+    if not args.skip_audit:
+        cache = Path(tempfile.mkdtemp(prefix="bias-bench-"))
+        try:
+            # The converted model is reused; only the result cache starts cold.
+            (cache / "models").symlink_to(default_cache_dir() / "models")
+            if (default_cache_dir() / "hashes").exists():
+                (cache / "hashes").symlink_to(default_cache_dir() / "hashes")
+            cold = bench_audit(args.model, args.data_dir, cache)
+            warm = bench_audit(args.model, args.data_dir, cache)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        rows += [
+            ("default disclosure audit, cold result cache", f"{cold['seconds']:.0f} s", cold["summary"]),
+            ("default disclosure audit, warm result cache", f"{warm['seconds']:.1f} s", warm["summary"]),
+        ]
+    peak_rss_gb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024**2
+    rows.append(("peak memory (largest process)", f"{peak_rss_gb:.2f} GB", ""))
+    print(f"machine: {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads, model {args.model}"
+          f", data-dir {args.data_dir or '-'}")
+    print("| measure | figure | note |\n|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    main()
