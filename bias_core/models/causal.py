@@ -12,6 +12,7 @@ temperature/top-p-warped sampling distribution.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 from dataclasses import dataclass, field
@@ -148,35 +149,58 @@ class CausalLM:
         return self.model(**kwargs)
 
     def _score_tokens(self, requests: Sequence[tuple[list[int], list[int]]], desc: str) -> list[float]:
-        """Sum of log P(cont | ctx) for token-id requests, sharing one forward per distinct input."""
-        inputs: dict[tuple[int, ...], int] = {}
-        for ctx, cont in requests:
+        """Sum of log P(cont | ctx) for token-id requests.
+
+        Each distinct context is run once; every continuation's first token is read from that
+        pass. Continuations of several tokens then run only their own tokens on top of the
+        context's KV cache (grouped by length, so no padding enters), instead of re-running the
+        whole prompt per word.
+        """
+        by_ctx: dict[tuple[int, ...], list[int]] = {}
+        for r, (ctx, cont) in enumerate(requests):
             if not cont:
                 raise ValueError("empty continuation")
-            inputs.setdefault(tuple(ctx + cont[:-1]), 0)
-            key = tuple(ctx + cont[:-1])
-            inputs[key] = max(inputs[key], len(cont))
-        # Longest first: the first batch is the largest, so memory problems show at once.
-        order = sorted(inputs, key=lambda s: (-len(s), s))
-        logprob_rows: dict[tuple[int, ...], torch.Tensor] = {}
-        bar = progress_bar(total=len(order), desc=desc, enabled=self.progress)
+            by_ctx.setdefault(tuple(ctx), []).append(r)
+        ctxs = list(by_ctx)
+        scores = [0.0] * len(requests)
+        bar = progress_bar(total=len(ctxs), desc=desc, enabled=self.progress)
         with torch.inference_mode():
-            for idx in self._batches(order):
-                batch = [order[i] for i in idx]
-                keep = max(inputs[s] for s in batch)
+            for idx in self._batches(ctxs):
+                batch = [ctxs[i] for i in idx]
                 ids, mask, positions = self._left_pad(batch)
-                logits = self._forward(ids, mask, positions, keep=keep).logits[:, -keep:, :]
-                logprobs = torch.log_softmax(logits.float(), dim=-1)
-                for row, seq in enumerate(batch):
-                    logprob_rows[seq] = logprobs[row, keep - inputs[seq] :, :]
+                longer = [(row, r) for row, c in enumerate(batch) for r in by_ctx[c] if len(requests[r][1]) > 1]
+                out = self._forward(ids, mask, positions, keep=1, past=_new_cache() if longer else None)
+                first = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1)
+                for row, c in enumerate(batch):
+                    for r in by_ctx[c]:
+                        scores[r] = float(first[row, requests[r][1][0]])
+                if longer:
+                    self._score_extensions(requests, longer, out.past_key_values, mask, positions, scores)
                 bar.update(len(batch))
         bar.close()
-        scores = []
-        for ctx, cont in requests:
-            rows = logprob_rows[tuple(ctx + cont[:-1])]
-            tail = rows[rows.shape[0] - len(cont) :]
-            scores.append(float(tail[torch.arange(len(cont)), torch.tensor(cont)].sum()))
         return scores
+
+    def _score_extensions(self, requests, longer, past, mask, positions, scores) -> None:
+        by_len: dict[int, list[tuple[int, int]]] = {}
+        for row, r in longer:
+            by_len.setdefault(len(requests[r][1]), []).append((row, r))
+        # An extension row is a few tokens, so many fit in one pass: the pass costs a read of all
+        # weights whatever its row count, and that read dominates at this size.
+        rows_per_pass = self.batch_size * 8
+        for k, items in sorted(by_len.items()):
+            for start in range(0, len(items), rows_per_pass):
+                chunk = items[start : start + rows_per_pass]
+                rows = torch.tensor([row for row, _ in chunk], device=self.device)
+                cache = copy.deepcopy(past)
+                cache.batch_select_indices(rows)
+                ext = torch.tensor([requests[r][1][:-1] for _, r in chunk], device=self.device)
+                ext_mask = torch.cat([mask[rows], torch.ones_like(ext)], dim=1)
+                ext_pos = positions[rows, -1:] + torch.arange(1, k, device=self.device)
+                logits = self._forward(ext, ext_mask, ext_pos, keep=k - 1, past=cache).logits[:, -(k - 1) :, :]
+                logprobs = torch.log_softmax(logits.float(), dim=-1)
+                steps = torch.arange(k - 1)
+                for j, (_, r) in enumerate(chunk):
+                    scores[r] += float(logprobs[j, steps, torch.tensor(requests[r][1][1:])].sum())
 
     # ----- public API -------------------------------------------------------------------------
     def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
