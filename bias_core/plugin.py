@@ -29,6 +29,7 @@ from bias_core.gates import FAIL, INCONCLUSIVE
 from bias_core.settings import AuditSettings, add_options, build_settings
 
 SETTINGS = pytest.StashKey[AuditSettings]()
+MODEL = pytest.StashKey[Any]()
 ROW = pytest.StashKey[dict]()
 RUN = pytest.StashKey[dict]()
 
@@ -115,7 +116,9 @@ def audit_model(pytestconfig, audit_settings):
         with _terminal(pytestconfig):
             if not _interactive():
                 _quiet_libraries()
-            return _load(spec, audit_settings)
+            lm = _load(spec, audit_settings)
+        pytestconfig.stash[MODEL] = lm
+        return lm
     except AuditUsageError as exc:
         pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
@@ -174,7 +177,7 @@ def gate(request, audit_settings):
         model = audit_settings.model_value
         g = audit_settings.thresholds.lookup(metric, probe, model)
         verdict = g.verdict(result.ci_low, result.ci_high)
-        fingerprint = getattr(getattr(request, "_bias_lm", None), "fingerprint", "")
+        fingerprint = getattr(request.config.stash.get(MODEL, None), "fingerprint", "")
         row = {
             "run_id": request.config.stash[RUN]["run_id"],
             "nodeid": request.node.nodeid,
@@ -296,7 +299,12 @@ class _Reporter:
             if self.run.get("auto_junit"):
                 shutil.rmtree(self.run["run_dir"], ignore_errors=True)
             return
-        self.table.set_run_info({"finished": _dt.datetime.now().isoformat(timespec="seconds"), "exitstatus": int(exitstatus)})
+        info = {"finished": _dt.datetime.now().isoformat(timespec="seconds"), "exitstatus": int(exitstatus)}
+        lm = self.config.stash.get(MODEL, None)
+        if lm is not None:  # in-process runs only; xdist workers keep their own counts
+            info["model_fingerprint"] = lm.fingerprint
+            info["cache"] = {"hits": lm.cache.hits, "misses": lm.cache.misses, "enabled": lm.cache.enabled}
+        self.table.set_run_info(info)
         self.table.write(complete=True)
         self.table.write_html()
 

