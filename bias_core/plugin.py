@@ -298,6 +298,7 @@ class _Reporter:
             # No audit ran (e.g. a unit-test session): leave no empty run folder behind.
             if self.run.get("auto_junit"):
                 shutil.rmtree(self.run["run_dir"], ignore_errors=True)
+                self._drop_auto_junit()
             return
         info = {"finished": _dt.datetime.now().isoformat(timespec="seconds"), "exitstatus": int(exitstatus)}
         lm = self.config.stash.get(MODEL, None)
@@ -307,6 +308,15 @@ class _Reporter:
         self.table.set_run_info(info)
         self.table.write(complete=True)
         self.table.write_html()
+
+    def _drop_auto_junit(self) -> None:
+        # Its "generated xml file" line would point at the folder just removed.
+        from _pytest.junitxml import xml_key
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is not None:
+            self.config.pluginmanager.unregister(xml)
+            del self.config.stash[xml_key]
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
         if self.table is None:
