@@ -101,9 +101,9 @@ def test_sentencepiece_words_take_the_underscore_form(tmp_path):
 
     from bias_core.models.causal import CausalLM
 
-    split = CausalLM.split_request
-    handle = type("H", (), {"tokenizer": tok, "encode": lambda self, t: list(tok(t)["input_ids"])})()
-    ctx, cont = split(handle, "My friend is a nurse, and", " she")
+    handle = CausalLM.__new__(CausalLM)  # tokenization needs no model
+    handle.tokenizer = tok
+    ctx, cont = handle.split_request("My friend is a nurse, and", " she")
     pieces = tok.convert_ids_to_tokens(cont)
     assert pieces[0].startswith("▁") and "".join(pieces).replace("▁", "") == "she"
     assert tok.convert_ids_to_tokens(ctx)[-1].endswith("and")

@@ -94,16 +94,32 @@ class CausalLM:
         the token form it has in running text: " she" for byte-level BPE, "▁she" for
         SentencePiece. A word that is several tokens keeps all of them.
         """
-        n_space = len(context) - len(context.rstrip(" "))
-        if n_space:
-            continuation = context[-n_space:] + continuation
-            context = context[:-n_space]
-        whole = self.encode(context + continuation)
-        ctx = self.encode(context)
-        if whole[: len(ctx)] != ctx:  # a merge across the boundary; fall back to separate encoding
-            cont = list(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])
-            return ctx, cont
-        return ctx, whole[len(ctx) :]
+        return self.split_requests([(context, continuation)])[0]
+
+    def split_requests(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+        """split_request for many pairs, with one batched tokenizer call per kind of text."""
+        moved = []
+        for context, continuation in pairs:
+            n_space = len(context) - len(context.rstrip(" "))
+            if n_space:  # trailing spaces belong to the continuation's first token
+                context, continuation = context[:-n_space], context[-n_space:] + continuation
+            moved.append((context, continuation))
+        contexts = sorted({c for c, _ in moved})
+        ctx_ids = dict(zip(contexts, self._encode_many(contexts)))
+        wholes = self._encode_many([c + w for c, w in moved])
+        out = []
+        for (context, continuation), whole in zip(moved, wholes):
+            ctx = ctx_ids[context]
+            if whole[: len(ctx)] != ctx:  # a merge across the boundary: encode the parts apart
+                out.append((ctx, list(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])))
+            else:
+                out.append((ctx, whole[len(ctx) :]))
+        return out
+
+    def _encode_many(self, texts: Sequence[str]) -> list[list[int]]:
+        if not texts:
+            return []
+        return [list(ids) for ids in self.tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
 
     def _check_length(self, ids: Sequence[int], extra: int, text: str) -> None:
         if len(ids) + extra > self.max_length:
@@ -213,11 +229,9 @@ class CausalLM:
             if hit is None:
                 missing.append(i)
         if missing:
-            toks = []
-            for i in missing:
-                ctx_ids, cont_ids = self.split_request(*requests[i])
+            toks = self.split_requests([requests[i] for i in missing])
+            for i, (ctx_ids, cont_ids) in zip(missing, toks):
                 self._check_length(ctx_ids + cont_ids, 0, requests[i][0])
-                toks.append((ctx_ids, cont_ids))
             for i, score in zip(missing, self._score_tokens(toks, desc)):
                 out[i] = score
                 self.cache.put(self._key("loglikelihood", context=requests[i][0], continuation=requests[i][1]), score)
@@ -239,13 +253,10 @@ class CausalLM:
             else:
                 result[i] = hit
         if missing:
-            requests, owners = [], []
-            for i in missing:
-                for j, word in enumerate(words):
-                    ctx_ids, cont_ids = self.split_request(prompts[i], " " + word)
-                    self._check_length(ctx_ids + cont_ids, 0, prompts[i])
-                    requests.append((ctx_ids, cont_ids))
-                    owners.append((i, j))
+            owners = [(i, j) for i in missing for j in range(len(words))]
+            requests = self.split_requests([(prompts[i], " " + words[j]) for i, j in owners])
+            for (i, _), (ctx_ids, cont_ids) in zip(owners, requests):
+                self._check_length(ctx_ids + cont_ids, 0, prompts[i])
             scores = self._score_tokens(requests, desc)
             for (i, j), score in zip(owners, scores):
                 result[i, j] = float(np.exp(score))

