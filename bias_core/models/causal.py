@@ -72,6 +72,9 @@ class CausalLM:
         eos = getattr(self.model.generation_config, "eos_token_id", None)
         eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tok.eos_token_id}
         self.eos_ids = sorted(i for i in eos_ids if i is not None)
+        # Work done by the network, for throughput figures: real (non-pad) tokens through the
+        # body, positions through the output projection, and pad tokens computed in vain.
+        self.stats = {"body_tokens": 0, "head_positions": 0, "pad_tokens": 0}
 
     # ----- keys -------------------------------------------------------------------------------
     def _key(self, op: str, **parts: Any) -> dict[str, Any]:
@@ -185,6 +188,10 @@ class CausalLM:
                 batch = [ctxs[i] for i in idx]
                 ids, mask, positions = self._left_pad(batch)
                 longer = [(row, r) for row, c in enumerate(batch) for r in by_ctx[c] if len(requests[r][1]) > 1]
+                real = int(mask.sum())
+                self.stats["body_tokens"] += real
+                self.stats["pad_tokens"] += mask.numel() - real
+                self.stats["head_positions"] += len(batch)
                 out = self._forward(ids, mask, positions, keep=1, past=_new_cache() if longer else None)
                 first = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1)
                 for row, c in enumerate(batch):
@@ -213,6 +220,8 @@ class CausalLM:
                 ext_mask = torch.cat([mask[rows], torch.ones_like(ext)], dim=1)
                 ext_pos = positions[rows, -1:] + torch.arange(1, k, device=self.device)
                 logits = self._forward(ext, ext_mask, ext_pos, keep=k - 1, past=cache).logits[:, -(k - 1) :, :]
+                self.stats["body_tokens"] += ext.numel()
+                self.stats["head_positions"] += ext.numel()
                 logprobs = torch.log_softmax(logits.float(), dim=-1)
                 steps = torch.arange(k - 1)
                 for j, (_, r) in enumerate(chunk):
