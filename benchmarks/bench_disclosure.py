@@ -78,13 +78,13 @@ def bench_scoring(lm, prompts, words) -> dict:
 
 
 def bench_generation(lm, prompts, batch: int = 32, new: int = 50) -> dict:
-    from bias_core.models.causal import DecodingConfig, padded_width
+    from bias_core.models.causal import GEN_PAD_MULTIPLE, DecodingConfig, padded_width
 
     lm.cache.enabled = False
     # One full batch of prompts of one padded width, so the batch really is `batch` rows.
     by_width: dict[int, list[str]] = {}
     for p in prompts:
-        by_width.setdefault(padded_width(len(lm.encode(p))), []).append(p)
+        by_width.setdefault(padded_width(len(lm.encode(p)), GEN_PAD_MULTIPLE), []).append(p)
     group = max(by_width.values(), key=len)[:batch]
     assert len(group) == batch, f"need {batch} prompts of one width, found {len(group)}"
     lm.batch_size = batch

@@ -4,8 +4,8 @@ In the spirit of lm-evaluation-harness's ``LM`` API. Batching, padding, dtype an
 this module's business alone, and results do not depend on the batch size. Padding is the
 usual culprit (lm-eval issues #1645, #879): masked attention over a different number of pad
 keys sums in another order and moved probabilities by ~5e-5 here. So every sequence is left
-padded to a width fixed by its own length alone (the next multiple of PAD_MULTIPLE) and a
-batch only holds sequences of one width: a row is computed the same way whatever it is batched
+padded to a width fixed by its own length alone (the next multiple of PAD_MULTIPLE for
+scoring, GEN_PAD_MULTIPLE for generation) and a batch only holds sequences of one width: a row is computed the same way whatever it is batched
 with, and batch 1 agrees with batch 32 to ~1e-6. Scores always come from raw logits (log-softmax in float32), never from a
 temperature/top-p-warped sampling distribution.
 """
@@ -27,10 +27,13 @@ from bias_core.progress import progress_bar
 
 
 PAD_MULTIPLE = 4
+# Generation pads to a coarser grid: decoding dominates its cost and is cheapest in full
+# batches, while a few more pad tokens in its one prefill pass cost little.
+GEN_PAD_MULTIPLE = 16
 
 
-def padded_width(n: int) -> int:
-    return -(-n // PAD_MULTIPLE) * PAD_MULTIPLE
+def padded_width(n: int, multiple: int = PAD_MULTIPLE) -> int:
+    return -(-n // multiple) * multiple
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,8 @@ class CausalLM:
             )
 
     # ----- batched forward ---------------------------------------------------------------------
-    def _left_pad(self, seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        width = max(padded_width(len(s)) for s in seqs)
+    def _left_pad(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        width = max(padded_width(len(s), multiple) for s in seqs)
         pad = self.tokenizer.pad_token_id
         ids = torch.full((len(seqs), width), pad, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -144,12 +147,12 @@ class CausalLM:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
-    def _batches(self, seqs: Sequence[Sequence[int]]) -> list[list[int]]:
+    def _batches(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE) -> list[list[int]]:
         """Indices of seqs grouped into batches of one padded width, longest first, at most batch_size."""
         order = sorted(range(len(seqs)), key=lambda i: (-len(seqs[i]), i))
         batches: list[list[int]] = []
         for i in order:
-            same_width = batches and padded_width(len(seqs[batches[-1][0]])) == padded_width(len(seqs[i]))
+            same_width = batches and padded_width(len(seqs[batches[-1][0]]), multiple) == padded_width(len(seqs[i]), multiple)
             if same_width and len(batches[-1]) < self.batch_size:
                 batches[-1].append(i)
             else:
@@ -309,7 +312,7 @@ class CausalLM:
         gens = self._row_generators(prompts, seed) if config.do_sample else None
         bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
         with torch.inference_mode():
-            for batch in self._batches(encoded):
+            for batch in self._batches(encoded, GEN_PAD_MULTIPLE):
                 rows = self._decode_batch(
                     [encoded[i] for i in batch], config, [gens[i] for i in batch] if gens else None
                 )
@@ -339,7 +342,7 @@ class CausalLM:
 
     def _decode_batch(self, seqs, config: DecodingConfig, gens) -> list[list[int]]:
         """Decode one batch of equal-length prompts; rows leave the batch at end of sequence."""
-        ids, mask, positions = self._left_pad(seqs)
+        ids, mask, positions = self._left_pad(seqs, GEN_PAD_MULTIPLE)
         out = self._forward(ids, mask, positions, keep=1, past=_new_cache())
         past = out.past_key_values
         alive = torch.arange(len(seqs))  # rows of the original batch still decoding

@@ -91,9 +91,15 @@ def converted_dir(gguf_path: Path, cache_dir: Path, progress: bool = True) -> tu
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         (tmp / "bias_core_done").write_text(json.dumps({"gguf": str(gguf_path), "sha256": sha}))
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        if target.exists() and not (target / "bias_core_done").is_file():
+            shutil.rmtree(target, ignore_errors=True)  # left by an interrupted older layout
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            # Another process (an xdist worker) finished the same conversion first; keep its
+            # folder, which may already be in use, and drop ours.
+            if not (target / "bias_core_done").is_file():
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
