@@ -11,3 +11,7 @@ class ThresholdsError(AuditUsageError):
 
 class DataSourceMissing(Exception):
     """A probe's data cannot be found offline; audits turn this into a skip with the reason."""
+
+
+class ProbeNotApplicable(Exception):
+    """A probe that does not apply to this run (e.g. superseded by data given with --data-dir)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from bias_core.errors import AuditUsageError, DataSourceMissing
+from bias_core.errors import AuditUsageError, DataSourceMissing, ProbeNotApplicable
 from bias_core.gates import FAIL, INCONCLUSIVE
 from bias_core.settings import AuditSettings, add_options, build_settings
 
@@ -227,6 +227,8 @@ def pytest_runtest_call(item):
         return (yield)
     except DataSourceMissing as exc:
         pytest.skip(f"data missing: {exc}")
+    except ProbeNotApplicable as exc:
+        pytest.skip(f"not applicable: {exc}")
 
 
 def _audit_params(item) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def test_data_dir_loaders_on_written_files(tmp_path):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the seed papers' data) is not beside the repo")
 def test_loaders_on_the_published_files():
-    sizes = {name: len(load_probe(name, SHARED).items) for name in PROBE_NAMES}
+    sizes = {name: len(load_probe(name, SHARED).items) for name in PROBE_NAMES if name != "natural-default"}
     assert sizes["natural-stsb"] == 364 and sizes["natural-snli"] == 317
     assert sizes["llm-generated-1"] >= 199 and sizes["llm-generated-2"] >= 199
 
@@ -107,3 +107,13 @@ def test_sentencepiece_words_take_the_underscore_form(tmp_path):
     pieces = tok.convert_ids_to_tokens(cont)
     assert pieces[0].startswith("▁") and "".join(pieces).replace("▁", "") == "she"
     assert tok.convert_ids_to_tokens(ctx)[-1].endswith("and")
+
+
+def test_natural_default_steps_aside_when_the_published_sets_are_given(tmp_path):
+    from bias_core.errors import ProbeNotApplicable
+
+    (tmp_path / "stsb_neutral_test.csv").write_text("is playing a harp\n")
+    assert len(load_probe("natural-default", tmp_path).items) >= 100  # one published set is not enough
+    (tmp_path / "snli_neutral_test.csv").write_text("is walking a dog\n")
+    with pytest.raises(ProbeNotApplicable, match="natural-stsb/natural-snli"):
+        load_probe("natural-default", tmp_path)

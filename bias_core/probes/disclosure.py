@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+from bias_core.errors import ProbeNotApplicable
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.sources import (
     fetch_text,
@@ -140,6 +141,12 @@ def load_probe(name: str, data_dir: Path | None) -> Probe:
     if name.startswith("template-"):
         return template_probe(name.removeprefix("template-"))
     if name == "natural-default":
+        published = [find_in_data_dir(data_dir, [f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"]) for w in NATURAL_SETS]
+        if all(published):
+            # The project's set stands in for the papers' naturally-sourced sets only when they
+            # are absent; with both at hand it would re-measure the same thing on other prompts.
+            raise ProbeNotApplicable("natural-default is the offline stand-in for natural-stsb/natural-snli, "
+                                     "which --data-dir provides in this run")
         return natural_default_probe()
     if name.startswith("natural-"):
         return natural_probe(name.removeprefix("natural-"), data_dir)
