@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 # Bump when a change in the scoring code changes numbers, so old entries stop matching.
-SCORING_VERSION = 1
+SCORING_VERSION = 2
 
 
 def canonical_key(parts: dict[str, Any]) -> str:
