@@ -117,3 +117,26 @@ def test_natural_default_steps_aside_when_the_published_sets_are_given(tmp_path)
     (tmp_path / "snli_neutral_test.csv").write_text("is walking a dog\n")
     with pytest.raises(ProbeNotApplicable, match="natural-stsb/natural-snli"):
         load_probe("natural-default", tmp_path)
+
+
+def test_a_probe_that_failed_to_load_is_not_retried(monkeypatch, tmp_path):
+    import bias_core.suites.disclosure as suite
+
+    calls = []
+
+    def failing(name, data_dir):
+        calls.append(name)
+        raise DataSourceMissing(f"probe {name} not available")
+
+    monkeypatch.setattr(suite, "load_probe", failing)
+    audit = suite.DisclosureAudit(lm=None, data_dir=tmp_path)
+    for metric in ("GAS", "GLD", "ADD"):
+        with pytest.raises(DataSourceMissing, match="natural-snli"):
+            audit.result("natural-snli", metric)
+    assert calls == ["natural-snli"]
+
+
+def test_unreachable_host_is_reported_quickly():
+    from bias_core.probes.sources import reachable
+
+    assert reachable("http://nonexistent.invalid") is not None

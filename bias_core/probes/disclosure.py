@@ -18,6 +18,7 @@ from bias_core.probes.sources import (
     missing,
     online_allowed,
     parse_csv_text,
+    reachable,
     project_data,
     read_lines,
     read_one_column_csv,
@@ -101,7 +102,7 @@ def natural_probe(which: str, data_dir: Path | None) -> Probe:
         return Probe(name, "1", _natural_items(name, read_one_column_csv(path)),
                      {"source": f"{PAPER}: {which.upper()} test predicates", "loaded_from": str(path)})
     error = None
-    if online_allowed():
+    if online_allowed() and (error := reachable("https://huggingface.co")) is None:
         try:
             preds = _natural_online(which)
             return Probe(name, "1", _natural_items(name, preds),
@@ -125,7 +126,7 @@ def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
     lines, loaded_from, error = None, None, None
     if path is not None:
         lines, loaded_from = read_lines(path), str(path)
-    elif online_allowed():
+    elif online_allowed() and (error := reachable("https://raw.githubusercontent.com")) is None:
         try:
             lines, loaded_from = [l.strip() for l in fetch_text(UPSTREAM + filename).splitlines() if l.strip()], UPSTREAM + filename
         except Exception as exc:

@@ -12,8 +12,10 @@ into a skip that names every place looked at.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
+import urllib.error
 import urllib.request
 from importlib import resources
 from pathlib import Path
@@ -30,6 +32,19 @@ def project_data(name: str) -> Path:
 def online_allowed() -> bool:
     # The hub's own offline switches also turn off our online loaders.
     return not any(os.environ.get(v, "") not in ("", "0") for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "BIAS_CORE_OFFLINE"))
+
+
+@functools.lru_cache(maxsize=None)
+def reachable(url: str, timeout: float = 3.0) -> str | None:
+    """None when url answers, else the error: one quick probe per process, so an offline
+    machine does not sit through the hub client's retries for every probe."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout)  # noqa: S310
+        return None
+    except urllib.error.HTTPError:
+        return None  # the host answered
+    except Exception as exc:  # DNS failure, refused, timeout
+        return f"{type(exc).__name__}: {str(exc)[:120]}"
 
 
 def find_in_data_dir(data_dir: Path | None, candidates: list[str]) -> Path | None:

@@ -22,13 +22,20 @@ class DisclosureAudit:
     data_dir: Path | None = None
     seed: int = 0
     decoding: DecodingConfig = PAPER_DECODING
-    _probes: dict[str, Probe] = field(default_factory=dict)
+    _probes: dict[str, Probe | Exception] = field(default_factory=dict)
     _results: dict[tuple[str, str], MetricResult] = field(default_factory=dict)
 
     def probe(self, name: str) -> Probe:
+        # A probe that could not be loaded is remembered, so its other metrics skip at once.
         if name not in self._probes:
-            self._probes[name] = load_probe(name, self.data_dir)
-        return self._probes[name]
+            try:
+                self._probes[name] = load_probe(name, self.data_dir)
+            except Exception as exc:
+                self._probes[name] = exc
+        found = self._probes[name]
+        if isinstance(found, Exception):
+            raise found
+        return found
 
     def result(self, probe_name: str, metric: str) -> MetricResult:
         key = (probe_name, metric)
