@@ -24,16 +24,31 @@ def canonical_key(parts: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+def atomic_write_text(path: Path | str, text: str, durable: bool = False) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically: temp file in the same folder + os.replace.
+
+    Readers see the old file or the new one, never half of one. ``durable`` also fsyncs, for
+    files a crash must not lose (run reports); cache entries can be recomputed and skip it.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file ordinary permissions
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return path
 
 
 class ResultCache:

@@ -18,7 +18,6 @@ import platform
 import re
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 
 from bias_core.errors import AuditUsageError, DataSourceMissing, ProbeNotApplicable
 from bias_core.gates import FAIL, INCONCLUSIVE
+from bias_core.progress import interactive
 from bias_core.settings import AuditSettings, add_options, build_settings
 
 SETTINGS = pytest.StashKey[AuditSettings]()
@@ -114,7 +114,7 @@ def audit_model(pytestconfig, audit_settings):
     try:
         spec = audit_settings.model_spec()
         with _terminal(pytestconfig):
-            if not _interactive():
+            if not interactive():
                 _quiet_libraries()
             lm = _load(spec, audit_settings)
         pytestconfig.stash[MODEL] = lm
@@ -127,12 +127,6 @@ def _load(spec, settings):
     from bias_core.models.loading import load_model
 
     return load_model(spec, settings.load)
-
-
-def _interactive() -> bool:
-    from bias_core.progress import interactive
-
-    return interactive()
 
 
 def _quiet_libraries() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,10 @@ from tiny_model import build_tiny_causal_lm
 
 
 def bias_core_cache_dir() -> Path:
-    """Where converted packaged models live between runs: $BIAS_CORE_CACHE_DIR or ~/.cache/bias-core."""
-    return Path(os.environ.get("BIAS_CORE_CACHE_DIR") or Path.home() / ".cache" / "bias-core").expanduser()
+    """Where converted packaged models live between runs: the plugin's default cache dir."""
+    from bias_core.settings import default_cache_dir
+
+    return default_cache_dir()
 
 
 @pytest.fixture(scope="session")

@@ -77,7 +77,7 @@ class CausalLM:
         self.eos_ids = sorted(i for i in eos_ids if i is not None)
         # Work done by the network, for throughput figures: real (non-pad) tokens through the
         # body, positions through the output projection, and pad tokens computed in vain.
-        self.stats = {"body_tokens": 0, "head_positions": 0, "pad_tokens": 0}
+        self.stats = {"body_tokens": 0, "head_positions": 0, "pad_tokens": 0, "new_tokens": 0}
 
     # ----- keys -------------------------------------------------------------------------------
     def _key(self, op: str, **parts: Any) -> dict[str, Any]:
@@ -355,6 +355,7 @@ class CausalLM:
             for r, row in enumerate(alive.tolist()):
                 if not done[r]:
                     generated[row].append(int(picks[r]))
+            self.stats["new_tokens"] += int((~done).sum())
             if step == config.max_new_tokens - 1:
                 break
             if bool(done.any()):

@@ -17,7 +17,6 @@ from bias_core.probes.sources import (
     find_in_data_dir,
     missing,
     online_allowed,
-    parse_csv_text,
     reachable,
     project_data,
     read_lines,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import io
 import os
 import urllib.error
 import urllib.request
@@ -76,7 +75,3 @@ def missing(what: str, data_dir: Path | None, candidates: list[str], online_erro
     where = f"--data-dir {data_dir} (looked for {looked})" if data_dir else f"no --data-dir given (would look for {looked})"
     online = f"online source failed: {online_error}" if online_error else "online loading is off (HF_HUB_OFFLINE/BIAS_CORE_OFFLINE)"
     return DataSourceMissing(f"{what} not available: {where}; {online}. Fix: pass --data-dir pointing at a copy.")
-
-
-def parse_csv_text(text: str) -> list[str]:
-    return [row[0].strip() for row in csv.reader(io.StringIO(text)) if row and row[0].strip()]

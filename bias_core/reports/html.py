@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 # charts (matplotlib) are imported lazily in _charts: importing the plugin stays cheap.
-from bias_core.reports.table import atomic_write_text, jsonable
+from bias_core.cache import atomic_write_text
+from bias_core.reports.table import jsonable
 
 #: Verdicts in the order the header counts them (others are counted after these).
 VERDICTS = ("pass", "fail", "inconclusive", "skipped", "error")
@@ -390,4 +391,4 @@ def write_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] | 
     ``generated``: the footer timestamp (default now, UTC); fix it for byte-identical output.
     """
     text = render_html(rows, run_info, comparison=comparison, generated=generated)
-    return atomic_write_text(path, text)
+    return atomic_write_text(path, text, durable=True)

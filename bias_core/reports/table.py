@@ -14,18 +14,17 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bias_core.cache import atomic_write_text
+
 if TYPE_CHECKING:  # pandas is imported on use: importing the plugin must stay cheap
     import pandas as pd
 
 # mkstemp creates files 0600; give written files the usual umask-based mode instead.
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
@@ -90,31 +89,6 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, os.PathLike):
         return os.fspath(obj)
     return str(obj)
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically: temp file in the same folder + os.replace.
-
-    Readers see either the old file or the new one, never a half-written file; on any error
-    the temp file is removed.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o666 & ~_UMASK)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
 
 
 def _ordered_columns(keys: Iterable[str]) -> list[str]:
@@ -243,8 +217,8 @@ class ResultsTable:
                 if df[col].dtype == object:
                     df[col] = df[col].map(_csv_cell)
             csv_text = df.to_csv(index=False, lineterminator="\n")
-            atomic_write_text(self.json_path, text)
-            atomic_write_text(self.csv_path, csv_text)
+            atomic_write_text(self.json_path, text, durable=True)
+            atomic_write_text(self.csv_path, csv_text, durable=True)
         return self.json_path, self.csv_path
 
     def write_html(self, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> Path:
