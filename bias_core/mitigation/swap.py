@@ -101,6 +101,11 @@ def _two_way(pairs) -> dict[str, str]:
     return out
 
 
+def words_of(text: str) -> frozenset[str]:
+    """The lower-cased whole words of a text, as the swapper matches them."""
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
 def match_case(word: str, like: str) -> str:
     """``word`` in the case pattern of ``like``: lower, UPPER or Title (else as given)."""
     if like.islower():
