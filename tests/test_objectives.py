@@ -96,3 +96,11 @@ def test_masked_batch(tiny_bert):
     rep = representation(out, "masked", plain)
     assert torch.allclose(rep.double(), torch.tensor(tiny_bert.embed(["the nurse said that she was tired .", "he is ."])),
                           atol=1e-4)
+
+
+def test_encode_truncates_keeping_the_closing_token(tiny_bert, tiny_lm):
+    long = "the nurse said that she was tired and the doctor said that he was tired ."
+    ids, special = encode(tiny_bert, long, 6)
+    assert len(ids) == 6 and ids[-1] == tiny_bert.tokenizer.sep_token_id and special == [1, 0, 0, 0, 0, 1]
+    ids, special = encode(tiny_lm, "She is a nurse and he is a doctor.", 4)
+    assert len(ids) == 4 and ids[0] == tiny_lm.prefix_token_id()

@@ -72,9 +72,10 @@ def encode(lm: Any, sentence: str, max_length: int) -> tuple[list[int], list[int
     else:
         enc = tok(sentence, add_special_tokens=True, return_special_tokens_mask=True)
         ids, special = list(enc["input_ids"]), list(enc["special_tokens_mask"])
-    if len(ids) > max_length:  # keep the closing special token of encoders
-        ids, special = (ids[: max_length - 1] + ids[-1:], special[: max_length - 1] + special[-1:]) \
-            if lm.kind != "causal" and special[-1] else (ids[:max_length], special[:max_length])
+    if len(ids) > max_length:
+        if lm.kind != "causal" and special[-1]:  # keep the encoder's closing special token
+            return ids[: max_length - 1] + ids[-1:], special[: max_length - 1] + special[-1:]
+        return ids[:max_length], special[:max_length]
     return ids, special
 
 
