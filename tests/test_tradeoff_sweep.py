@@ -136,3 +136,16 @@ def test_tiny_end_to_end_sweep(tiny_lm, tmp_path):
     assert set(paths) == {"csv", "SEAT-v1", "logprob_effect"}
     lines = paths["csv"].read_text().splitlines()
     assert len(lines) == 1 + len(points)
+
+
+def test_lasting_variants(tiny_lm, tmp_path):
+    from bias_core.mitigation.sweep import lasting_variant
+
+    before = _checksum(tiny_lm.model)
+    config = dataclasses.replace(QUICK, steps=2)
+    cds, info = lasting_variant(tiny_lm, "cds", corpus=TINY_CORPUS, cache_dir=tmp_path, config=config, progress=False)
+    assert info["variant"] == "cds@0.9" and cds.model is not tiny_lm.model
+    sd, info = lasting_variant(tiny_lm, "sentence-debias", 1.0, corpus=TINY_CORPUS, cache_dir=tmp_path)
+    assert info["variant"] == "sentence-debias@1" and sd.model.base_model._forward_hooks
+    assert not np.allclose(sd.sentence_logprob(["He is a nurse."]), tiny_lm.sentence_logprob(["He is a nurse."]))
+    assert _checksum(tiny_lm.model) == before and not tiny_lm.model.base_model._forward_hooks

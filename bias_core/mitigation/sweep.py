@@ -82,6 +82,29 @@ def strength_variant(lm: Any, method: str, strength: float, *, corpus: DebiasCor
         raise AuditUsageError(f"unknown debiasing method {method!r}; choose from {', '.join(METHODS)}.")
 
 
+# One strength per method when a single variant is asked for (``--mitigation cds``): the values
+# the paper's released GPT-2 runs use (gpt2_CDS.slurm, gpt2_ER.slurm, gpt2_sent_debias.slurm).
+DEFAULT_STRENGTH = {"cds": 0.9, "er": 0.5, "sentence-debias": 1.0}
+
+
+def lasting_variant(lm: Any, method: str, strength: float | None = None, *, corpus: DebiasCorpus,
+                    cache_dir: Path | str, seed: int = 0, config: CorpusTuningConfig | None = None,
+                    sd_max_pairs: int | None = None, progress: bool = True) -> tuple[Any, dict[str, Any]]:
+    """(handle, info) for a variant that lives as long as the caller keeps it (a test session):
+    an adapter merged into a copy for CDS/ER, a hooked copy of the model for SentenceDebias."""
+    from bias_core.mitigation.sentence_debias import debiased_copy
+
+    strength = DEFAULT_STRENGTH[method] if strength is None else float(strength)
+    check_grid({method: (strength,)})
+    if method == "sentence-debias":
+        estimator = SubspaceEstimator(lm, corpus.sentences, max_pairs=sd_max_pairs, seed=seed)
+        basis, sd_info = estimator.subspace(strength)
+        return debiased_copy(lm, basis), {"variant": variant_name(method, strength), **corpus.provenance(), **sd_info}
+    with strength_variant(lm, method, strength, corpus=corpus, cache_dir=cache_dir, seed=seed, config=config,
+                          progress=progress) as (handle, info):
+        return handle, info
+
+
 def run_sweep(lm: Any, grid: Mapping[str, Sequence[float]], measure: Measure, *, corpus: DebiasCorpus,
               cache_dir: Path | str, seed: int = 0, config: CorpusTuningConfig | None = None,
               sd_max_pairs: int | None = None, swapper: GenderSwapper | None = None,
