@@ -105,9 +105,10 @@ def batch_schedule(n: int, batch_size: int, steps: int, seed: int) -> list[list[
 
 
 @contextlib.contextmanager
-def attached_lora(model: Any, config: LoraTrainConfig) -> Iterator[Any]:
+def attached_lora(model: Any, config: LoraTrainConfig, task_type: str | None = "CAUSAL_LM") -> Iterator[Any]:
     """``model`` wrapped in fresh LoRA layers for training; on exit (also on Ctrl-C) the layers
-    are removed again, so the caller's model is left as it was (same modules, same weights)."""
+    are removed again, so the caller's model is left as it was (same modules, same weights).
+    ``task_type=None`` for masked LMs and BART (a plain PeftModel that passes inputs through)."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     was_training = model.training
@@ -120,7 +121,7 @@ def attached_lora(model: Any, config: LoraTrainConfig) -> Iterator[Any]:
         lora_dropout=config.dropout,
         target_modules=config.target_modules,
         bias="none",
-        task_type="CAUSAL_LM",
+        task_type=task_type,
     )
     peft_model = get_peft_model(model, lora)
     try:
