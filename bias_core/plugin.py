@@ -13,17 +13,22 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
+import secrets
 import shutil
+import signal
 import sys
+import threading
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bias_core.errors import AuditUsageError, DataSourceMissing, ProbeNotApplicable
+from bias_core.errors import AuditUsageError, DataSourceMissing, NonFiniteScores, ProbeNotApplicable
 from bias_core.gates import FAIL, INCONCLUSIVE
 from bias_core.progress import interactive
 from bias_core.settings import AuditSettings, add_options, build_settings
@@ -38,14 +43,55 @@ def pytest_addoption(parser) -> None:
     add_options(parser)
 
 
+class AuditWarning(pytest.PytestWarning):
+    """Something the audit worked around (a read-only cache, a data file that is not the published one)."""
+
+
 def _new_run_id(report_dir: Path | None, model: str) -> str:
+    """A run id (time, model, random suffix) whose folder this call created.
+
+    The folder is made with an exclusive mkdir, so two runs started in the same second, in
+    parallel CI jobs or on a shared report dir, never share (and overwrite) one.
+    """
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = f"{stamp}-{re.sub(r'[^A-Za-z0-9._-]+', '_', Path(model).name or model)[:40]}"
-    run_id, n = base, 1
-    while report_dir is not None and (report_dir / run_id).exists():
-        n += 1
-        run_id = f"{base}-{n}"
-    return run_id
+    for _ in range(100):
+        run_id = f"{base}-{secrets.token_hex(2)}"
+        if report_dir is None:
+            return run_id
+        try:
+            (report_dir / run_id).mkdir()
+            return run_id
+        except FileExistsError:
+            continue
+    raise AuditUsageError(f"--report-dir {report_dir}: no free run folder name after 100 tries. Fix: clean the folder.")
+
+
+def _make_run_folder(report_dir: Path, model: str) -> str:
+    """Validate --report-dir before anything loads and create this run's folder in it."""
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        return _new_run_id(report_dir, model)
+    except OSError as exc:
+        what = "is a file, not a folder" if report_dir.is_file() or isinstance(exc, (FileExistsError, NotADirectoryError)) \
+            else f"cannot be written ({exc.strerror or exc})"
+        raise AuditUsageError(
+            f"--report-dir {report_dir}: {what}, so no run report could be written. Fix: point --report-dir at "
+            "a writable folder (it is created if missing), or pass --no-report.") from None
+
+
+def _interrupt_on_sigterm(config) -> None:
+    """SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: reports say partial."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -61,7 +107,16 @@ def pytest_configure(config) -> None:
         config.stash[RUN] = {"run_id": worker.get("bias_run_id", ""), "run_dir": None}
         _share_cores(int(worker.get("workercount", 1)))
         return
-    run_id = _new_run_id(settings.report_dir, settings.model_value)
+    for notice in settings.notices:
+        config.issue_config_time_warning(AuditWarning(notice), stacklevel=2)
+    try:
+        if settings.report_dir is not None:
+            run_id = _make_run_folder(settings.report_dir, settings.model_value)
+        else:
+            run_id = _new_run_id(None, settings.model_value)
+    except AuditUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    _interrupt_on_sigterm(config)
     run_dir = settings.report_dir / run_id if settings.report_dir else None
     config.stash[RUN] = {"run_id": run_id, "run_dir": run_dir, "auto_junit": False,
                          "started": _dt.datetime.now().isoformat(timespec="seconds")}
@@ -75,11 +130,14 @@ def pytest_configure(config) -> None:
     config.pluginmanager.register(_Reporter(config), "bias_core.reporter")
 
 
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """Every collected audit must have a gate: a missing file or gate is a usage error now,
-    before any model loads, not a failure in the middle of the run."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session) -> None:
+    """Every selected audit must have a gate: a missing file or gate is a usage error now,
+    before any model loads, not a failure in the middle of the run. Checked once -k/-m and
+    other plugins have deselected what they will, so deselecting a metric's tests suffices."""
+    config = session.config
     settings = config.stash.get(SETTINGS, None)
-    audits = [item for item in items if item.get_closest_marker("audit")]
+    audits = [item for item in session.items if item.get_closest_marker("audit")]
     if settings is None or not audits:
         return
     if settings.thresholds is None:
@@ -92,7 +150,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         raise pytest.UsageError(
             f"{settings.thresholds_path}: no default gate for the collected metric(s) {', '.join(missing)}. "
             f"Fix: add {tables} with max = ... or min = ... (see the repository's thresholds.toml), "
-            "or deselect those tests.")
+            f"or deselect those tests (e.g. -k \"not {missing[0]}\").")
 
 
 def _share_cores(workers: int) -> None:
@@ -223,6 +281,12 @@ def gate(request, audit_settings):
             )
         model = audit_settings.model_value
         g = audit_settings.thresholds.lookup(metric, probe, model)
+        bounds = (float(result.value), float(result.ci_low), float(result.ci_high))
+        if math.isnan(sum(bounds)) or not math.isfinite(bounds[0]):
+            # A NaN must not become "inconclusive" (a passing testcase) or compare as a pass.
+            pytest.fail(f"ERROR: {metric} on {probe} is not a number (value {bounds[0]}, CI [{bounds[1]}, "
+                        f"{bounds[2]}], n={result.n}): no verdict can be given. Fix: check the model's outputs "
+                        "and the probe's data.", pytrace=False)
         verdict = g.verdict(result.ci_low, result.ci_high)
         fingerprint = getattr(request.config.stash.get(MODEL, None), "fingerprint", "")
         row = {
@@ -282,6 +346,10 @@ def pytest_runtest_call(item):
         pytest.skip(f"data missing: {exc}")
     except ProbeNotApplicable as exc:
         pytest.skip(f"not applicable: {exc}")
+    except (NonFiniteScores, AuditUsageError) as exc:  # NaN outputs, a broken data file, a prompt too long...
+        if item.get_closest_marker("audit") is None:
+            raise
+        pytest.fail(f"ERROR in {_audit_params(item)['probe'] or item.nodeid}: {exc}", pytrace=False)
 
 
 def _audit_params(item) -> dict[str, Any]:
@@ -337,6 +405,7 @@ class _Reporter:
         self.config = config
         self.run = config.stash[RUN]
         self.table = None
+        self.interrupted: BaseException | None = None
 
     def _table(self):
         if self.table is None:
@@ -345,6 +414,27 @@ class _Reporter:
             self.table = ResultsTable(self.run["run_dir"], _run_info(self.config))
         return self.table
 
+    # A run killed at any point (SIGKILL, a lost CI runner) must leave a report that says it is
+    # partial: the files say so from the start and only the end of a normal session changes it.
+    def pytest_collection_finish(self, session) -> None:
+        if any(item.get_closest_marker("audit") for item in session.items):
+            self._start()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        if ids:  # the controller does not see markers: any run under xdist gets the early files
+            self._start()
+
+    def _start(self) -> None:
+        if self.table is not None:
+            return
+        table = self._table()
+        table.write()
+        table.write_html()
+        xml = getattr(self.config.option, "xmlpath", None)
+        if xml:
+            _write_unfinished_junit(Path(xml))
+
     def pytest_runtest_logreport(self, report) -> None:
         row = getattr(report, "bias_row", None)
         if row is not None:
@@ -352,12 +442,32 @@ class _Reporter:
             table.add(row)
             table.write()  # after every test: an interrupted run keeps what it had
 
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.interrupted = excinfo.value
+
+    def _partial_reason(self, session, exitstatus) -> str | None:
+        """Why the run did not finish normally, or None when it did."""
+        n = len(self.table.rows) if self.table is not None else 0
+        exc = self.interrupted
+        if isinstance(exc, KeyboardInterrupt):
+            how = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT / Ctrl-C (KeyboardInterrupt)"
+            return f"interrupted by {how} after {n} result(s)"
+        if exc is not None:  # pytest.exit(): e.g. a usage error found while loading the model
+            return f"stopped after {n} result(s): {str(exc)[:500]}"
+        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+            return f"stopped after {n} result(s) with exit status {int(exitstatus)} ({pytest.ExitCode(exitstatus).name})"
+        early = getattr(session, "shouldfail", False) or getattr(session, "shouldstop", False)
+        if early:
+            return f"stopped early after {n} result(s): {early}"
+        return None
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
-        if self.table is None:
+        reason = self._partial_reason(session, exitstatus)
+        if self.table is None or (not self.table.rows and reason is None):
             # No audit ran (e.g. a unit-test session): leave no empty run folder behind.
+            shutil.rmtree(self.run["run_dir"], ignore_errors=True)
             if self.run.get("auto_junit"):
-                shutil.rmtree(self.run["run_dir"], ignore_errors=True)
                 self._drop_auto_junit()
             return
         info = {"finished": _dt.datetime.now().isoformat(timespec="seconds"), "exitstatus": int(exitstatus)}
@@ -366,8 +476,11 @@ class _Reporter:
             info["model_fingerprint"] = lm.fingerprint
             info["cache"] = {"hits": lm.cache.hits, "misses": lm.cache.misses, "enabled": lm.cache.enabled}
         self.table.set_run_info(info)
-        self.table.write(complete=True)
+        self.table.write(complete=reason is None, partial_reason=reason)
         self.table.write_html(extra_sections=self._mitigation_sections())
+        xml = getattr(self.config.option, "xmlpath", None)
+        if reason is not None and xml and Path(xml).is_file():
+            _mark_junit_partial(Path(xml), reason)
 
     def _mitigation_sections(self) -> list[tuple[str, str, str]]:
         """The papers' Tables 1-3 layout (methods x probe groups x GAS/GLD/ADD), as CSV and HTML."""
@@ -436,3 +549,46 @@ def _run_info(config) -> dict[str, Any]:
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, "device": settings.load.device,
         "dtype": settings.load.dtype, "versions": versions,
     }
+
+
+# ----- JUnit: what CI systems read ------------------------------------------------------------
+def _write_unfinished_junit(path: Path) -> None:
+    """A JUnit file with one error, written at the start and replaced when the session ends: a
+    killed run leaves an error for CI to see, never an earlier run's file or none at all."""
+    from bias_core.cache import atomic_write_text
+    from bias_core.reports.table import NOT_FINISHED
+
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="pytest", errors="0", failures="0", skipped="0", tests="0")
+    _add_partial(suite, NOT_FINISHED)
+    atomic_write_text(path, ET.tostring(suites, encoding="unicode", xml_declaration=True), durable=True)
+
+
+def _mark_junit_partial(path: Path, reason: str) -> None:
+    """Add the interruption to the JUnit file pytest wrote: properties and an errored testcase."""
+    from bias_core.cache import atomic_write_text
+
+    try:
+        tree = ET.parse(path)
+    except (ET.ParseError, OSError):
+        return _write_unfinished_junit(path)
+    root = tree.getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    if suite is None:
+        suite = ET.SubElement(root, "testsuite", name="pytest", errors="0", tests="0")
+    _add_partial(suite, reason)
+    atomic_write_text(path, ET.tostring(root, encoding="unicode", xml_declaration=True), durable=True)
+
+
+def _add_partial(suite, reason: str) -> None:
+    props = suite.find("properties")
+    if props is None:
+        props = ET.Element("properties")
+        suite.insert(0, props)
+    ET.SubElement(props, "property", name="bias_core.complete", value="false")
+    ET.SubElement(props, "property", name="bias_core.partial_reason", value=reason)
+    case = ET.SubElement(suite, "testcase", classname="bias_core", name="audit run", time="0")
+    error = ET.SubElement(case, "error", message=f"partial run: {reason}")
+    error.text = f"The audit run is partial: {reason}. Its results cover only the tests listed; re-run it."
+    for key in ("errors", "tests"):
+        suite.set(key, str(int(suite.get(key, "0") or 0) + 1))

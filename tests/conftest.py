@@ -24,6 +24,16 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def unpublished_names(monkeypatch):
+    """For loader tests that write small files under the published names (stsb_neutral_test.csv,
+    group3_pairset.json, ...): the published-file check would refuse them as cut copies, so the
+    names are taken out of its table and the files read as a user's own."""
+    from bias_core.probes import published
+
+    monkeypatch.setattr(published, "DATA_DIR", {})
+
+
+@pytest.fixture
 def torch_single_thread():
     """Run a test on one torch thread, restoring the setting after.
 

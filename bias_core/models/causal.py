@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from bias_core.cache import ResultCache, canonical_key
-from bias_core.errors import AuditUsageError
+from bias_core.errors import AuditUsageError, NonFiniteScores
 from bias_core.progress import progress_bar
 
 
@@ -79,6 +80,8 @@ def result_key(lm: Any, op: str, **parts: Any) -> dict[str, Any]:
     return {
         "op": op,
         "model": lm.fingerprint,
+        # The weight files as verified at load: values computed from other bytes never match.
+        "weights": getattr(lm, "weights_sha256", ""),
         "tokenizer": lm.tokenizer_fingerprint,
         "dtype": str(lm.model.dtype),
         **parts,
@@ -119,6 +122,19 @@ def slot_split(text: str) -> tuple[str, str]:
     return before, after
 
 
+def non_finite(lm: Any, op: str, item: str) -> NonFiniteScores:
+    """The error for NaN or infinite model outputs: never cached, never scored as a result."""
+    return NonFiniteScores(
+        f"{lm.name}: {op} gave NaN or infinity for the item {item[:160]!r}: the model's outputs are not "
+        "finite numbers, so no metric computed from them can be trusted. Fix: check the weights (a corrupted "
+        "file, a diverged fine-tune) and the dtype (float16 can overflow: try --dtype float32).")
+
+
+def finite_rows(values: torch.Tensor) -> torch.Tensor:
+    """Per row (first dimension): are all its values finite?"""
+    return torch.isfinite(values.reshape(values.shape[0], -1)).all(dim=-1)
+
+
 @dataclass(frozen=True)
 class DecodingConfig:
     """How continuations are decoded. Greedy unless do_sample."""
@@ -143,6 +159,7 @@ class CausalLM:
     batch_size: int = 32
     cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
+    weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
     kind: ClassVar[str] = "causal"
     mask_token: ClassVar[str] = MASK
 
@@ -267,6 +284,10 @@ class CausalLM:
                     self._score_extensions(requests, longer, out.past_key_values, mask, positions, scores)
                 bar.update(len(batch))
         bar.close()
+        for r, score in enumerate(scores):
+            if not math.isfinite(score):
+                ctx, cont = requests[r]
+                raise non_finite(self, desc, self.tokenizer.decode(list(ctx) + list(cont), skip_special_tokens=True))
         return scores
 
     def _score_extensions(self, requests, longer, past, mask, positions, scores) -> None:
@@ -419,8 +440,11 @@ class CausalLM:
                     ids, mask, positions = self._left_pad([encoded[j] for j in batch])
                     logits = self._forward(ids, mask, positions, keep=1).logits[:, -1, :]
                     logprobs = torch.log_softmax(logits.float(), dim=-1)
+                    finite = finite_rows(logprobs)
                     for row, j in enumerate(batch):
                         prefix = prefixes[idx[j]]
+                        if not finite[row]:
+                            raise non_finite(self, desc, prefix)
                         accept = lambda t, word, prefix=prefix: self.split_request(prefix, " " + word)[1] == [t]
                         out[j] = top_whole_words(logprobs[row], k, self.tokenizer, accept)
                     bar.update(len(batch))
@@ -448,7 +472,10 @@ class CausalLM:
                         kwargs["logits_to_keep"] = 1
                     # Left padding puts every row's last real token in the last column.
                     last = self.model(**kwargs).hidden_states[-1][:, -1, :].double().cpu()
+                    finite = finite_rows(last)
                     for row, j in enumerate(batch):
+                        if not finite[row]:
+                            raise non_finite(self, desc, sentences[idx[j]])
                         out[j] = last[row].tolist()
                     bar.update(len(batch))
             bar.close()
@@ -531,6 +558,11 @@ class CausalLM:
         next_pos = positions[:, -1:] + 1
         eos = torch.tensor(self.eos_ids, device=ids.device)
         for step in range(config.max_new_tokens):
+            # NaN logits would still give an argmax (and a continuation with no gendered word)
+            finite = finite_rows(out.logits[:, -1, :])
+            if not bool(finite.all()):
+                row = alive[int((~finite).nonzero()[0])]
+                raise non_finite(self, "generation", self.tokenizer.decode(seqs[int(row)], skip_special_tokens=True))
             picks = self._pick(out.logits[:, -1, :], config, [gens[i] for i in alive.tolist()] if gens else None)
             done = torch.isin(picks, eos)
             for r, row in enumerate(alive.tolist()):
