@@ -101,32 +101,39 @@ class ResultCache:
         return self.root / "entries" / key[:2] / f"{key}.json"
 
     def get(self, parts: dict[str, Any]) -> Any | None:
+        return self.lookup(parts)[0]
+
+    def lookup(self, parts: dict[str, Any]) -> tuple[Any | None, str | None]:
+        """(value, id of the call that stored it), or (None, None) on a miss."""
         if not self.enabled:
             self.misses += 1
-            return None
+            return None, None
         path = self._path(canonical_key(parts))
         try:
             with open(path, encoding="utf-8") as fh:
                 entry = json.load(fh)
         except FileNotFoundError:
             self.misses += 1
-            return None
+            return None, None
         except (OSError, ValueError):
             # A corrupt entry is treated as a miss and overwritten by the next put.
             self.misses += 1
-            return None
+            return None, None
         if not isinstance(entry, dict) or "value" not in entry:
             self.misses += 1
-            return None
+            return None, None
         self.hits += 1
-        return entry["value"]
+        call = entry.get("call")
+        return entry["value"], call if isinstance(call, str) else None
 
-    def put(self, parts: dict[str, Any], value: Any) -> None:
+    def put(self, parts: dict[str, Any], value: Any, call: str | None = None) -> None:
+        """Store ``value``; ``call`` names the call whose batch computed it (see causal.cache_lookup)."""
         if not self.enabled or self.write_failed:
             return
         key = canonical_key(parts)
+        entry = {"key": parts, "value": value, **({"call": call} if call else {})}
         try:
-            atomic_write_text(self._path(key), json.dumps({"key": parts, "value": value}))
+            atomic_write_text(self._path(key), json.dumps(entry))
         except OSError as exc:
             # A full or read-only disk must not cost the result just computed: keep it, store
             # no more, and say so once.
