@@ -429,11 +429,11 @@ class _Reporter:
         if self.table is not None:
             return
         table = self._table()
-        table.write()
-        table.write_html()
         xml = getattr(self.config.option, "xmlpath", None)
         if xml:
             _write_unfinished_junit(Path(xml))
+        table.write_html()
+        table.write()  # last: once results.json exists, every file of the run says "partial"
 
     def pytest_runtest_logreport(self, report) -> None:
         row = getattr(report, "bias_row", None)

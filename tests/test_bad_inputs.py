@@ -790,3 +790,29 @@ def test_digest_of_recorded_weights_ignores_order():
     assert weights_digest(a) == weights_digest(dict(reversed(list(a.items()))))
     assert weights_digest(a) != weights_digest({**a, "b.safetensors": {"sha256": "3"}})
     assert len(hashlib.sha256().hexdigest()) == len(weights_digest(a))
+
+
+def test_call_stored_in_part_is_recomputed_with_its_batch_mates(tiny_model_dir, tmp_path, torch_single_thread):
+    """A run killed while one call stored its entries: the next run computes that call's missing
+    prompts together with its stored ones (the same batch mates), so the numbers are bitwise those
+    of an uninterrupted run; entries stored by other calls are used as they are."""
+    from bias_core.models import LoadOptions, load_model, resolve_model
+    from bias_core.probes.disclosure import template_probe
+
+    prompts = template_probe("color").prompts
+    words = ["she", "he", "her", "his"]
+    lm = load_model(resolve_model(str(tiny_model_dir)), LoadOptions(cache_dir=tmp_path, use_cache=True, progress=False))
+    first = lm.word_probs(prompts, words)
+    entries = sorted((tmp_path / "entries").rglob("*.json"))
+    assert len(entries) == len(prompts)
+    for entry in entries[::2]:  # half of the call's entries never reached the disk
+        entry.unlink()
+    scored = []
+    real = lm._score_tokens
+    lm._score_tokens = lambda requests, desc: scored.append(len(requests)) or real(requests, desc)
+    again = lm.word_probs(prompts, words)
+    assert scored == [len(prompts) * len(words)], "the whole call is computed again"
+    assert again.tolist() == first.tolist()  # bit for bit
+    scored.clear()
+    lm.word_probs(prompts[:3] + ["My friend has a new bike, and"], words)  # another call: its hits stay
+    assert scored == [len(words)]

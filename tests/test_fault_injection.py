@@ -53,15 +53,18 @@ def _values(doc: dict) -> dict:
     return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"], r["verdict"]) for r in doc["results"]}
 
 
-def _interrupt(proc: subprocess.Popen, reports: Path, how: str, delay: float) -> str:
-    """Wait until the run has written its report (it has started auditing), let it go on for
-    ``delay`` seconds, then send the signal. Returns "interrupted" or "finished" (too late)."""
+def _interrupt(proc: subprocess.Popen, reports: Path, how: str, after: int, delay: float) -> str:
+    """Wait until the run has recorded ``after`` results, let it go on for ``delay`` seconds (into
+    the next test's computation), then send the signal. Returns "interrupted" or "finished"."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
         run = _run_folder(reports)
-        if run is not None and (run / "results.json").is_file():
-            break
-        time.sleep(0.05)
+        try:
+            if run is not None and len(json.loads((run / "results.json").read_text())["results"]) >= after:
+                break
+        except (OSError, ValueError):  # not written yet
+            pass
+        time.sleep(0.02)
     time.sleep(delay)
     if proc.poll() is not None:
         return "finished"
@@ -83,7 +86,7 @@ def test_interrupted_runs_resume_to_the_same_numbers(project, tiny_model_dir, tm
     for k, how in enumerate(KILLS):
         reports = tmp_path / f"interrupted-{k}"
         proc = _start(project, tiny_model_dir, cache, reports)
-        outcome = _interrupt(proc, reports, how, delay=rng.uniform(0.0, 2.5))
+        outcome = _interrupt(proc, reports, how, after=rng.randrange(12), delay=rng.uniform(0.0, 1.0))
         outcomes.append(outcome)
         doc = json.loads((_run_folder(reports) / "results.json").read_text())  # always readable
         if outcome == "interrupted":
