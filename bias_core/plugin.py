@@ -122,6 +122,7 @@ def pytest_configure(config) -> None:
                          "started": _dt.datetime.now().isoformat(timespec="seconds")}
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistRunId(run_id), "bias_core.xdist_run_id")
+        config.pluginmanager.register(_WorkerUsageError(), "bias_core.worker_usage_error")
     if run_dir is None:
         return
     if not getattr(config.option, "xmlpath", None):
@@ -135,22 +136,50 @@ def pytest_collection_finish(session) -> None:
     """Every selected audit must have a gate: a missing file or gate is a usage error now,
     before any model loads, not a failure in the middle of the run. Checked once -k/-m and
     other plugins have deselected what they will, so deselecting a metric's tests suffices."""
-    config = session.config
-    settings = config.stash.get(SETTINGS, None)
+    problem = _gate_problem(session)
+    if problem is None:
+        return
+    if getattr(session.config, "workerinput", None) is None:
+        raise pytest.UsageError(problem)
+    # An xdist worker cannot end the session with a usage error (the controller would see a
+    # crashed worker): it runs nothing and asks the controller to stop, which exits with 4.
+    session.items[:] = []
+    session.shouldstop = f"{USAGE_STOP}{problem}"
+
+
+USAGE_STOP = "usage error: "
+
+
+def _gate_problem(session) -> str | None:
+    settings = session.config.stash.get(SETTINGS, None)
     audits = [item for item in session.items if item.get_closest_marker("audit")]
     if settings is None or not audits:
-        return
+        return None
     if settings.thresholds is None:
-        raise pytest.UsageError(
-            f"no thresholds file: {settings.thresholds_path} does not exist. Fix: pass --thresholds PATH "
-            "or create thresholds.toml at the project root (see the repository's own file for the layout).")
+        return (f"no thresholds file: {settings.thresholds_path} does not exist. Fix: pass --thresholds PATH "
+                "or create thresholds.toml at the project root (see the repository's own file for the layout).")
     missing = sorted({_audit_params(item)["metric"] for item in audits} - set(settings.thresholds.defaults) - {"", None})
-    if missing:
-        tables = " ".join(f"[metrics.{m}]" for m in missing)
-        raise pytest.UsageError(
-            f"{settings.thresholds_path}: no default gate for the collected metric(s) {', '.join(missing)}. "
+    if not missing:
+        return None
+    tables = " ".join(f"[metrics.{m}]" for m in missing)
+    return (f"{settings.thresholds_path}: no default gate for the collected metric(s) {', '.join(missing)}. "
             f"Fix: add {tables} with max = ... or min = ... (see the repository's thresholds.toml), "
             f"or deselect those tests (e.g. -k \"not {missing[0]}\").")
+
+
+class _WorkerUsageError:
+    """In the xdist controller: a worker's usage error arrives as an interruption; exit with 4."""
+
+    def __init__(self):
+        self.stopped = False
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.stopped = str(excinfo.value).startswith(USAGE_STOP)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        if self.stopped:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def _share_cores(workers: int) -> None:
@@ -449,6 +478,8 @@ class _Reporter:
         """Why the run did not finish normally, or None when it did."""
         n = len(self.table.rows) if self.table is not None else 0
         exc = self.interrupted
+        if isinstance(exc, KeyboardInterrupt) and str(exc).startswith(USAGE_STOP):
+            return f"stopped after {n} result(s): {str(exc)[:500]}"
         if isinstance(exc, KeyboardInterrupt):
             how = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT / Ctrl-C (KeyboardInterrupt)"
             return f"interrupted by {how} after {n} result(s)"

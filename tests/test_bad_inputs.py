@@ -816,3 +816,14 @@ def test_call_stored_in_part_is_recomputed_with_its_batch_mates(tiny_model_dir, 
     scored.clear()
     lm.word_probs(prompts[:3] + ["My friend has a new bike, and"], words)  # another call: its hits stay
     assert scored == [len(words)]
+
+
+def test_missing_gate_under_xdist_is_a_usage_error(synthetic):
+    """Workers collect under xdist: their usage error reaches the controller as exit code 4 with
+    the message, not as crashed workers and an INTERNALERROR."""
+    (synthetic.path / "thresholds.toml").write_text("[metrics.GAS]\nmax = 0.35\n")
+    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-n", "2")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:]
+    assert "no default gate for the collected metric(s) GLD" in out
+    no_traceback(out)
