@@ -73,8 +73,12 @@ def _make_run_folder(report_dir: Path, model: str) -> str:
         report_dir.mkdir(parents=True, exist_ok=True)
         return _new_run_id(report_dir, model)
     except OSError as exc:
-        what = "is a file, not a folder" if report_dir.is_file() or isinstance(exc, (FileExistsError, NotADirectoryError)) \
-            else f"cannot be written ({exc.strerror or exc})"
+        if report_dir.is_file() or isinstance(exc, FileExistsError):
+            what = "is a file, not a folder"
+        elif isinstance(exc, NotADirectoryError):
+            what = "lies under a file, not a folder"
+        else:
+            what = f"cannot be written ({exc.strerror or exc})"
         raise AuditUsageError(
             f"--report-dir {report_dir}: {what}, so no run report could be written. Fix: point --report-dir at "
             "a writable folder (it is created if missing), or pass --no-report.") from None

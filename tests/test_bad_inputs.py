@@ -246,7 +246,7 @@ OPTION_CASES = {
     "toxicity-classifier": (["--toxicity-classifier", "perspective"], ["--toxicity-classifier perspective", "offline"]),
     "regard-classifier": (["--regard-classifier", "vibes"], ["--regard-classifier vibes", "offline"]),
     "report-dir-is-a-file": (["--report-dir", "thresholds.toml"], ["--report-dir thresholds.toml", "is a file", "--no-report"]),
-    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"], ["--report-dir thresholds.toml/runs", "--no-report"]),
+    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"], ["--report-dir thresholds.toml/runs", "lies under a file", "--no-report"]),
 }
 
 
