@@ -502,6 +502,7 @@ class _Reporter:
         if self.table is None or (not self.table.rows and reason is None):
             # No audit ran (e.g. a unit-test session): leave no empty run folder behind.
             shutil.rmtree(self.run["run_dir"], ignore_errors=True)
+            self.table = None  # and point no summary line at it
             if self.run.get("auto_junit"):
                 self._drop_auto_junit()
             return

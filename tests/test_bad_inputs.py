@@ -68,7 +68,9 @@ class Project:
         return self.pytester.path
 
     def run(self, *args, select: str | None = SELECT):
-        base = ["audits", "-p", "no:cacheprovider", "-p", "no:randomly", "--cache-dir", str(self.cache)]
+        # importlib mode: the copied audits/test_genderpair.py must not clash with tests/test_genderpair.py
+        base = ["audits", "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib",
+                "--cache-dir", str(self.cache)]
         result = self.pytester.runpytest(*base, *(["-k", select] if select else []), *args)
         return result, result.stdout.str() + "\n" + result.stderr.str()
 
