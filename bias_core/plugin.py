@@ -22,7 +22,6 @@ import shutil
 import signal
 import sys
 import threading
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -464,7 +463,9 @@ class _Reporter:
         table = self._table()
         xml = getattr(self.config.option, "xmlpath", None)
         if xml:
-            _write_unfinished_junit(Path(xml))
+            from bias_core.reports.junit import write_unfinished
+
+            write_unfinished(Path(xml))
         table.write_html()
         table.write()  # last: once results.json exists, every file of the run says "partial"
 
@@ -516,7 +517,9 @@ class _Reporter:
         self.table.write_html(extra_sections=self._mitigation_sections())
         xml = getattr(self.config.option, "xmlpath", None)
         if reason is not None and xml and Path(xml).is_file():
-            _mark_junit_partial(Path(xml), reason)
+            from bias_core.reports.junit import mark_partial
+
+            mark_partial(Path(xml), reason)
 
     def _mitigation_sections(self) -> list[tuple[str, str, str]]:
         """The papers' Tables 1-3 layout (methods x probe groups x GAS/GLD/ADD), as CSV and HTML."""
@@ -585,46 +588,3 @@ def _run_info(config) -> dict[str, Any]:
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, "device": settings.load.device,
         "dtype": settings.load.dtype, "versions": versions,
     }
-
-
-# ----- JUnit: what CI systems read ------------------------------------------------------------
-def _write_unfinished_junit(path: Path) -> None:
-    """A JUnit file with one error, written at the start and replaced when the session ends: a
-    killed run leaves an error for CI to see, never an earlier run's file or none at all."""
-    from bias_core.cache import atomic_write_text
-    from bias_core.reports.table import NOT_FINISHED
-
-    suites = ET.Element("testsuites")
-    suite = ET.SubElement(suites, "testsuite", name="pytest", errors="0", failures="0", skipped="0", tests="0")
-    _add_partial(suite, NOT_FINISHED)
-    atomic_write_text(path, ET.tostring(suites, encoding="unicode", xml_declaration=True), durable=True)
-
-
-def _mark_junit_partial(path: Path, reason: str) -> None:
-    """Add the interruption to the JUnit file pytest wrote: properties and an errored testcase."""
-    from bias_core.cache import atomic_write_text
-
-    try:
-        tree = ET.parse(path)
-    except (ET.ParseError, OSError):
-        return _write_unfinished_junit(path)
-    root = tree.getroot()
-    suite = root if root.tag == "testsuite" else root.find("testsuite")
-    if suite is None:
-        suite = ET.SubElement(root, "testsuite", name="pytest", errors="0", tests="0")
-    _add_partial(suite, reason)
-    atomic_write_text(path, ET.tostring(root, encoding="unicode", xml_declaration=True), durable=True)
-
-
-def _add_partial(suite, reason: str) -> None:
-    props = suite.find("properties")
-    if props is None:
-        props = ET.Element("properties")
-        suite.insert(0, props)
-    ET.SubElement(props, "property", name="bias_core.complete", value="false")
-    ET.SubElement(props, "property", name="bias_core.partial_reason", value=reason)
-    case = ET.SubElement(suite, "testcase", classname="bias_core", name="audit run", time="0")
-    error = ET.SubElement(case, "error", message=f"partial run: {reason}")
-    error.text = f"The audit run is partial: {reason}. Its results cover only the tests listed; re-run it."
-    for key in ("errors", "tests"):
-        suite.set(key, str(int(suite.get(key, "0") or 0) + 1))
