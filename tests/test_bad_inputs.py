@@ -436,7 +436,7 @@ def fake_gguf(tmp_path, tiny_model_dir, monkeypatch):
 
 def test_corrupted_converted_model_is_rebuilt(fake_gguf, tmp_path):
     from bias_core.models import integrity
-    from bias_core.models.gguf_cache import converted_dir, read_marker
+    from bias_core.models.gguf_cache import ConvertedModelWarning, converted_dir, read_marker
 
     gguf, calls = fake_gguf
     folder, _ = converted_dir(gguf, tmp_path / "cache")
@@ -444,7 +444,8 @@ def test_corrupted_converted_model_is_rebuilt(fake_gguf, tmp_path):
     weights = folder / "model.safetensors"
     _rewrite_in_place(weights, weights.stat().st_size // 2, os.urandom(4096))
     integrity.forget()
-    again, _ = converted_dir(gguf, tmp_path / "cache")
+    with pytest.warns(ConvertedModelWarning, match="does not match the weights recorded at conversion"):
+        again, _ = converted_dir(gguf, tmp_path / "cache")
     assert len(calls) == 2, "the corrupted folder must be converted again"
     assert integrity.sha256_file(again / "model.safetensors") == recorded["model.safetensors"]["sha256"]
     assert not integrity.check_weights(again, read_marker(again)["weights"])

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +137,15 @@ def _usable(target: Path, warn: bool) -> bool:
         return False
     problems = integrity.check_weights(target, recorded)
     if problems and warn:
-        log.warning("%s does not match the weights recorded at conversion (%s): converting again",
-                    target, "; ".join(problems))
+        # A warning, not a log line: the run summary must say the cached model was corrupted.
+        warnings.warn(ConvertedModelWarning(
+            f"{target} does not match the weights recorded at conversion ({'; '.join(problems)}): it is "
+            "corrupted or was altered, so it is converted again from the GGUF."), stacklevel=3)
     return not problems
+
+
+class ConvertedModelWarning(UserWarning):
+    """A converted model folder failed its integrity check and is rebuilt."""
 
 
 @contextlib.contextmanager
