@@ -153,7 +153,7 @@ def _lock(target: Path):
     """One conversion of a folder at a time across processes (xdist workers, parallel runs)."""
     try:
         import fcntl
-    except ImportError:  # not POSIX: concurrent conversions still end in one complete folder
+    except ImportError:  # not POSIX: concurrent conversions still end in one complete folder (_convert)
         yield
         return
     with open(target.parent / f".{target.name}.lock", "w") as fh:
@@ -196,7 +196,13 @@ def _convert(gguf_path: Path, target: Path, sha: str) -> None:
         dequantize(gguf_path, tmp)
         marker = {"gguf": str(gguf_path), "sha256": sha, "weights": integrity.record_weights(tmp)}
         (tmp / MARKER).write_text(json.dumps(marker, indent=1))
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            # Without file locks (not POSIX) another process may have finished the same
+            # conversion first: keep its folder, which may already be in use.
+            if not _usable(target, warn=False):
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
