@@ -13,5 +13,18 @@ class DataSourceMissing(Exception):
     """A probe's data cannot be found offline; audits turn this into a skip with the reason."""
 
 
+class DataFileError(AuditUsageError, ValueError):
+    """A data file is present but broken (truncated, garbled, not the expected layout, a malformed
+    row). Never a skip: a verdict on half a data set must not pass as a verdict on all of it."""
+
+
+class WeightsIntegrityError(AuditUsageError):
+    """A model's weight files are not the bytes they were recorded as (corrupted or altered)."""
+
+
+class NonFiniteScores(Exception):
+    """A model produced NaN or infinite logits, probabilities or states: the test is an error."""
+
+
 class ProbeNotApplicable(Exception):
     """A probe that does not apply to this run (e.g. superseded by data given with --data-dir)."""

@@ -53,6 +53,23 @@ INCONCLUSIVE = "inconclusive"
 Direction = Literal["max", "min"]
 
 _TOP_LEVEL = ("metrics", "probes", "models")
+
+_LN2 = math.log(2)
+#: The values each metric can take (None: unbounded on that side), so that a limit no result can
+#: meet (``max = -0.5`` for GLD) or none can exceed (``max = 30`` for a share written as a percent)
+#: is an error, not a gate that can never pass or never fail. Metrics not listed are not checked.
+METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {
+    **dict.fromkeys(("GAS", "GLD", "DA_score", "BPR", "toxicity", "regard_negative", "regard_proxy_negative",
+                     "BPR_gap", "toxicity_gap", "regard_negative_gap", "regard_positive_gap",
+                     "regard_proxy_negative_gap", "regard_proxy_positive_gap", "BPR_spread"), (0.0, 1.0)),
+    "ADD": (0.0, _LN2),
+    **dict.fromkeys(("stereo_score", "lm_score", "crows_stereo"), (0.0, 100.0)),
+    "GBM": (-2.0, 2.0),
+    # effect sizes: standardised differences, unbounded for unequal group sizes
+    "logprob_effect": (None, None), "SEAT_effect": (None, None),
+    "GAS_reduction": (-1.0, 1.0), "GLD_reduction": (-1.0, 1.0), "ADD_reduction": (-_LN2, _LN2),
+    "DA_score_drop": (-1.0, 1.0), "perplexity_rise": (-1.0, None), "lm_score_drop": (-100.0, 100.0),
+}
 _GATE_KEYS = ("max", "min", "ideal", "note")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -151,6 +168,7 @@ class Thresholds:
 
     path: Path
     defaults: Mapping[str, Gate]
+    model_names: tuple[str, ...] = ()  # the [models."..."] keys as written
     probe_overrides: Mapping[tuple[str, str], Gate] = field(default_factory=dict)
     model_overrides: Mapping[tuple[str, str], Gate] = field(default_factory=dict)
     model_probe_overrides: Mapping[tuple[str, str, str], Gate] = field(default_factory=dict)
@@ -174,6 +192,7 @@ class Thresholds:
                 f"Fix: pass {metric!r} in known_metrics to load_thresholds and add "
                 f"[metrics.{_key(metric)}] with max = ... or min = ... to {self.path}"
             )
+        model = None if model is None else model.casefold()  # keys are stored case-folded
         if model is not None and probe is not None:
             gate = self.model_probe_overrides.get((model, probe, metric))
             if gate is not None:
@@ -329,10 +348,50 @@ def _parse_gate(
             'quote it: note = "where this number comes from"',
         )
         ok = False
-    if not ok:
+    if not ok or not _in_range(col, key, metric, direction, float(raw), None if ideal is None else float(ideal)):
         return None
     return Gate(metric=metric, limit=float(raw), direction=direction, source=key, note=note,
                 ideal=None if ideal is None else float(ideal))
+
+
+def _in_range(col: _Collector, key: str, metric: str, direction: str, limit: float, ideal: float | None) -> bool:
+    """Is the limit one a result of this metric can fall on either side of?"""
+    lo, hi = METRIC_RANGES.get(metric, (None, None))
+    span = f"[{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}]"
+    if ideal is not None:
+        if (lo is not None and ideal < lo) or (hi is not None and ideal > hi):
+            col.add(f"{key}.ideal", f"ideal = {ideal:g} lies outside {metric}'s possible values {span}",
+                    f"use an ideal within {span}")
+            return False
+        reach = None if lo is None or hi is None else max(ideal - lo, hi - ideal)
+        if limit < 0:
+            col.add(f"{key}.max", f"max = {limit:g} is a distance from the ideal and cannot be negative: no result "
+                    "can pass", f"use a distance >= 0, e.g. max = {_example(lo, hi, 0.1)}")
+            return False
+        if reach is not None and limit > reach:
+            col.add(f"{key}.max", f"max = {limit:g} exceeds the largest possible distance from ideal {ideal:g} "
+                    f"({reach:g}; {metric} lies in {span}): no result can fail",
+                    f"use a distance within [0, {reach:g}]")
+            return False
+        return True
+    if lo is not None and limit < lo:
+        what = "no result can pass" if direction == "max" else "no result can fail"
+        col.add(f"{key}.{direction}", f"{direction} = {limit:g} is below the smallest possible value of {metric} "
+                f"({lo:g}; it lies in {span}): {what}", f"use a limit within {span}, e.g. {direction} = {_example(lo, hi, 0.3)}")
+        return False
+    if hi is not None and limit > hi:
+        what = "no result can fail" if direction == "max" else "no result can pass"
+        col.add(f"{key}.{direction}", f"{direction} = {limit:g} is above the largest possible value of {metric} "
+                f"({hi:g}; it lies in {span}): {what} (a percent written for a share?)",
+                f"use a limit within {span}, e.g. {direction} = {_example(lo, hi, 0.3)}")
+        return False
+    return True
+
+
+def _example(lo: float | None, hi: float | None, share: float) -> str:
+    if lo is None or hi is None:
+        return f"{share:g}"
+    return f"{lo + share * (hi - lo):.3g}"
 
 
 def _is_number(text: str) -> bool:
@@ -506,8 +565,16 @@ def load_thresholds(
     model_probe_overrides: dict[tuple[str, str, str], Gate] = {}
     models_table = data.get("models", {})
     if _require_table(col, "models", models_table, '[models."llama2-7b".GLD]'):
-        for model, mtable in models_table.items():
-            mkey = f"models.{_quoted(model)}"
+        spelled: dict[str, str] = {}
+        for written, mtable in models_table.items():
+            mkey = f"models.{_quoted(written)}"
+            # "SmolLM2-135m" must gate smollm2-135m, not be ignored for want of the exact case.
+            model = written.casefold()
+            if model in spelled:
+                col.add(mkey, f"the same model as models.{_quoted(spelled[model])} (model names match whatever "
+                        "their case)", "merge the two tables into one")
+                continue
+            spelled[model] = written
             if not _require_table(col, mkey, mtable, f"[{mkey}.GLD] max = 0.3"):
                 continue
             gates = _parse_metric_table(
@@ -532,6 +599,7 @@ def load_thresholds(
     col.raise_if_any()
     return Thresholds(
         path=path,
+        model_names=tuple(models_table) if isinstance(models_table, dict) else (),
         defaults=defaults,
         probe_overrides=probe_overrides,
         model_overrides=model_overrides,

@@ -13,17 +13,21 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
+import secrets
 import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bias_core.errors import AuditUsageError, DataSourceMissing, ProbeNotApplicable
+from bias_core.errors import AuditUsageError, DataSourceMissing, NonFiniteScores, ProbeNotApplicable
 from bias_core.gates import FAIL, INCONCLUSIVE
 from bias_core.progress import interactive
 from bias_core.settings import AuditSettings, add_options, build_settings
@@ -38,14 +42,59 @@ def pytest_addoption(parser) -> None:
     add_options(parser)
 
 
+class AuditWarning(pytest.PytestWarning):
+    """Something the audit worked around (a read-only cache, a data file that is not the published one)."""
+
+
 def _new_run_id(report_dir: Path | None, model: str) -> str:
+    """A run id (time, model, random suffix) whose folder this call created.
+
+    The folder is made with an exclusive mkdir, so two runs started in the same second, in
+    parallel CI jobs or on a shared report dir, never share (and overwrite) one.
+    """
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = f"{stamp}-{re.sub(r'[^A-Za-z0-9._-]+', '_', Path(model).name or model)[:40]}"
-    run_id, n = base, 1
-    while report_dir is not None and (report_dir / run_id).exists():
-        n += 1
-        run_id = f"{base}-{n}"
-    return run_id
+    for _ in range(100):
+        run_id = f"{base}-{secrets.token_hex(2)}"
+        if report_dir is None:
+            return run_id
+        try:
+            (report_dir / run_id).mkdir()
+            return run_id
+        except FileExistsError:
+            continue
+    raise AuditUsageError(f"--report-dir {report_dir}: no free run folder name after 100 tries. Fix: clean the folder.")
+
+
+def _make_run_folder(report_dir: Path, model: str) -> str:
+    """Validate --report-dir before anything loads and create this run's folder in it."""
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        return _new_run_id(report_dir, model)
+    except OSError as exc:
+        if report_dir.is_file() or isinstance(exc, FileExistsError):
+            what = "is a file, not a folder"
+        elif isinstance(exc, NotADirectoryError):
+            what = "lies under a file, not a folder"
+        else:
+            what = f"cannot be written ({exc.strerror or exc})"
+        raise AuditUsageError(
+            f"--report-dir {report_dir}: {what}, so no run report could be written. Fix: point --report-dir at "
+            "a writable folder (it is created if missing), or pass --no-report.") from None
+
+
+def _interrupt_on_sigterm(config) -> None:
+    """SIGTERM (a CI job's timeout, `kill`) ends the run as Ctrl-C does: reports say partial."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    config.add_cleanup(lambda: signal.signal(signal.SIGTERM, previous))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -61,12 +110,22 @@ def pytest_configure(config) -> None:
         config.stash[RUN] = {"run_id": worker.get("bias_run_id", ""), "run_dir": None}
         _share_cores(int(worker.get("workercount", 1)))
         return
-    run_id = _new_run_id(settings.report_dir, settings.model_value)
+    for notice in settings.notices:
+        config.issue_config_time_warning(AuditWarning(notice), stacklevel=2)
+    try:
+        if settings.report_dir is not None:
+            run_id = _make_run_folder(settings.report_dir, settings.model_value)
+        else:
+            run_id = _new_run_id(None, settings.model_value)
+    except AuditUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    _interrupt_on_sigterm(config)
     run_dir = settings.report_dir / run_id if settings.report_dir else None
     config.stash[RUN] = {"run_id": run_id, "run_dir": run_dir, "auto_junit": False,
                          "started": _dt.datetime.now().isoformat(timespec="seconds")}
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistRunId(run_id), "bias_core.xdist_run_id")
+        config.pluginmanager.register(_WorkerUsageError(), "bias_core.worker_usage_error")
     if run_dir is None:
         return
     if not getattr(config.option, "xmlpath", None):
@@ -75,24 +134,55 @@ def pytest_configure(config) -> None:
     config.pluginmanager.register(_Reporter(config), "bias_core.reporter")
 
 
-def pytest_collection_modifyitems(session, config, items) -> None:
-    """Every collected audit must have a gate: a missing file or gate is a usage error now,
-    before any model loads, not a failure in the middle of the run."""
-    settings = config.stash.get(SETTINGS, None)
-    audits = [item for item in items if item.get_closest_marker("audit")]
-    if settings is None or not audits:
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session) -> None:
+    """Every selected audit must have a gate: a missing file or gate is a usage error now,
+    before any model loads, not a failure in the middle of the run. Checked once -k/-m and
+    other plugins have deselected what they will, so deselecting a metric's tests suffices."""
+    problem = _gate_problem(session)
+    if problem is None:
         return
+    if getattr(session.config, "workerinput", None) is None:
+        raise pytest.UsageError(problem)
+    # An xdist worker cannot end the session with a usage error (the controller would see a
+    # crashed worker): it runs nothing and asks the controller to stop, which exits with 4.
+    session.items[:] = []
+    session.shouldstop = f"{USAGE_STOP}{problem}"
+
+
+USAGE_STOP = "usage error: "
+
+
+def _gate_problem(session) -> str | None:
+    settings = session.config.stash.get(SETTINGS, None)
+    audits = [item for item in session.items if item.get_closest_marker("audit")]
+    if settings is None or not audits:
+        return None
     if settings.thresholds is None:
-        raise pytest.UsageError(
-            f"no thresholds file: {settings.thresholds_path} does not exist. Fix: pass --thresholds PATH "
-            "or create thresholds.toml at the project root (see the repository's own file for the layout).")
+        return (f"no thresholds file: {settings.thresholds_path} does not exist. Fix: pass --thresholds PATH "
+                "or create thresholds.toml at the project root (see the repository's own file for the layout).")
     missing = sorted({_audit_params(item)["metric"] for item in audits} - set(settings.thresholds.defaults) - {"", None})
-    if missing:
-        tables = " ".join(f"[metrics.{m}]" for m in missing)
-        raise pytest.UsageError(
-            f"{settings.thresholds_path}: no default gate for the collected metric(s) {', '.join(missing)}. "
+    if not missing:
+        return None
+    tables = " ".join(f"[metrics.{m}]" for m in missing)
+    return (f"{settings.thresholds_path}: no default gate for the collected metric(s) {', '.join(missing)}. "
             f"Fix: add {tables} with max = ... or min = ... (see the repository's thresholds.toml), "
-            "or deselect those tests.")
+            f"or deselect those tests (e.g. -k \"not {missing[0]}\").")
+
+
+class _WorkerUsageError:
+    """In the xdist controller: a worker's usage error arrives as an interruption; exit with 4."""
+
+    def __init__(self):
+        self.stopped = False
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.stopped = str(excinfo.value).startswith(USAGE_STOP)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        if self.stopped:
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def _share_cores(workers: int) -> None:
@@ -223,6 +313,12 @@ def gate(request, audit_settings):
             )
         model = audit_settings.model_value
         g = audit_settings.thresholds.lookup(metric, probe, model)
+        bounds = (float(result.value), float(result.ci_low), float(result.ci_high))
+        if math.isnan(sum(bounds)) or not math.isfinite(bounds[0]):
+            # A NaN must not become "inconclusive" (a passing testcase) or compare as a pass.
+            pytest.fail(f"ERROR: {metric} on {probe} is not a number (value {bounds[0]}, CI [{bounds[1]}, "
+                        f"{bounds[2]}], n={result.n}): no verdict can be given. Fix: check the model's outputs "
+                        "and the probe's data.", pytrace=False)
         verdict = g.verdict(result.ci_low, result.ci_high)
         fingerprint = getattr(request.config.stash.get(MODEL, None), "fingerprint", "")
         row = {
@@ -282,6 +378,10 @@ def pytest_runtest_call(item):
         pytest.skip(f"data missing: {exc}")
     except ProbeNotApplicable as exc:
         pytest.skip(f"not applicable: {exc}")
+    except (NonFiniteScores, AuditUsageError) as exc:  # NaN outputs, a broken data file, a prompt too long...
+        if item.get_closest_marker("audit") is None:
+            raise
+        pytest.fail(f"ERROR in {_audit_params(item)['probe'] or item.nodeid}: {exc}", pytrace=False)
 
 
 def _audit_params(item) -> dict[str, Any]:
@@ -337,6 +437,7 @@ class _Reporter:
         self.config = config
         self.run = config.stash[RUN]
         self.table = None
+        self.interrupted: BaseException | None = None
 
     def _table(self):
         if self.table is None:
@@ -345,6 +446,29 @@ class _Reporter:
             self.table = ResultsTable(self.run["run_dir"], _run_info(self.config))
         return self.table
 
+    # A run killed at any point (SIGKILL, a lost CI runner) must leave a report that says it is
+    # partial: the files say so from the start and only the end of a normal session changes it.
+    def pytest_collection_finish(self, session) -> None:
+        if any(item.get_closest_marker("audit") for item in session.items):
+            self._start()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        if ids:  # the controller does not see markers: any run under xdist gets the early files
+            self._start()
+
+    def _start(self) -> None:
+        if self.table is not None:
+            return
+        table = self._table()
+        xml = getattr(self.config.option, "xmlpath", None)
+        if xml:
+            from bias_core.reports.junit import write_unfinished
+
+            write_unfinished(Path(xml))
+        table.write_html()
+        table.write()  # last: once results.json exists, every file of the run says "partial"
+
     def pytest_runtest_logreport(self, report) -> None:
         row = getattr(report, "bias_row", None)
         if row is not None:
@@ -352,12 +476,35 @@ class _Reporter:
             table.add(row)
             table.write()  # after every test: an interrupted run keeps what it had
 
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.interrupted = excinfo.value
+
+    def _partial_reason(self, session, exitstatus) -> str | None:
+        """Why the run did not finish normally, or None when it did."""
+        n = len(self.table.rows) if self.table is not None else 0
+        exc = self.interrupted
+        if isinstance(exc, KeyboardInterrupt) and str(exc).startswith(USAGE_STOP):
+            return f"stopped after {n} result(s): {str(exc)[:500]}"
+        if isinstance(exc, KeyboardInterrupt):
+            how = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT / Ctrl-C (KeyboardInterrupt)"
+            return f"interrupted by {how} after {n} result(s)"
+        if exc is not None:  # pytest.exit(): e.g. a usage error found while loading the model
+            return f"stopped after {n} result(s): {str(exc)[:500]}"
+        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+            return f"stopped after {n} result(s) with exit status {int(exitstatus)} ({pytest.ExitCode(exitstatus).name})"
+        early = getattr(session, "shouldfail", False) or getattr(session, "shouldstop", False)
+        if early:
+            return f"stopped early after {n} result(s): {early}"
+        return None
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
-        if self.table is None:
+        reason = self._partial_reason(session, exitstatus)
+        if self.table is None or (not self.table.rows and reason is None):
             # No audit ran (e.g. a unit-test session): leave no empty run folder behind.
+            shutil.rmtree(self.run["run_dir"], ignore_errors=True)
+            self.table = None  # and point no summary line at it
             if self.run.get("auto_junit"):
-                shutil.rmtree(self.run["run_dir"], ignore_errors=True)
                 self._drop_auto_junit()
             return
         info = {"finished": _dt.datetime.now().isoformat(timespec="seconds"), "exitstatus": int(exitstatus)}
@@ -366,8 +513,13 @@ class _Reporter:
             info["model_fingerprint"] = lm.fingerprint
             info["cache"] = {"hits": lm.cache.hits, "misses": lm.cache.misses, "enabled": lm.cache.enabled}
         self.table.set_run_info(info)
-        self.table.write(complete=True)
+        self.table.write(complete=reason is None, partial_reason=reason)
         self.table.write_html(extra_sections=self._mitigation_sections())
+        xml = getattr(self.config.option, "xmlpath", None)
+        if reason is not None and xml and Path(xml).is_file():
+            from bias_core.reports.junit import mark_partial
+
+            mark_partial(Path(xml), reason)
 
     def _mitigation_sections(self) -> list[tuple[str, str, str]]:
         """The papers' Tables 1-3 layout (methods x probe groups x GAS/GLD/ADD), as CSV and HTML."""

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bias_core.errors import AuditUsageError
+from bias_core.cache import unwritable_reason
+from bias_core.errors import AuditUsageError, ThresholdsError
 from bias_core.gates import Thresholds, load_thresholds
 from bias_core.mitigation.names import parse_mitigations
 from bias_core.models.loading import LoadOptions, check_options
-from bias_core.models.registry import DEFAULT_MODEL, ModelSpec, resolve_model
+from bias_core.models.registry import DEFAULT_MODEL, REGISTRY, ModelSpec, resolve_model
 from bias_core.suites import known_metrics, known_probes
 
 
@@ -79,6 +82,8 @@ class AuditSettings:
     mitigations: tuple[str, ...] = ()
     mitigation_instruction: str | None = None
     mitigation_steps: int | None = None
+    # What the run works around (e.g. a read-only cache); the plugin shows each as a warning.
+    notices: tuple[str, ...] = ()
 
     def model_spec(self) -> ModelSpec:
         return resolve_model(self.model_value)
@@ -132,9 +137,15 @@ def build_settings(config) -> AuditSettings:
         trust_remote_code=bool(opt("--trust-remote-code")),
     )
     check_options(load)
+    notices: list[str] = []
+    load = _usable_cache(load, notices)
     model_value = opt("--model")
     if model_value != DEFAULT_MODEL:
-        resolve_model(model_value)  # an unknown model is a usage error now, not after collection
+        spec = resolve_model(model_value)  # an unknown model is a usage error now, not after collection
+        if spec.local_dir and not spec.gguf_file:
+            from bias_core.models.preflight import check_local_model
+
+            check_local_model(Path(spec.local_dir), load.trust_remote_code)
     data_dir = None
     if opt("--data-dir"):
         data_dir = Path(opt("--data-dir")).expanduser().resolve()
@@ -147,6 +158,11 @@ def build_settings(config) -> AuditSettings:
     if explicit or thresholds_path.is_file():
         # which metrics need a gate depends on the tests collected: checked after collection
         thresholds = load_thresholds(thresholds_path, known_metrics(), known_probes(), required_metrics=set())
+        _check_model_keys(thresholds, model_value)
+    if data_dir is not None:
+        from bias_core.probes.published import check_data_dir
+
+        notices += check_data_dir(data_dir)
     report_dir = None
     if not opt("--no-report"):
         report_dir = Path(opt("--report-dir")).expanduser() if opt("--report-dir") else rootdir / "reports"
@@ -157,4 +173,35 @@ def build_settings(config) -> AuditSettings:
                          regard_classifier=_classifier_choice("--regard-classifier", opt("--regard-classifier")),
                          mitigations=parse_mitigations(opt("--mitigation")),
                          mitigation_instruction=opt("--mitigation-instruction"),
-                         mitigation_steps=_steps(opt("--mitigation-steps")))
+                         mitigation_steps=_steps(opt("--mitigation-steps")),
+                         notices=tuple(notices))
+
+
+def _usable_cache(load: LoadOptions, notices: list[str]) -> LoadOptions:
+    """A cache dir that cannot take results (read-only, no permission, full) is found now, before
+    anything is computed: the run goes on as with --no-cache and says so."""
+    if not load.use_cache:
+        return load
+    reason = unwritable_reason(load.cache_dir)
+    if reason is None:
+        return load
+    notices.append(f"--cache-dir {load.cache_dir}: cannot store results ({reason}); running as with --no-cache, "
+                   "so nothing computed now is kept. Fix: point --cache-dir (or BIAS_CORE_CACHE_DIR) at a writable "
+                   "folder with free space, or pass --no-cache to run without a cache on purpose.")
+    return dataclasses.replace(load, use_cache=False)
+
+
+def _check_model_keys(thresholds: Thresholds, model_value: str) -> None:
+    """A [models."..."] table that names no model but is one typo away from a registry alias would
+    be ignored silently: refuse it with the alias it probably means. (Case never matters.)"""
+    aliases = {alias.casefold(): alias for alias in REGISTRY}
+    for written in thresholds.model_names:
+        key = written.casefold()
+        if key in aliases or key == model_value.casefold() or "/" in written or Path(written).expanduser().exists():
+            continue
+        close = difflib.get_close_matches(key, list(aliases), n=1, cutoff=0.85)
+        if close:
+            raise ThresholdsError(
+                f'{thresholds.path}: models."{written}": no such model; did you mean {aliases[close[0]]!r}? Its '
+                f"gates would never apply. Fix: write [models.\"{aliases[close[0]]}\"...] (model names match "
+                "whatever their case), or the exact --model value.")

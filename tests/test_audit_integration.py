@@ -69,14 +69,17 @@ def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny
 def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path):
     data = tmp_path / "data" / "Debias-LLMs"
     data.mkdir(parents=True)
-    (data / "stsb_neutral_test.csv").write_text('is playing a harp\n"is cutting, slowly, an onion"\nis riding a horse\n')
+    # The published file's name and row count (364), other content: audited as given, with a
+    # warning that it is not the published copy (a cut copy would be refused).
+    lines = ['is playing a harp', '"is cutting, slowly, an onion"', 'is riding a horse']
+    lines += [f"is reading book number {i}" for i in range(364 - len(lines))]
+    (data / "stsb_neutral_test.csv").write_text("\n".join(lines) + "\n")
     result = audit_project.runpytest_subprocess(
         "audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(tmp_path / "c"),
-        "--data-dir", str(tmp_path / "data"), "-k", "natural-stsb")
+        "--data-dir", str(tmp_path / "data"), "-k", "natural-stsb and GLD")
     rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
-    assert rows["natural-stsb-GLD"]["n"] == 3, result.stdout.str()
-    prompts = {e["prompt"] for e in rows["natural-stsb-GLD"]["examples"]}
-    assert "My friend is cutting, slowly, an onion, and" in prompts
+    assert rows["natural-stsb-GLD"]["n"] == 364, result.stdout.str()
+    result.stdout.fnmatch_lines(["*stsb_neutral_test.csv: differs from the published*audited as given*"])
 
 
 @pytest.mark.slow

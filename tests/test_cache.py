@@ -134,7 +134,8 @@ def test_failed_write_keeps_the_previous_entry(tmp_path, monkeypatch):
 
     with monkeypatch.context() as patch:
         patch.setattr(cache_mod.os, "replace", interrupted)
-        with pytest.raises(OSError, match="interrupted"):
+        # The value just computed is not lost to a failed write: the run goes on, warned.
+        with pytest.warns(cache_mod.CacheWarning, match="cannot store results.*interrupted"):
             cache.put(PARTS, "new")
     assert cache.get(PARTS) == "old"
     assert len(entry_files(tmp_path)) == 1

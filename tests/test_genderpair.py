@@ -304,7 +304,7 @@ def _write_pairset(path: Path, rows) -> None:
     path.write_text(json.dumps(rows), encoding="utf-8")
 
 
-def test_loader_reads_a_small_file(tmp_path):
+def test_loader_reads_a_small_file(tmp_path, unpublished_names):
     rows = [{"object": t, "format1": "(rude, polite),(lazy, diligent)", "format1_anti": "(polite, rude),(diligent, lazy)",
              "format2": f"({t}, rude),({t}, lazy)", "format2_anti": f"({t}, polite),({t}, diligent)",
              "format3": f"(rude, {t}),(lazy, {t})", "format3_anti": f"(polite, {t}),(diligent, {t})"} for t in ("xe", "Mx.")]

@@ -41,7 +41,9 @@ def test_completed_conversion_is_reused_without_converting(tmp_path, monkeypatch
     done = tmp_path / "cache" / "models" / f"gguf-{sha[:32]}"
     done.mkdir(parents=True)
     (done / "config.json").write_text("{}")
-    (done / "bias_core_done").write_text("{}")
+    (done / "model.safetensors").write_bytes(b"converted")
+    weights = {"model.safetensors": {"sha256": hashlib.sha256(b"converted").hexdigest(), "size": 9}}
+    (done / "bias_core_done").write_text(json.dumps({"weights": weights}))
     _forbid_conversion(monkeypatch)
     assert converted_dir(gguf, tmp_path / "cache") == (done, sha)
 

@@ -75,7 +75,7 @@ def test_offline_training_set_is_disjoint_from_audit_prompts():
     assert all("," not in p for p in predicates)
 
 
-def test_data_dir_uses_the_paper_train_split_and_drops_gendered_rows(tmp_path):
+def test_data_dir_uses_the_paper_train_split_and_drops_gendered_rows(tmp_path, unpublished_names):
     folder = tmp_path / "Debias-LLMs"
     folder.mkdir()
     (folder / "total_neutral_train.csv").write_text(
@@ -208,7 +208,7 @@ def test_cda_gives_every_group_the_same_response_frame():
     assert len(templates["trait"]) >= 2 and len(templates["role"]) >= 2
 
 
-def test_published_cda_pairs_load_from_data_dir(tmp_path):
+def test_published_cda_pairs_load_from_data_dir(tmp_path, unpublished_names):
     with pytest.raises(DataSourceMissing, match="merged_3groups_ft_validate.json"):
         load_published_cda(tmp_path)
     path = tmp_path / "GenderCARE-ccs24" / "merged_3groups_ft_validate.json"

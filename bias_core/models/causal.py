@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Sequence
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from bias_core.cache import ResultCache, canonical_key
-from bias_core.errors import AuditUsageError
+from bias_core.errors import AuditUsageError, NonFiniteScores
 from bias_core.progress import progress_bar
 
 
@@ -79,32 +80,54 @@ def result_key(lm: Any, op: str, **parts: Any) -> dict[str, Any]:
     return {
         "op": op,
         "model": lm.fingerprint,
+        # The weight files as verified at load: values computed from other bytes never match.
+        "weights": getattr(lm, "weights_sha256", ""),
         "tokenizer": lm.tokenizer_fingerprint,
         "dtype": str(lm.model.dtype),
         **parts,
     }
 
 
+def cache_lookup(cache: ResultCache, keys: Sequence[dict[str, Any]]) -> tuple[list[Any], list[int], str]:
+    """(cached value or None per key, indices to compute, the call's id) for one batched call.
+
+    fp32 results move in the last bits with a row's batch mates, so a call computes its misses
+    together with any hits that the same call stored before (a run killed while it was storing
+    them): the misses then get exactly the batch mates they had in an uninterrupted run, and
+    the numbers come out bit for bit the same. Hits stored by other calls are used as they are.
+    """
+    call = hashlib.sha256("\n".join(canonical_key(k) for k in keys).encode()).hexdigest()
+    out: list[Any] = []
+    todo: list[int] = []
+    same_call: list[int] = []
+    for i, key in enumerate(keys):
+        value, stored_by = cache.lookup(key)
+        out.append(value)
+        if value is None:
+            todo.append(i)
+        elif stored_by == call:
+            same_call.append(i)
+    return out, sorted(todo + same_call) if todo else [], call
+
+
 def cached_map(
     cache: ResultCache, keys: Sequence[dict[str, Any]], compute: Callable[[list[int]], Sequence[Any]]
 ) -> list[Any]:
-    """Each key's cached value, computing the misses in one call to ``compute(indices)``.
+    """Each key's cached value, computing the rest in one call to ``compute(indices)``.
 
     Repeated keys are computed once. Values must be JSON (they come back from the cache as such).
     """
-    out: list[Any] = [cache.get(k) for k in keys]
+    out, todo_all, call = cache_lookup(cache, keys)
     first: dict[str, int] = {}
-    for i, value in enumerate(out):
-        if value is None:
-            first.setdefault(canonical_key(keys[i]), i)
+    for i in todo_all:
+        first.setdefault(canonical_key(keys[i]), i)
     todo = sorted(first.values())
     if todo:
         values = dict(zip(todo, compute(todo)))
         for i in todo:
-            cache.put(keys[i], values[i])
-        for i, value in enumerate(out):
-            if value is None:
-                out[i] = values[first[canonical_key(keys[i])]]
+            cache.put(keys[i], values[i], call)
+        for i in todo_all:
+            out[i] = values[first[canonical_key(keys[i])]]
     return out
 
 
@@ -117,6 +140,19 @@ def slot_split(text: str) -> tuple[str, str]:
         )
     before, _, after = text.partition(MASK)
     return before, after
+
+
+def non_finite(lm: Any, op: str, item: str) -> NonFiniteScores:
+    """The error for NaN or infinite model outputs: never cached, never scored as a result."""
+    return NonFiniteScores(
+        f"{lm.name}: {op} gave NaN or infinity for the item {item[:160]!r}: the model's outputs are not "
+        "finite numbers, so no metric computed from them can be trusted. Fix: check the weights (a corrupted "
+        "file, a diverged fine-tune) and the dtype (float16 can overflow: try --dtype float32).")
+
+
+def finite_rows(values: torch.Tensor) -> torch.Tensor:
+    """Per row (first dimension): are all its values finite?"""
+    return torch.isfinite(values.reshape(values.shape[0], -1)).all(dim=-1)
 
 
 @dataclass(frozen=True)
@@ -143,6 +179,7 @@ class CausalLM:
     batch_size: int = 32
     cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
+    weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
     kind: ClassVar[str] = "causal"
     mask_token: ClassVar[str] = MASK
 
@@ -267,6 +304,10 @@ class CausalLM:
                     self._score_extensions(requests, longer, out.past_key_values, mask, positions, scores)
                 bar.update(len(batch))
         bar.close()
+        for r, score in enumerate(scores):
+            if not math.isfinite(score):
+                ctx, cont = requests[r]
+                raise non_finite(self, desc, self.tokenizer.decode(list(ctx) + list(cont), skip_special_tokens=True))
         return scores
 
     def _score_extensions(self, requests, longer, past, mask, positions, scores) -> None:
@@ -299,21 +340,16 @@ class CausalLM:
     # ----- public API -------------------------------------------------------------------------
     def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
         """log P(continuation | context) for each (context, continuation), cached per request."""
-        out: list[float | None] = []
-        missing: list[int] = []
-        for i, (ctx, cont) in enumerate(requests):
-            hit = self.cache.get(self._key("loglikelihood", context=ctx, continuation=cont))
-            out.append(hit)
-            if hit is None:
-                missing.append(i)
+        keys = [self._key("loglikelihood", context=ctx, continuation=cont) for ctx, cont in requests]
+        out, missing, call = cache_lookup(self.cache, keys)
         if missing:
             toks = self.split_requests([requests[i] for i in missing])
             for i, (ctx_ids, cont_ids) in zip(missing, toks):
                 self._check_length(ctx_ids + cont_ids, 0, requests[i][0])
             for i, score in zip(missing, self._score_tokens(toks, desc)):
                 out[i] = score
-                self.cache.put(self._key("loglikelihood", context=requests[i][0], continuation=requests[i][1]), score)
-        return [float(x) for x in out]  # type: ignore[arg-type]
+                self.cache.put(keys[i], score, call)
+        return [float(x) for x in out]
 
     def word_probs(self, prompts: Sequence[str], words: Sequence[str], desc: str = "word probabilities") -> np.ndarray:
         """P(word is the next word after prompt), shape (len(prompts), len(words)).
@@ -323,12 +359,10 @@ class CausalLM:
         """
         words = list(words)
         result = np.zeros((len(prompts), len(words)), dtype=np.float64)
-        missing = []
-        for i, prompt in enumerate(prompts):
-            hit = self.cache.get(self._key("word_probs", prompt=prompt, words=words))
-            if hit is None:
-                missing.append(i)
-            else:
+        keys = [self._key("word_probs", prompt=prompt, words=words) for prompt in prompts]
+        hits, missing, call = cache_lookup(self.cache, keys)
+        for i, hit in enumerate(hits):
+            if hit is not None:
                 result[i] = hit
         if missing:
             owners = [(i, j) for i in missing for j in range(len(words))]
@@ -339,7 +373,7 @@ class CausalLM:
             for (i, j), score in zip(owners, scores):
                 result[i, j] = float(np.exp(score))
             for i in missing:
-                self.cache.put(self._key("word_probs", prompt=prompts[i], words=words), result[i].tolist())
+                self.cache.put(keys[i], result[i].tolist(), call)
         return result
 
     # ----- the scoring protocol shared with masked LMs -------------------------------------------
@@ -419,8 +453,11 @@ class CausalLM:
                     ids, mask, positions = self._left_pad([encoded[j] for j in batch])
                     logits = self._forward(ids, mask, positions, keep=1).logits[:, -1, :]
                     logprobs = torch.log_softmax(logits.float(), dim=-1)
+                    finite = finite_rows(logprobs)
                     for row, j in enumerate(batch):
                         prefix = prefixes[idx[j]]
+                        if not finite[row]:
+                            raise non_finite(self, desc, prefix)
                         accept = lambda t, word, prefix=prefix: self.split_request(prefix, " " + word)[1] == [t]
                         out[j] = top_whole_words(logprobs[row], k, self.tokenizer, accept)
                     bar.update(len(batch))
@@ -448,7 +485,10 @@ class CausalLM:
                         kwargs["logits_to_keep"] = 1
                     # Left padding puts every row's last real token in the last column.
                     last = self.model(**kwargs).hidden_states[-1][:, -1, :].double().cpu()
+                    finite = finite_rows(last)
                     for row, j in enumerate(batch):
+                        if not finite[row]:
+                            raise non_finite(self, desc, sentences[idx[j]])
                         out[j] = last[row].tolist()
                     bar.update(len(batch))
             bar.close()
@@ -461,13 +501,8 @@ class CausalLM:
         self, prompts: Sequence[str], config: DecodingConfig = DecodingConfig(), seed: int = 0, desc: str = "generating"
     ) -> list[str]:
         """Continuations (without the prompt), cached per prompt, config and seed."""
-        out: list[str | None] = []
-        missing = []
-        for i, prompt in enumerate(prompts):
-            hit = self.cache.get(self._key("generate", prompt=prompt, config=config.as_key(), seed=seed))
-            out.append(hit)
-            if hit is None:
-                missing.append(i)
+        keys = [self._key("generate", prompt=prompt, config=config.as_key(), seed=seed) for prompt in prompts]
+        out, missing, call = cache_lookup(self.cache, keys)
         if missing:
             encoded = [self.encode(prompts[i]) for i in missing]
             for i, ids in zip(missing, encoded):
@@ -475,7 +510,7 @@ class CausalLM:
             texts = self._generate_ids(encoded, config, seed, [prompts[i] for i in missing], desc)
             for i, text in zip(missing, texts):
                 out[i] = text
-                self.cache.put(self._key("generate", prompt=prompts[i], config=config.as_key(), seed=seed), text)
+                self.cache.put(keys[i], text, call)
         return [str(x) for x in out]
 
     # ----- decoding ---------------------------------------------------------------------------
@@ -531,6 +566,11 @@ class CausalLM:
         next_pos = positions[:, -1:] + 1
         eos = torch.tensor(self.eos_ids, device=ids.device)
         for step in range(config.max_new_tokens):
+            # NaN logits would still give an argmax (and a continuation with no gendered word)
+            finite = finite_rows(out.logits[:, -1, :])
+            if not bool(finite.all()):
+                row = alive[int((~finite).nonzero()[0])]
+                raise non_finite(self, "generation", self.tokenizer.decode(seqs[int(row)], skip_special_tokens=True))
             picks = self._pick(out.logits[:, -1, :], config, [gens[i] for i in alive.tolist()] if gens else None)
             done = torch.isin(picks, eos)
             for r, row in enumerate(alive.tolist()):

@@ -6,6 +6,8 @@ safetensors folder takes well under a second and gives identical logits.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import importlib
 import importlib.util
@@ -14,33 +16,43 @@ import logging
 import os
 import shutil
 import tempfile
+import uuid
+import warnings
 from pathlib import Path
+from typing import Any
 
 from bias_core.errors import AuditUsageError
+from bias_core.models import integrity
 from bias_core.models.registry import ModelSpec
 
 log = logging.getLogger(__name__)
 
 
-def file_sha256(path: Path, memo_dir: Path | None = None) -> str:
-    """SHA-256 of a file, memoised by (path, size, mtime) so large files are hashed once."""
+def file_sha256(path: Path, memo_dir: Path | None = None, verify: bool = False) -> str:
+    """SHA-256 of a file, memoised by (path, size, mtime) so large files are hashed once.
+
+    ``verify``: hash the file in full on its first use in this process (see integrity.py) and
+    raise WeightsIntegrityError when the memo for the same size and mtime disagrees.
+    """
     st = path.stat()
     memo_key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
     memo = memo_dir / "hashes" / f"{memo_key}.json" if memo_dir else None
+    remembered = None
     if memo and memo.is_file():
         try:
-            return json.loads(memo.read_text())["sha256"]
-        except (OSError, ValueError, KeyError):
+            remembered = json.loads(memo.read_text())["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
             pass
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            digest.update(block)
-    value = digest.hexdigest()
-    if memo:
+    if remembered is not None and not verify:
+        return remembered
+    value = integrity.check_memo(path, remembered) if verify else integrity.sha256_file(path)
+    if memo and remembered != value:
         from bias_core.cache import atomic_write_text
 
-        atomic_write_text(memo, json.dumps({"path": str(path), "sha256": value}))
+        try:
+            atomic_write_text(memo, json.dumps({"path": str(path), "sha256": value}))
+        except OSError:  # a read-only or full cache: the memo only saves time
+            pass
     return value
 
 
@@ -68,13 +80,101 @@ def locate_gguf(spec: ModelSpec, cache_dir: Path) -> Path:
     return path
 
 
+MARKER = "bias_core_done"
+_UNWRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT)
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    """The completion marker of a converted folder (None when absent or unreadable)."""
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
 def converted_dir(gguf_path: Path, cache_dir: Path, progress: bool = True) -> tuple[Path, str]:
-    """The safetensors folder for a GGUF file (converting on first use) and the GGUF's sha256."""
+    """The safetensors folder for a GGUF file (converting on first use) and the GGUF's sha256.
+
+    A folder is used only when its weight files match the hashes recorded at conversion (hashed
+    in full on the first use in a process, see integrity.py); a folder that does not, or one
+    written before hashes were recorded, is converted again.
+    """
     sha = file_sha256(gguf_path, cache_dir)
     target = cache_dir / "models" / f"gguf-{sha[:32]}"
-    if (target / "config.json").is_file() and (target / "bias_core_done").is_file():
+    if _usable(target, warn=True):
         return target, sha
-    log.warning("dequantizing %s once into %s (takes ~15-30 s)", gguf_path.name, target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _lock(target):
+            if _usable(target, warn=False):  # another process converted it meanwhile
+                return target, sha
+            _discard(target)
+            fresh = integrity.sha256_file(gguf_path)  # never convert under a stale memo
+            if fresh != sha:
+                raise AuditUsageError(
+                    f"{gguf_path}: its bytes changed since they were last hashed, although its size and "
+                    "modification time did not. Fix: reinstall the package or restore the file; if you "
+                    f"replaced it on purpose, `touch {gguf_path}`.")
+            _convert(gguf_path, target, sha)
+    except OSError as exc:
+        if exc.errno not in _UNWRITABLE:
+            raise
+        raise AuditUsageError(
+            f"--cache-dir {cache_dir}: cannot write the converted model ({exc.strerror or exc}). Fix: point "
+            "--cache-dir (or BIAS_CORE_CACHE_DIR) at a writable folder with ~1 GB free.") from exc
+    return target, sha
+
+
+def _usable(target: Path, warn: bool) -> bool:
+    marker = read_marker(target)
+    if marker is None or not (target / "config.json").is_file():
+        return False
+    recorded = marker.get("weights")
+    if not isinstance(recorded, dict) or not recorded:
+        if warn:
+            log.warning("%s was converted before weight hashes were recorded: converting it again, once", target)
+        return False
+    problems = integrity.check_weights(target, recorded)
+    if problems and warn:
+        # A warning, not a log line: the run summary must say the cached model was corrupted.
+        warnings.warn(ConvertedModelWarning(
+            f"{target} does not match the weights recorded at conversion ({'; '.join(problems)}): it is "
+            "corrupted or was altered, so it is converted again from the GGUF."), stacklevel=3)
+    return not problems
+
+
+class ConvertedModelWarning(UserWarning):
+    """A converted model folder failed its integrity check and is rebuilt."""
+
+
+@contextlib.contextmanager
+def _lock(target: Path):
+    """One conversion of a folder at a time across processes (xdist workers, parallel runs)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: concurrent conversions still end in one complete folder (_convert)
+        yield
+        return
+    with open(target.parent / f".{target.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _discard(target: Path) -> None:
+    """Move a stale folder aside (atomic) and delete it: a process still reading it keeps its files."""
+    if not target.exists():
+        return
+    aside = target.parent / f".discard-{target.name}-{uuid.uuid4().hex[:8]}"
+    os.rename(target, aside)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def dequantize(gguf_path: Path, out: Path) -> None:
+    """Write the GGUF's model and tokenizer into ``out`` as fp32 safetensors."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -85,22 +185,24 @@ def converted_dir(gguf_path: Path, cache_dir: Path, progress: bool = True) -> tu
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def _convert(gguf_path: Path, target: Path, sha: str) -> None:
+    log.warning("dequantizing %s once into %s (takes ~15-30 s)", gguf_path.name, target)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "bias_core_done").write_text(json.dumps({"gguf": str(gguf_path), "sha256": sha}))
-        if target.exists() and not (target / "bias_core_done").is_file():
-            shutil.rmtree(target, ignore_errors=True)  # left by an interrupted older layout
+        dequantize(gguf_path, tmp)
+        marker = {"gguf": str(gguf_path), "sha256": sha, "weights": integrity.record_weights(tmp)}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=1))
         try:
             os.replace(tmp, target)
         except OSError:
-            # Another process (an xdist worker) finished the same conversion first; keep its
-            # folder, which may already be in use, and drop ours.
-            if not (target / "bias_core_done").is_file():
+            # Without file locks (not POSIX) another process may have finished the same
+            # conversion first: keep its folder, which may already be in use.
+            if not _usable(target, warn=False):
                 raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return target, sha

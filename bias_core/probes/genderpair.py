@@ -33,9 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from bias_core.errors import DataSourceMissing
+from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.sources import fetch_text, find_in_data_dir, missing, online_allowed, project_data, reachable
+from bias_core.probes.sources import (
+    fetch_text,
+    find_in_data_dir,
+    missing,
+    online_allowed,
+    project_data,
+    reachable,
+    read_json,
+)
 
 GROUPS = (1, 2, 3)
 GROUP_LABELS = {1: "male", 2: "female", 3: "transgender, non-binary and neutral"}
@@ -83,12 +91,14 @@ class PairSet:
         return len(CONFIGURATIONS) * sum(len(t.pairs) for t in self.targets)
 
 
-def _split_pairs(text: str, where: str) -> list[tuple[str, str]]:
+def _split_pairs(text: Any, where: str) -> list[tuple[str, str]]:
+    if not isinstance(text, str):
+        raise DataFileError(f"{where}: expected a string '(a, b),(c, d),...', got {type(text).__name__}")
     pairs = _PAIR.findall(text)
     # Anything left over after removing the pairs means a malformed entry, not an empty one.
     leftover = _PAIR.sub("", text).replace(",", "").strip()
-    if leftover or not pairs:
-        raise ValueError(f"{where}: expected '(a, b),(c, d),...', could not parse {text[:80]!r}")
+    if leftover or not pairs or any(not a or not b for a, b in pairs):
+        raise DataFileError(f"{where}: expected '(a, b),(c, d),...', could not parse {text[:80]!r}")
     return pairs
 
 
@@ -100,13 +110,15 @@ def parse_pairset(rows: Any, group: int, provenance: dict[str, str] | None = Non
     """
     name = (provenance or {}).get("loaded_from", f"group{group} pair set")
     if not isinstance(rows, list) or not rows:
-        raise ValueError(f"{name}: expected a non-empty JSON list of objects with keys object, {', '.join(FORMAT_KEYS)}")
+        raise DataFileError(f"{name}: expected a non-empty JSON list of objects with keys object, {', '.join(FORMAT_KEYS)}")
     targets = []
     for k, row in enumerate(rows):
         absent = [key for key in ("object", *FORMAT_KEYS) if key not in row] if isinstance(row, dict) else ["object"]
         if absent:
-            raise ValueError(f"{name}: entry {k} lacks {', '.join(absent)}")
-        target = str(row["object"]).strip()
+            raise DataFileError(f"{name}: entry {k} lacks {', '.join(absent)}")
+        if not isinstance(row["object"], str) or not row["object"].strip():
+            raise DataFileError(f"{name}: entry {k}: object must be a non-empty string, got {row['object']!r:.60}")
+        target = row["object"].strip()
         parsed = {key: _split_pairs(row[key], f"{name}: {target!r} {key}") for key in FORMAT_KEYS}
         pairs = parsed["format1"]
         for i, (b, a) in enumerate(pairs):
@@ -115,11 +127,11 @@ def parse_pairset(rows: Any, group: int, provenance: dict[str, str] | None = Non
             for key, want in expected.items():
                 got = parsed[key][i] if i < len(parsed[key]) else None
                 if got != want:
-                    raise ValueError(f"{name}: target {target!r} pair {i}: {key} has {got} but format1 "
+                    raise DataFileError(f"{name}: target {target!r} pair {i}: {key} has {got} but format1 "
                                      f"({b}, {a}) implies {want}; fix the file so all six keys agree")
         for key in FORMAT_KEYS:
             if len(parsed[key]) != len(pairs):
-                raise ValueError(f"{name}: target {target!r}: {key} has {len(parsed[key])} pairs, format1 {len(pairs)}")
+                raise DataFileError(f"{name}: target {target!r}: {key} has {len(parsed[key])} pairs, format1 {len(pairs)}")
         targets.append(TargetPairs(target, tuple(pairs)))
     return PairSet(group, tuple(targets), dict(provenance or {}))
 
@@ -138,7 +150,7 @@ def load_published_pairset(group: int, data_dir: Path | None) -> PairSet:
     candidates = _published_candidates(group)
     path = find_in_data_dir(data_dir, candidates)
     if path is not None:
-        rows = json.loads(path.read_text(encoding="utf-8"))
+        rows = read_json(path)
         return parse_pairset(rows, group, {"source": f"{PAPER}: published GenderPair pair set, group {group}",
                                            "licence": "MIT", "loaded_from": str(path), "kind": "published"})
     error = None

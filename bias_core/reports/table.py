@@ -57,6 +57,9 @@ INTEGER_COLUMNS = ("n",)  # nullable Int64 in frames, written without ".0" in th
 TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in NUMERIC_COLUMNS)
 EXCLUDED_FROM_CSV = ("examples", "breakdown")
 
+#: What a report says until the run records how it ended (a killed run keeps saying it).
+NOT_FINISHED = "the run did not finish: still running, or killed before it could record why"
+
 #: Verdicts ordered from good to bad; used by :func:`compare` to call a change a regression.
 VERDICT_RANK = {"pass": 0, "inconclusive": 1, "fail": 2}
 
@@ -162,6 +165,7 @@ class ResultsTable:
         self._rows: list[dict[str, Any]] = []
         self._index: dict[str, int] = {}
         self._run_info: dict[str, Any] = {}
+        self._status: dict[str, Any] = {"complete": False, "partial_reason": NOT_FINISHED}
         self._lock = threading.RLock()
         if run_info:
             self.set_run_info(run_info)
@@ -202,19 +206,25 @@ class ResultsTable:
     def to_frame(self, *, keep_examples: bool = False) -> pd.DataFrame:
         return rows_to_frame(self.rows, keep_examples=keep_examples)
 
-    def write(self, *, complete: bool = False) -> tuple[Path, Path]:
+    def write(self, *, complete: bool = False, partial_reason: str | None = None) -> tuple[Path, Path]:
         """Write ``results.json`` and ``results.csv`` atomically; returns their paths.
 
-        ``complete=True`` marks the run as finished (``run["complete"]`` in the JSON); files
-        written after each test say ``complete: false`` so readers can tell a partial run.
+        ``complete=True`` marks the run as finished normally (``run["complete"]`` in the JSON);
+        files written before that say ``complete: false`` with ``partial_reason``, so a run that
+        is interrupted or killed never reads as complete. The CSV repeats both on every row
+        (``run_complete``, ``partial_reason``), and the HTML report shows them.
         """
         with self._lock:
+            self._status = {"complete": bool(complete),
+                            "partial_reason": "" if complete else (partial_reason or NOT_FINISHED)}
             run = dict(self._run_info)
-            run["complete"] = bool(complete)
+            run.update(self._status)
             run["n_results"] = len(self._rows)
             doc = {"run": run, "results": self._rows}
             text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
             df = rows_to_frame(self._rows)
+            df["run_complete"] = bool(complete)
+            df["partial_reason"] = self._status["partial_reason"]
             for col in df.columns:
                 if df[col].dtype == object:
                     df[col] = df[col].map(_csv_cell)
@@ -228,7 +238,7 @@ class ResultsTable:
         from bias_core.reports.html import write_html
 
         path = Path(path) if path is not None else self.run_dir / "report.html"
-        return write_html(self.rows, self.run_info, path, **kwargs)
+        return write_html(self.rows, {**self.run_info, **self._status}, path, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,7 +281,11 @@ def load_results(path: str | os.PathLike[str]) -> pd.DataFrame:
     if not isinstance(doc, dict) or "results" not in doc:
         raise ValueError(f"{p} is not a results file (expected {{'run': ..., 'results': [...]}})")
     df = rows_to_frame(doc["results"], keep_examples=True)
-    df.attrs["run"] = doc.get("run") or {}
+    run = doc.get("run") or {}
+    if "complete" in run:  # the columns a CSV carries, so both formats read alike
+        df["run_complete"] = bool(run["complete"])
+        df["partial_reason"] = str(run.get("partial_reason") or "")
+    df.attrs["run"] = run
     return df
 
 

