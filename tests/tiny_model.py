@@ -201,3 +201,26 @@ def build_tiny_bart(path: str | Path, seed: int = 0) -> Path:
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path
+
+
+def with_eos_bias(model, eos_id: int, bias: float):
+    """A copy of a causal LM whose output layer adds ``bias`` to the EOS logit.
+
+    Random weights almost never pick EOS; with the bias a row ends at the first step where
+    its own EOS logit comes within ``bias`` of the best other token, so rows of one batch end at
+    different steps, decided by their own logits alone.
+    """
+    import copy
+
+    import torch
+
+    model = copy.deepcopy(model)
+    head = model.get_output_embeddings()
+    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True,
+                             device=head.weight.device, dtype=head.weight.dtype)
+    with torch.no_grad():
+        biased.weight.copy_(head.weight)
+        biased.bias.zero_()
+        biased.bias[eos_id] = bias
+    model.set_output_embeddings(biased)
+    return model
