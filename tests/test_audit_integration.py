@@ -9,6 +9,7 @@ import importlib.util
 
 import json
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,11 @@ def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny
     rows = {r["test_id"]: r for r in doc1["results"]}
     assert not [t for t in rows if "None" in t], "placeholders are not audit results"
     assert rows["natural-default-GAS"]["n"] == 150
+    # Every audit test says where its numbers were computed (JUnit properties).
+    [run] = sorted((audit_project.path / "reports").iterdir())[-1:]
+    case = next(c for c in ET.parse(run / "junit.xml").getroot().iter("testcase") if "natural-default-GAS" in c.get("name"))
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["device"].startswith(device) and props["dtype"] == ("float32" if device == "cpu" else doc1["run"]["dtype"])
     assert rows["natural-stsb-GLD"]["verdict"] == "skipped"
     assert doc1["run"]["cache"]["misses"] > 0
 

@@ -61,13 +61,17 @@ def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: Any, multiple: 
     return ids.to(device), mask.to(device), positions.to(device)
 
 
-def width_batches(lengths: Sequence[int], batch_size: int, multiple: int = PAD_MULTIPLE) -> list[list[int]]:
-    """Indices grouped into batches of one padded width, longest first, at most batch_size each."""
+def width_batches(lengths: Sequence[int], batch_size: int, multiple: int = PAD_MULTIPLE,
+                  rows_for_width: Callable[[int], int] | None = None) -> list[list[int]]:
+    """Indices grouped into batches of one padded width, longest first, at most batch_size each
+    (and at most ``rows_for_width(width)``: on a GPU, what fits in memory at that width)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     for i in order:
-        same_width = batches and padded_width(lengths[batches[-1][0]], multiple) == padded_width(lengths[i], multiple)
-        if same_width and len(batches[-1]) < batch_size:
+        width = padded_width(lengths[i], multiple)
+        cap = batch_size if rows_for_width is None else min(batch_size, rows_for_width(width))
+        same_width = batches and padded_width(lengths[batches[-1][0]], multiple) == width
+        if same_width and len(batches[-1]) < cap:
             batches[-1].append(i)
         else:
             batches.append([i])
@@ -144,7 +148,7 @@ class CausalLM:
     cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
     # GPU throughput settings (models/memory.py); the defaults are the CPU behaviour.
-    token_budget: int | None = None  # most padded tokens (prompt + new) one forward pass holds
+    plan: Any = None  # a BatchPlan: rows per pass also capped by what fits in memory at each width
     compact_fraction: float = 0.0  # share of finished rows at which a decoding batch drops them
     kind: ClassVar[str] = "causal"
     mask_token: ClassVar[str] = MASK
@@ -221,9 +225,11 @@ class CausalLM:
     def _left_pad(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return left_pad(seqs, self.tokenizer.pad_token_id, self.device, multiple)
 
-    def _batches(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE) -> list[list[int]]:
-        """Indices of seqs grouped into batches of one padded width, longest first, at most batch_size."""
-        return width_batches([len(s) for s in seqs], self.batch_size, multiple)
+    def _batches(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE, new_tokens: int = 0) -> list[list[int]]:
+        """Indices of seqs grouped into batches of one padded width, longest first, at most
+        batch_size (and, with a plan, what fits with ``new_tokens`` more per row)."""
+        rows_for = None if self.plan is None else (lambda width: self.plan.rows(width + new_tokens))
+        return width_batches([len(s) for s in seqs], self.batch_size, multiple, rows_for)
 
     def _forward(self, ids, mask, positions, keep: int = 0, past=None):
         # The mask is passed even when all ones, so every row takes the same attention kernel.
@@ -286,6 +292,8 @@ class CausalLM:
             # floats, or 1,024 rows of 20 tokens would hold ~8 GB of logits and log-probabilities.
             vocab = int(self.model.config.vocab_size)
             rows_per_pass = max(1, min(self.batch_size * 8, LOGIT_BUDGET // ((k - 1) * vocab)))
+            if self.plan is not None:
+                rows_per_pass = min(rows_per_pass, self.plan.rows(mask.shape[1] + k - 1))
             for start in range(0, len(items), rows_per_pass):
                 chunk = items[start : start + rows_per_pass]
                 rows = torch.tensor([row for row, _ in chunk], device=mask.device)
@@ -500,7 +508,7 @@ class CausalLM:
         gens = self._row_generators(prompts, seed) if config.do_sample else None
         bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
         with torch.inference_mode():
-            for batch in self._batches(encoded, GEN_PAD_MULTIPLE):
+            for batch in self._batches(encoded, GEN_PAD_MULTIPLE, config.max_new_tokens):
                 rows = self._decode_batch(
                     [encoded[i] for i in batch], config, [gens[i] for i in batch] if gens else None
                 )
