@@ -130,21 +130,27 @@ def test_cuda_float32_reproduces_cpu(tiny_model_dir, pytestconfig, torch_single_
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_precision_scores_come_from_a_float32_log_softmax(tiny_model_dir, device, dtype, torch_single_thread):
     """In bf16/fp16 the logits are half precision, but the log-softmax over them runs in float32:
-    a single-token word's probability equals softmax(logits.float()) to float32 rounding (a
-    half-precision softmax would be ~1e-2 off)."""
+    a single-token word's probability equals softmax(logits.float()) of the very logits the
+    model returned, to float32 rounding (a half-precision softmax is ~1e-3 off or worse)."""
     lm = load_tiny(tiny_model_dir, device, dtype=dtype)
     assert lm.model.dtype == getattr(torch, dtype)
-    prompts = PROMPTS[:4]
-    got = lm.word_probs(prompts, ["she", "he"])
-    for prompt, row in zip(prompts, got):
-        with torch.no_grad():
-            logits = lm.model(input_ids=torch.tensor([ids_of(lm.tokenizer, prompt)], device=lm.model.device)).logits[0, -1]
-        probs = torch.softmax(logits.float(), dim=-1)
-        for word, value in zip(["she", "he"], row):
-            token = ids_of(lm.tokenizer, " " + word, special=False)[0]
-            assert value == pytest.approx(float(probs[token]), rel=2e-6)
-    assert np.isfinite(lm.loglikelihood([(p, " she said") for p in prompts])).all()
-    assert all(isinstance(t, str) for t in lm.generate(prompts, DecodingConfig(max_new_tokens=4)))
+    seen = []
+    lm.model.register_forward_hook(lambda module, args, output: seen.append(output.logits[:, -1].detach()))
+    words = ["she", "he"]
+    tokens = [ids_of(lm.tokenizer, " " + w, special=False)[0] for w in words]
+    half_off = []
+    for prompt in PROMPTS[:4]:
+        seen.clear()
+        got = lm.word_probs([prompt], words)[0]
+        [logits] = seen
+        assert logits.dtype == getattr(torch, dtype)
+        expected = torch.softmax(logits[0].float(), dim=-1)[tokens].double().cpu().numpy()
+        np.testing.assert_allclose(got, expected, rtol=2e-6)
+        half = torch.softmax(logits[0], dim=-1)[tokens].double().cpu().numpy()
+        half_off.append(np.max(np.abs(half / expected - 1)))
+    assert max(half_off) > 1e-4, "the test could not tell a half-precision softmax apart"
+    assert np.isfinite(lm.loglikelihood([(p, " she said") for p in PROMPTS[:4]])).all()
+    assert all(isinstance(t, str) for t in lm.generate(PROMPTS[:4], DecodingConfig(max_new_tokens=4)))
 
 
 # ----- the stand-in accelerator ----------------------------------------------------------------------

@@ -135,8 +135,17 @@ def test_same_seed_same_adapter_other_seed_other_adapter(lm, prompts, tmp_path):
     a = train_debias_adapter(lm, prompts, cfg, 0, tmp_path / "a", progress=False, pairs=PAIRS)
     b = train_debias_adapter(lm, prompts, cfg, 0, tmp_path / "b", progress=False, pairs=PAIRS)
     c = train_debias_adapter(lm, prompts, cfg, 1, tmp_path / "a", progress=False, pairs=PAIRS)
-    weights = [(f / "adapter_model.safetensors").read_bytes() for f in (a, b, c)]
-    assert weights[0] == weights[1] and weights[0] != weights[2]
+    if lm.device.type == "cpu":
+        weights = [(f / "adapter_model.safetensors").read_bytes() for f in (a, b, c)]
+        assert weights[0] == weights[1] and weights[0] != weights[2]
+        return
+    # On a GPU, backward kernels (attention) may add in another order from run to run: the same
+    # seed gives the same adapter to rounding, another seed another adapter.
+    from safetensors.torch import load_file
+
+    tensors = [load_file(f / "adapter_model.safetensors") for f in (a, b, c)]
+    assert all(torch.allclose(tensors[0][k], tensors[1][k], rtol=1e-4, atol=1e-6) for k in tensors[0])
+    assert not all(torch.allclose(tensors[0][k], tensors[2][k], rtol=1e-2) for k in tensors[0])
 
 
 def test_second_run_reuses_the_cached_adapter(lm, prompts, tmp_path, monkeypatch):

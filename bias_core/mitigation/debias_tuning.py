@@ -216,7 +216,7 @@ def train_debias_adapter(
 
     ``lm`` is a ``CausalLM``; its model is left unchanged (LoRA layers are attached for the
     run and removed after). The same base model, prompts, pairs, config and seed give the same
-    adapter, bit for bit on the same machine.
+    adapter, bit for bit on the same CPU (on a GPU, to the rounding of its backward kernels).
     """
     check_quantization(config, lm.model)
     prompts = list(prompts)
