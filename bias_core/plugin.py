@@ -109,6 +109,9 @@ def pytest_configure(config) -> None:
     if worker is not None:
         config.stash[RUN] = {"run_id": worker.get("bias_run_id", ""), "run_dir": None}
         _share_cores(int(worker.get("workercount", 1)))
+        from bias_core.models.placement import take_worker_gpu
+
+        take_worker_gpu(worker.get("workerid"), settings.load)
         return
     for notice in settings.notices:
         config.issue_config_time_warning(AuditWarning(notice), stacklevel=2)
@@ -132,6 +135,36 @@ def pytest_configure(config) -> None:
         config.option.xmlpath = str(run_dir / "junit.xml")
         config.stash[RUN]["auto_junit"] = True
     config.pluginmanager.register(_Reporter(config), "bias_core.reporter")
+
+
+def pytest_report_header(config) -> list[str] | None:
+    settings = config.stash.get(SETTINGS, None)
+    if settings is None:
+        return None
+    target = _target(config)
+    batch = settings.load.batch_size or "auto"
+    return [f"bias-core: model {settings.model_value}, device {target['device']}, dtype {target['dtype']}, batch {batch}"]
+
+
+def _target(config) -> dict[str, str]:
+    """Device and dtype this run uses, resolved (computed once; imports torch)."""
+    run = config.stash[RUN]
+    if "target" not in run:
+        from bias_core.models.placement import describe
+
+        workers = getattr(config.option, "numprocesses", 0) if config.pluginmanager.hasplugin("xdist") else 0
+        run["target"] = describe(config.stash[SETTINGS].load, workers if isinstance(workers, int) else 0)
+    return run["target"]
+
+
+def pytest_sessionstart(session) -> None:
+    """Device and dtype as suite-level JUnit properties (each audit test also carries its own)."""
+    from _pytest.junitxml import xml_key
+
+    xml = session.config.stash.get(xml_key, None)
+    if xml is not None and session.config.stash.get(SETTINGS, None) is not None:
+        for name, value in _target(session.config).items():
+            xml.add_global_property(name, value)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -350,6 +383,11 @@ def gate(request, audit_settings):
         request.node.stash[ROW] = row
         for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source"):
             request.node.user_properties.append((key, row[key]))
+        lm = request.config.stash.get(MODEL, None)
+        if lm is not None:  # where this worker's model ran: numbers may differ between fp32 and bf16
+            from bias_core.models.placement import of_model
+
+            request.node.user_properties.extend(of_model(lm).items())
         if result.scale:
             request.node.user_properties.append(("scale", result.scale))
         summary = (f"{metric} on {probe} = {result.value:.4f}, 95% CI [{result.ci_low:.4f}, {result.ci_high:.4f}], "
@@ -585,6 +623,6 @@ def _run_info(config) -> dict[str, Any]:
     return {
         "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
         "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
-        "thresholds": str(settings.thresholds_path), "strict": settings.strict, "device": settings.load.device,
-        "dtype": settings.load.dtype, "versions": versions,
+        "thresholds": str(settings.thresholds_path), "strict": settings.strict, **_target(config),
+        "versions": versions,
     }

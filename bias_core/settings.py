@@ -37,6 +37,8 @@ def add_options(parser) -> None:
     group.addoption("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     group.addoption("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (auto: fp32 on CPU)")
     group.addoption("--load-in-4bit", action="store_true", help="4-bit NF4 weights via bitsandbytes (CUDA only)")
+    group.addoption("--device-map", default=None,
+                    help="spread a model too large for one GPU over all visible GPUs with accelerate (auto)")
     group.addoption("--batch-size", default="auto", help="prompts per forward pass (default: auto; 32 on CPU)")
     group.addoption("--cache-dir", default=None,
                     help="generation/score cache and converted models (default: $BIAS_CORE_CACHE_DIR or ~/.cache/bias-core)")
@@ -135,6 +137,7 @@ def build_settings(config) -> AuditSettings:
         use_cache=not opt("--no-cache"),
         progress=True,
         trust_remote_code=bool(opt("--trust-remote-code")),
+        device_map=opt("--device-map"),
     )
     check_options(load)
     notices: list[str] = []

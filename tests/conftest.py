@@ -1,9 +1,18 @@
-"""Shared fixtures: a tiny local causal LM (fast tests) and the packaged SmolLM2 (slow tests)."""
+"""Shared fixtures: a tiny local causal LM (fast tests), the packaged SmolLM2 (slow tests), and
+the devices model-layer tests run on.
+
+Device-parametrized tests take the ``device`` fixture: a "cpu" case always, a "cuda" case
+(marked ``gpu``) that runs where a CUDA GPU is visible and skips, saying why, elsewhere.
+``--device cpu`` or ``--device cuda`` (the plugin's option) keeps one of the two; ``-m gpu``
+selects only the GPU cases. Tiny models load in float32 on every device, so one tolerance
+holds everywhere (bf16 has its own tests).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,6 +25,49 @@ def bias_core_cache_dir() -> Path:
     from bias_core.settings import default_cache_dir
 
     return default_cache_dir()
+
+
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
+NO_GPU = ("no CUDA GPU visible (torch.cuda.is_available() is False); the cuda case runs on a GPU "
+          "machine: pytest tests --device cuda")
+
+
+def usable_device(config, device: str) -> str:
+    """``device`` when this run covers it, else a skip that says why."""
+    import torch
+
+    chosen = config.getoption("--device", default="auto")
+    if chosen not in ("auto", device):
+        pytest.skip(f"--device {chosen}: the {device} case is left out")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip(NO_GPU)
+    return device
+
+
+@pytest.fixture(scope="session", params=DEVICES)
+def device(request) -> str:
+    """Each device a model-layer test runs on (see the module docstring)."""
+    return usable_device(request.config, request.param)
+
+
+def load_tiny(folder, device: str = "cpu", dtype: str = "float32", **options):
+    """A handle on a tiny test model on ``device`` (float32 unless asked), without progress bars."""
+    from bias_core.models import LoadOptions, load_model, resolve_model
+
+    options.setdefault("cache_dir", Path(folder) / "unused-cache")
+    options.setdefault("use_cache", False)
+    return load_model(resolve_model(str(folder)), LoadOptions(device=device, dtype=dtype, progress=False, **options))
+
+
+@pytest.fixture(autouse=True)
+def _plugin_active_in_pytester(request):
+    """Give every pytester folder the repository's root conftest.py, as a checkout has.
+
+    It activates the plugin where no ``pytest11`` entry point does (the project on PYTHONPATH,
+    not pip-installed) and is a no-op where one does (pip install -e .).
+    """
+    if "pytester" in request.fixturenames:
+        shutil.copy(Path(__file__).resolve().parents[1] / "conftest.py", request.getfixturevalue("pytester").path)
 
 
 @pytest.fixture(scope="session")
@@ -52,14 +104,10 @@ def torch_single_thread():
 
 
 @pytest.fixture
-def tiny_lm(tiny_model_dir, tmp_path, torch_single_thread):
-    """A fresh handle on the tiny model with the result cache off (loading takes ~0.1 s)."""
-    from bias_core.models import LoadOptions, load_model, resolve_model
-
-    return load_model(
-        resolve_model(str(tiny_model_dir)),
-        LoadOptions(cache_dir=tmp_path / "cache", use_cache=False, progress=False),
-    )
+def tiny_lm(tiny_model_dir, tmp_path, torch_single_thread, device):
+    """A fresh handle on the tiny model on each device, with the result cache off (loading
+    takes ~0.1 s)."""
+    return load_tiny(tiny_model_dir, device, cache_dir=tmp_path / "cache")
 
 
 @pytest.fixture(scope="session")
@@ -71,5 +119,5 @@ def smollm2_lm():
 
     return load_model(
         resolve_model("smollm2-135m"),
-        LoadOptions(cache_dir=bias_core_cache_dir(), use_cache=False, progress=False),
+        LoadOptions(cache_dir=bias_core_cache_dir(), use_cache=False, progress=False, dtype="float32"),
     )

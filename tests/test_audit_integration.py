@@ -9,11 +9,12 @@ import importlib.util
 
 import json
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from conftest import bias_core_cache_dir
+from conftest import bias_core_cache_dir, usable_device
 
 pytest_plugins = ["pytester"]
 
@@ -40,10 +41,10 @@ def _values(doc) -> dict:
     return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"]) for r in doc["results"] if r["value"] is not None}
 
 
-def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny_model_dir, tmp_path):
+def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny_model_dir, tmp_path, device):
     cache = tmp_path / "cache"
     args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(cache),
-            "-k", "natural or none", "-rs"]
+            "--device", device, "-k", "natural or none", "-rs"]
     first = audit_project.runpytest_subprocess(*args)
     outcomes = first.parseoutcomes()
     # natural-default runs offline (3 metrics); natural-stsb/snli have no data: skipped, with the
@@ -56,6 +57,11 @@ def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny
     rows = {r["test_id"]: r for r in doc1["results"]}
     assert not [t for t in rows if "None" in t], "placeholders are not audit results"
     assert rows["natural-default-GAS"]["n"] == 150
+    # Every audit test says where its numbers were computed (JUnit properties).
+    [run] = sorted((audit_project.path / "reports").iterdir())[-1:]
+    case = next(c for c in ET.parse(run / "junit.xml").getroot().iter("testcase") if "natural-default-GAS" in c.get("name"))
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["device"].startswith(device) and props["dtype"] == ("float32" if device == "cpu" else doc1["run"]["dtype"])
     assert rows["natural-stsb-GLD"]["verdict"] == "skipped"
     assert doc1["run"]["cache"]["misses"] > 0
 
@@ -80,6 +86,32 @@ def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path
     rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
     assert rows["natural-stsb-GLD"]["n"] == 364, result.stdout.str()
     result.stdout.fnmatch_lines(["*stsb_neutral_test.csv: differs from the published*audited as given*"])
+
+
+@pytest.mark.gpu
+def test_cuda_float32_audit_reproduces_cpu(audit_project, tiny_model_dir, tmp_path, pytestconfig):
+    """README (GPU): `--dtype float32` on CUDA gives the CPU audit's numbers within 1e-5 relative,
+    the same continuations (hence GAS) and the same verdicts."""
+    usable_device(pytestconfig, "cuda")
+    common = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "-k", "test_disclosure and template"]
+
+    def run(name: str, *extra):
+        res = audit_project.runpytest_subprocess(*common, "--cache-dir", str(tmp_path / name), *extra)
+        assert res.ret in (0, 1), res.stdout.str()
+        return _results(audit_project)
+
+    cpu = run("cpu", "--device", "cpu")
+    cuda = run("cuda", "--device", "cuda", "--dtype", "float32")
+    assert cuda["run"]["device"].startswith("cuda") and cuda["run"]["dtype"] == "float32"
+    a, b = _values(cpu), _values(cuda)
+    assert len(a) == 12 and a.keys() == b.keys()
+    for key in a:
+        if key.endswith("-GAS"):
+            assert a[key] == b[key], key
+        else:
+            assert a[key][3] == b[key][3] and a[key][:3] == pytest.approx(b[key][:3], rel=1e-5), key
+    verdicts = lambda doc: {r["test_id"]: r["verdict"] for r in doc["results"]}  # noqa: E731
+    assert verdicts(cpu) == verdicts(cuda)
 
 
 @pytest.mark.slow
@@ -112,13 +144,13 @@ def test_smollm2_audit_same_numbers_with_and_without_xdist(smollm2_lm, audit_pro
     assert verdicts(serial) == verdicts(parallel)
 
 
-def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_model_dir, tmp_path):
+def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_model_dir, tmp_path, device):
     """--mitigation end to end on the tiny model: instruction guiding and a 3-step Debias Tuning
     run re-audit one probe, give paired reductions with p-values, the guards run, the adapter is
     cached for the next run, and the papers' table lands in CSV and HTML."""
     cache = tmp_path / "cache"
     args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(cache),
-            "--mitigation", "instruction,debias-tuning", "--mitigation-steps", "3",
+            "--device", device, "--mitigation", "instruction,debias-tuning", "--mitigation-steps", "3",
             "-k", "(natural-default and GLD) or DA_score_drop or perplexity_rise", "-rs"]
     first = audit_project.runpytest_subprocess(*args)
     rows = {r["test_id"]: r for r in _results(audit_project)["results"]}

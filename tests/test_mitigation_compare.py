@@ -30,6 +30,7 @@ from bias_core.mitigation.guards import (
 from bias_core.mitigation.results_table import mitigation_table, table_html, write_table_csv
 from bias_core.probes.sources import project_data, read_lines
 
+from conftest import load_tiny
 from tiny_model import build_tiny_causal_lm
 
 
@@ -278,7 +279,7 @@ def _direct_nll(lm, text: str) -> tuple[float, int]:
     """Total NLL of text's tokens after BOS, straight from the model's logits."""
     tok = lm.tokenizer
     cont = tok(text, add_special_tokens=False)["input_ids"]
-    ids = torch.tensor([[tok.bos_token_id, *cont]])
+    ids = torch.tensor([[tok.bos_token_id, *cont]], device=lm.model.device)
     with torch.inference_mode():
         logp = torch.log_softmax(lm.model(input_ids=ids).logits[0].double(), dim=-1)
     return -float(sum(logp[k, t] for k, t in enumerate(cont))), len(cont)
@@ -297,22 +298,16 @@ def test_perplexity_equals_direct_computation(tiny_lm):
         assert nll[k] == pytest.approx(total / n, rel=1e-4)
 
 
-def test_perplexity_rise_zero_for_identical_models(tiny_lm, tiny_model_dir, tmp_path):
-    from bias_core.models import LoadOptions, load_model, resolve_model
-
-    twin = load_model(resolve_model(str(tiny_model_dir)), LoadOptions(cache_dir=tmp_path / "c2", use_cache=False,
-                                                                      progress=False))
+def test_perplexity_rise_zero_for_identical_models(tiny_lm, tiny_model_dir, tmp_path, device):
+    twin = load_tiny(tiny_model_dir, device, cache_dir=tmp_path / "c2")
     res = perplexity_rise(tiny_lm, twin, TEXTS)
     assert (res.value, res.ci_low, res.ci_high) == (0.0, 0.0, 0.0)
     assert res.breakdown["ppl_original"] == res.breakdown["ppl_mitigated"] > 1.0
 
 
-def test_perplexity_rise_between_two_tiny_models_matches_direct_computation(tiny_lm, tmp_path):
-    from bias_core.models import LoadOptions, load_model, resolve_model
-
+def test_perplexity_rise_between_two_tiny_models_matches_direct_computation(tiny_lm, tmp_path, device):
     other_dir = build_tiny_causal_lm(tmp_path / "other", seed=1)
-    other = load_model(resolve_model(str(other_dir)), LoadOptions(cache_dir=tmp_path / "c2", use_cache=False,
-                                                                  progress=False))
+    other = load_tiny(other_dir, device, cache_dir=tmp_path / "c2")
     res = perplexity_rise(tiny_lm, other, TEXTS, seed=0)
     o = [_direct_nll(tiny_lm, t) for t in TEXTS]
     m = [_direct_nll(other, t) for t in TEXTS]

@@ -42,11 +42,11 @@ QUICK = DebiasTuningConfig(r=4, alpha=8, dropout=0.0, lr=2e-2, batch_size=6, ste
 
 
 @pytest.fixture(scope="module")
-def lm(tiny_model_dir):
+def lm(tiny_model_dir, device):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(1)
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).to(device)
     return CausalLM(model, AutoTokenizer.from_pretrained(tiny_model_dir), "tiny", "dir:tiny", "tok:tiny", progress=False)
 
 
@@ -98,8 +98,8 @@ def test_training_probabilities_equal_the_audited_word_probabilities(lm, prompts
     with torch.no_grad():
         p_f, p_m = pair_probabilities(lm.model, lm, req, range(5))
     expected = lm.word_probs(prompts[:5], [w for pair in PAIRS for w in pair])
-    np.testing.assert_allclose(p_f.numpy(), expected[:, 0::2], rtol=1e-5, atol=1e-9)
-    np.testing.assert_allclose(p_m.numpy(), expected[:, 1::2], rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(p_f.cpu().numpy(), expected[:, 0::2], rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(p_m.cpu().numpy(), expected[:, 1::2], rtol=1e-5, atol=1e-9)
 
 
 def test_first_token_only_reads_the_first_token_of_each_word(lm, prompts):
@@ -107,7 +107,7 @@ def test_first_token_only_reads_the_first_token_of_each_word(lm, prompts):
     with torch.no_grad():
         got = word_log_probs(lm.model, lm, req, [0, 1], first_token_only=True)
         for row in range(2):
-            ids = torch.tensor([req.ctx[row]])
+            ids = torch.tensor([req.ctx[row]], device=lm.device)
             logits = lm.model(input_ids=ids).logits[0, -1].float()
             first = torch.log_softmax(logits, -1)[[c[0] for c in req.cont[row]]]
             torch.testing.assert_close(got[row], first, rtol=1e-5, atol=1e-6)
@@ -135,8 +135,17 @@ def test_same_seed_same_adapter_other_seed_other_adapter(lm, prompts, tmp_path):
     a = train_debias_adapter(lm, prompts, cfg, 0, tmp_path / "a", progress=False, pairs=PAIRS)
     b = train_debias_adapter(lm, prompts, cfg, 0, tmp_path / "b", progress=False, pairs=PAIRS)
     c = train_debias_adapter(lm, prompts, cfg, 1, tmp_path / "a", progress=False, pairs=PAIRS)
-    weights = [(f / "adapter_model.safetensors").read_bytes() for f in (a, b, c)]
-    assert weights[0] == weights[1] and weights[0] != weights[2]
+    if lm.device.type == "cpu":
+        weights = [(f / "adapter_model.safetensors").read_bytes() for f in (a, b, c)]
+        assert weights[0] == weights[1] and weights[0] != weights[2]
+        return
+    # On a GPU, backward kernels (attention) may add in another order from run to run: the same
+    # seed gives the same adapter to rounding, another seed another adapter.
+    from safetensors.torch import load_file
+
+    tensors = [load_file(f / "adapter_model.safetensors") for f in (a, b, c)]
+    assert all(torch.allclose(tensors[0][k], tensors[1][k], rtol=1e-4, atol=1e-6) for k in tensors[0])
+    assert not all(torch.allclose(tensors[0][k], tensors[2][k], rtol=1e-2) for k in tensors[0])
 
 
 def test_second_run_reuses_the_cached_adapter(lm, prompts, tmp_path, monkeypatch):
@@ -168,7 +177,8 @@ def test_interrupted_training_leaves_model_and_cache_clean(lm, prompts, tmp_path
     assert list((tmp_path / "adapters").iterdir()) == []
 
 
-def test_qlora_on_cpu_fails_before_anything_runs(lm, prompts, tmp_path):
+def test_qlora_on_cpu_fails_before_anything_runs(lm, prompts, tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the CPU-only machine, wherever this runs
     with pytest.raises(AuditUsageError, match="needs a CUDA GPU"):
         train_debias_adapter(lm, prompts, DebiasTuningConfig.paper(), 0, tmp_path / "c", progress=False)
     with pytest.raises(AuditUsageError, match="needs a CUDA GPU"):
@@ -234,7 +244,7 @@ def test_response_loss_is_the_mean_nll_over_response_tokens_only(lm):
     tok = lm.tokenizer
     encoded = [encode_example(tok, SFTExample("My friend is a nurse", "and she said"), 64),
                encode_example(tok, SFTExample("The person", "is a pilot."), 64)]
-    batch = collate(encoded, tok.pad_token_id)
+    batch = {k: v.to(lm.device) for k, v in collate(encoded, tok.pad_token_id).items()}
     with torch.no_grad():
         logits = lm.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     nll = []
@@ -262,7 +272,8 @@ def test_cda_fine_tuning_lowers_the_response_loss(lm, tmp_path):
     cfg = SFTConfig(r=4, alpha=8, dropout=0.0, lr=2e-2, batch_size=4, steps=10, max_length=128)
     folder = train_sft_adapter(lm, examples, cfg, seed=0, cache_dir=tmp_path, progress=False)
     tuned = with_adapter(lm, folder)
-    batch = collate([encode_example(lm.tokenizer, e, 128) for e in examples], lm.tokenizer.pad_token_id)
+    batch = {k: v.to(lm.device) for k, v in collate([encode_example(lm.tokenizer, e, 128) for e in examples],
+                                                     lm.tokenizer.pad_token_id).items()}
 
     def loss(model):
         with torch.no_grad():

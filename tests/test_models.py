@@ -13,8 +13,9 @@ import torch
 from bias_core.errors import AuditUsageError
 from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model
 
+from conftest import load_tiny
 from tiny_model import build_tiny_causal_lm
-from tolerances import assert_invariant
+from tolerances import WORD_PROB_RTOL, assert_invariant
 
 WORDS = ["she", "he", "her", "his", "nurses", "hairdresser"]
 SINGLE_TOKEN_WORD = "she"
@@ -53,7 +54,7 @@ def ids_of(tokenizer, text: str, special: bool = True) -> list[int]:
 def next_token_logits(model, ids: list[int]) -> torch.Tensor:
     """Raw last-position logits of one unpadded sequence, no mask, no cache."""
     with torch.no_grad():
-        return model(input_ids=torch.tensor([ids])).logits[0, -1].double()
+        return model(input_ids=torch.tensor([ids], device=model.device)).logits[0, -1].double()
 
 
 def direct_word_prob(lm, prompt: str, word: str) -> float:
@@ -70,7 +71,7 @@ def direct_loglikelihood(lm, context: str, continuation: str) -> float:
     ctx = ids_of(lm.tokenizer, context)
     cont = ids_of(lm.tokenizer, continuation, special=False)
     with torch.no_grad():
-        logits = lm.model(input_ids=torch.tensor([ctx + cont])).logits[0].double()
+        logits = lm.model(input_ids=torch.tensor([ctx + cont], device=lm.model.device)).logits[0].double()
     logprobs = torch.log_softmax(logits, dim=-1)
     return float(sum(logprobs[len(ctx) - 1 + k, tok] for k, tok in enumerate(cont)))
 
@@ -207,7 +208,7 @@ def check_batch_size_invariance(lm, prompts, words, max_new_tokens):
     _check_prompts_exercise_batching(lm, prompts)
     one = _word_probs_at(lm, 1, prompts, words)
     many = _word_probs_at(lm, 16, prompts, words)
-    assert_invariant(many, one)
+    assert_invariant(many, one, row_scale=True, rtol=WORD_PROB_RTOL)
 
     greedy = DecodingConfig(max_new_tokens=max_new_tokens)
     assert _generate_at(lm, 1, prompts, greedy) == _generate_at(lm, 16, prompts, greedy)
@@ -387,11 +388,8 @@ def test_prompt_plus_new_tokens_over_context_is_a_usage_error(tiny_lm):
 
 # ----- result cache ------------------------------------------------------------------------------
 @pytest.fixture
-def cached_lm(tiny_model_dir, tmp_path, torch_single_thread):
-    return load_model(
-        resolve_model(str(tiny_model_dir)),
-        LoadOptions(cache_dir=tmp_path / "cache", use_cache=True, progress=False),
-    )
+def cached_lm(tiny_model_dir, tmp_path, torch_single_thread, device):
+    return load_tiny(tiny_model_dir, device, cache_dir=tmp_path / "cache", use_cache=True)
 
 
 SAMPLED = DecodingConfig(max_new_tokens=6, do_sample=True, top_p=0.9)
@@ -417,10 +415,9 @@ def test_cache_second_call_recomputes_nothing(cached_lm):
     assert cached_lm.cache.hits == hits + 4 * 4  # four ops x four prompts
 
 
-def test_cache_persists_across_handles(cached_lm, tiny_model_dir, tmp_path):
+def test_cache_persists_across_handles(cached_lm, tiny_model_dir, tmp_path, device):
     first = _all_ops(cached_lm)
-    again = load_model(resolve_model(str(tiny_model_dir)),
-                       LoadOptions(cache_dir=tmp_path / "cache", use_cache=True, progress=False))
+    again = load_tiny(tiny_model_dir, device, cache_dir=tmp_path / "cache", use_cache=True)
     counter = ForwardCounter(again.model)
     assert _all_ops(again) == first
     assert counter.calls == 0
@@ -462,17 +459,17 @@ def test_cache_misses_when_anything_changes(cached_lm, change):
     assert cached_lm.cache.misses > misses
 
 
-def test_cache_misses_for_another_model_or_dtype(cached_lm, tmp_path):
+def test_cache_misses_for_another_model_or_dtype(cached_lm, tmp_path, device):
     cache_dir = tmp_path / "cache"
     first = cached_lm.word_probs(PROMPTS[:3], WORDS)
     other_dir = build_tiny_causal_lm(tmp_path / "other-model", seed=1)
-    other = load_model(resolve_model(str(other_dir)), LoadOptions(cache_dir=cache_dir, progress=False))
+    other = load_tiny(other_dir, device, cache_dir=cache_dir, use_cache=True)
     counter = ForwardCounter(other.model)
     assert not np.allclose(other.word_probs(PROMPTS[:3], WORDS), first)
     assert counter.reset() > 0
 
     bf16 = load_model(resolve_model(str(cached_lm.name)),
-                      LoadOptions(cache_dir=cache_dir, dtype="bfloat16", progress=False))
+                      LoadOptions(cache_dir=cache_dir, device=device, dtype="bfloat16", progress=False))
     counter = ForwardCounter(bf16.model)
     bf16.word_probs(PROMPTS[:3], WORDS)
     assert counter.calls > 0

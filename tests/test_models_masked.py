@@ -24,6 +24,7 @@ from bias_core.models.causal import CausalLM
 from bias_core.models.masked import MaskedLM
 from bias_core.models.registry import detect_kind
 
+from conftest import load_tiny
 from test_models import ForwardCounter
 from tiny_model import build_tiny_bart, build_tiny_masked_lm, build_tokenizer
 from tolerances import assert_invariant
@@ -65,19 +66,18 @@ def bart_dir(tmp_path_factory):
     return build_tiny_bart(tmp_path_factory.mktemp("tiny-bart"), seed=0)
 
 
-def _load(folder, tmp_path, use_cache=False):
-    return load_model(resolve_model(str(folder)),
-                      LoadOptions(cache_dir=tmp_path / "cache", use_cache=use_cache, progress=False))
+def _load(folder, tmp_path, device, use_cache=False):
+    return load_tiny(folder, device, cache_dir=tmp_path / "cache", use_cache=use_cache)
 
 
 @pytest.fixture
-def bert(bert_dir, tmp_path, torch_single_thread):
-    return _load(bert_dir, tmp_path)
+def bert(bert_dir, tmp_path, torch_single_thread, device):
+    return _load(bert_dir, tmp_path, device)
 
 
 @pytest.fixture
-def bart(bart_dir, tmp_path, torch_single_thread):
-    return _load(bart_dir, tmp_path)
+def bart(bart_dir, tmp_path, torch_single_thread, device):
+    return _load(bart_dir, tmp_path, device)
 
 
 @pytest.fixture(params=["bert", "bart"])
@@ -95,9 +95,10 @@ def _logits(lm, ids: list[int]) -> torch.Tensor:
     with torch.no_grad():
         if lm.kind == "seq2seq":
             decoder = [lm.model.config.decoder_start_token_id] + ids[:-1]
-            out = lm.model(input_ids=torch.tensor([ids]), decoder_input_ids=torch.tensor([decoder]))
+            out = lm.model(input_ids=torch.tensor([ids], device=lm.model.device),
+                           decoder_input_ids=torch.tensor([decoder], device=lm.model.device))
         else:
-            out = lm.model(input_ids=torch.tensor([ids]))
+            out = lm.model(input_ids=torch.tensor([ids], device=lm.model.device))
     return out.logits[0].double()
 
 
@@ -161,13 +162,13 @@ def direct_topk(lm, text: str, k: int) -> list[tuple[str, float]]:
 
 def direct_mean_embedding(lm, sentence: str) -> np.ndarray:
     """Mean of the last layer (BART: the encoder's) over tokens between the special ends."""
-    ids = torch.tensor([lm.tokenizer(sentence)["input_ids"]])
+    ids = torch.tensor([lm.tokenizer(sentence)["input_ids"]], device=lm.model.device)
     with torch.no_grad():
         if lm.kind == "seq2seq":
             hidden = lm.model(input_ids=ids).encoder_last_hidden_state[0]
         else:
             hidden = lm.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0]
-    return hidden[1:-1].double().mean(0).numpy()
+    return hidden[1:-1].double().mean(0).cpu().numpy()
 
 
 def at_batch_size(lm, size, call):
@@ -331,8 +332,8 @@ def test_bart_mask_fill_reads_the_default_shifted_decoder_input(bart):
     tok = bart.tokenizer
     ids = list(tok("My friend is a <mask>.")["input_ids"])
     with torch.no_grad():
-        default = bart.model(input_ids=torch.tensor([ids])).logits[0].double()
-    np.testing.assert_allclose(default.numpy(), _logits(bart, ids).numpy(), rtol=1e-6, atol=1e-6)
+        default = bart.model(input_ids=torch.tensor([ids], device=bart.model.device)).logits[0].double()
+    np.testing.assert_allclose(default.cpu().numpy(), _logits(bart, ids).cpu().numpy(), rtol=1e-6, atol=1e-6)
     got = bart.fill_probs(["My friend is a [MASK]."], ["nurse"])[0, 0]
     slot_probs = torch.softmax(default[ids.index(tok.mask_token_id)], -1)
     assert got == pytest.approx(float(slot_probs[word_form(bart, "a [MASK]", "nurse")[0]]), rel=1e-5)
@@ -378,9 +379,9 @@ def test_fill_probs_columns_follow_the_word_order(bert, order):
 
 
 @pytest.mark.parametrize("which", ["bert", "bart"])
-def test_masked_cache_second_call_recomputes_nothing(which, bert_dir, bart_dir, tmp_path, torch_single_thread):
+def test_masked_cache_second_call_recomputes_nothing(which, bert_dir, bart_dir, tmp_path, torch_single_thread, device):
     folder = {"bert": bert_dir, "bart": bart_dir}[which]
-    lm = _load(folder, tmp_path, use_cache=True)
+    lm = _load(folder, tmp_path, device, use_cache=True)
     counter = ForwardCounter(lm.model)
     encoder_counter = ForwardCounter(lm.model.get_encoder() if lm.kind == "seq2seq" else lm.model.base_model)
     first = _all_ops(lm)
@@ -392,7 +393,7 @@ def test_masked_cache_second_call_recomputes_nothing(which, bert_dir, bart_dir, 
     assert second[0].tolist() == first[0].tolist() and second[1].tolist() == first[1].tolist()
     assert second[2] == first[2] and second[3].tolist() == first[3].tolist()
     # A new handle on the same folder and cache directory reads the same entries.
-    again = _load(folder, tmp_path, use_cache=True)
+    again = _load(folder, tmp_path, device, use_cache=True)
     fresh = ForwardCounter(again.model)
     assert again.fill_probs(SLOT_TEXTS, WORDS).tolist() == first[1].tolist()
     assert fresh.calls == 0
@@ -433,7 +434,7 @@ def test_masked_text_too_long_is_a_usage_error(bert):
 def direct_causal_sentence_logprob(lm, sentence: str, prefix_id: int) -> float:
     ids = [prefix_id] + list(lm.tokenizer(sentence, add_special_tokens=False)["input_ids"])
     with torch.no_grad():
-        logits = lm.model(input_ids=torch.tensor([ids])).logits[0].double()
+        logits = lm.model(input_ids=torch.tensor([ids], device=lm.model.device)).logits[0].double()
     logprobs = torch.log_softmax(logits, -1)
     return float(sum(logprobs[i - 1, ids[i]] for i in range(1, len(ids))))
 
@@ -479,7 +480,7 @@ def test_causal_topk_fills_equal_direct_computation(tiny_lm, k):
     for text, row in zip(texts, got):
         ids = list(tok(text.replace("[MASK]", "").rstrip())["input_ids"])
         with torch.no_grad():
-            probs = torch.softmax(tiny_lm.model(input_ids=torch.tensor([ids])).logits[0, -1].double(), -1)
+            probs = torch.softmax(tiny_lm.model(input_ids=torch.tensor([ids], device=tiny_lm.model.device)).logits[0, -1].double(), -1).cpu()
         order = sorted(range(len(tok)), key=lambda t: (-float(probs[t]), t))
         # A new word after the prompt: byte-level tokens that start with a space.
         words = [(tok.decode([t]).strip(), float(probs[t])) for t, name in zip(order, tok.convert_ids_to_tokens(order))
@@ -494,9 +495,9 @@ def test_causal_embed_is_last_token_last_layer_state(tiny_lm):
     got = tiny_lm.embed(SENTENCES)
     assert got.shape == (len(SENTENCES), tiny_lm.model.config.hidden_size) and got.dtype == np.float64
     for row, sentence in zip(got, SENTENCES):
-        ids = torch.tensor([tiny_lm.tokenizer(sentence)["input_ids"]])
+        ids = torch.tensor([tiny_lm.tokenizer(sentence)["input_ids"]], device=tiny_lm.model.device)
         with torch.no_grad():
-            expected = tiny_lm.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, -1].double().numpy()
+            expected = tiny_lm.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, -1].double().cpu().numpy()
         np.testing.assert_allclose(row, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -509,8 +510,8 @@ def test_causal_protocol_batch_size_invariance(tiny_lm):
     _check_invariance(tiny_lm, SENTENCES, CAUSAL_TEXTS)
 
 
-def test_causal_protocol_cache_second_call_recomputes_nothing(tiny_model_dir, tmp_path, torch_single_thread):
-    lm = _load(tiny_model_dir, tmp_path, use_cache=True)
+def test_causal_protocol_cache_second_call_recomputes_nothing(tiny_model_dir, tmp_path, torch_single_thread, device):
+    lm = _load(tiny_model_dir, tmp_path, device, use_cache=True)
     counter = ForwardCounter(lm.model)
     first = _all_ops(lm, CAUSAL_TEXTS)
     assert counter.reset() > 0

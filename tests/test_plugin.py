@@ -157,3 +157,19 @@ def test_missing_thresholds_file_stops_before_any_test(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*no thresholds file*Fix: pass --thresholds PATH*"])
+
+
+@pytest.mark.parametrize(("args", "device", "dtype"), [([], "cpu", "float32"), (["--dtype", "bfloat16"], "cpu", "bfloat16")])
+def test_header_junit_json_and_html_name_the_device_and_dtype(audit_dir, args, device, dtype):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: --device auto resolves to it")
+    result = audit_dir.runpytest("-p", "no:cacheprovider", *args)
+    result.stdout.fnmatch_lines([f"bias-core: model smollm2-135m, device {device}, dtype {dtype}, batch auto"])
+    run = _run_dir(audit_dir)
+    suite = ET.parse(run / "junit.xml").getroot().find("testsuite")
+    assert {p.get("name"): p.get("value") for p in suite.find("properties")} == {"device": device, "dtype": dtype}
+    info = json.loads((run / "results.json").read_text())["run"]
+    assert (info["device"], info["dtype"]) == (device, dtype)  # resolved: "auto" never shows
+    assert dtype in (run / "report.html").read_text()  # the report shows the run info

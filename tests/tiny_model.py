@@ -56,8 +56,9 @@ def build_tokenizer():
     )
 
 
-def build_tiny_causal_lm(path: str | Path, seed: int = 0) -> Path:
-    """Write a tiny random LlamaForCausalLM and its tokenizer to ``path``; return the folder."""
+def build_tiny_causal_lm(path: str | Path, seed: int = 0, hidden_size: int = 32) -> Path:
+    """Write a tiny random LlamaForCausalLM and its tokenizer to ``path``; return the folder.
+    (bitsandbytes quantizes in blocks of 64: a 4-bit test model needs hidden_size >= 64.)"""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -66,11 +67,11 @@ def build_tiny_causal_lm(path: str | Path, seed: int = 0) -> Path:
     tokenizer = build_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=32,
+        hidden_size=hidden_size,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=4,
-        intermediate_size=64,
+        intermediate_size=2 * hidden_size,
         max_position_embeddings=128,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -201,3 +202,26 @@ def build_tiny_bart(path: str | Path, seed: int = 0) -> Path:
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path
+
+
+def with_eos_bias(model, eos_id: int, bias: float):
+    """A copy of a causal LM whose output layer adds ``bias`` to the EOS logit.
+
+    Random weights almost never pick EOS; with the bias a row ends at the first step where
+    its own EOS logit comes within ``bias`` of the best other token, so rows of one batch end at
+    different steps, decided by their own logits alone.
+    """
+    import copy
+
+    import torch
+
+    model = copy.deepcopy(model)
+    head = model.get_output_embeddings()
+    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True,
+                             device=head.weight.device, dtype=head.weight.dtype)
+    with torch.no_grad():
+        biased.weight.copy_(head.weight)
+        biased.bias.zero_()
+        biased.bias[eos_id] = bias
+    model.set_output_embeddings(biased)
+    return model

@@ -13,9 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 RTOL = 1e-5
+# Single next-word probabilities, relative to the prompt's largest one: a word's log-probability
+# carries fp32 log-softmax rounding of a few 1e-5 nats (1.1e-5 of the row's scale was seen
+# between batch 1 and 16 on an AMD EPYC, single-threaded); GLD/ADD, their means, keep RTOL.
+WORD_PROB_RTOL = 1e-4
 
 
-def assert_invariant(actual, expected, *, row_scale: bool = False) -> None:
+def assert_invariant(actual, expected, *, row_scale: bool = False, rtol: float = RTOL) -> None:
     """|actual - expected| <= RTOL * |expected| elementwise; with ``row_scale``, relative to the
     largest magnitude of each row (embeddings, whose coordinates may sit near 0)."""
     actual, expected = np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64)
@@ -23,6 +27,6 @@ def assert_invariant(actual, expected, *, row_scale: bool = False) -> None:
     if row_scale:
         scale = np.abs(expected).reshape(len(expected), -1).max(axis=1)
         excess = np.abs(actual - expected).reshape(len(expected), -1).max(axis=1) / scale
-        assert np.all(excess <= RTOL), f"differences up to {excess.max():.3g} of a row's scale (bound {RTOL})"
+        assert np.all(excess <= rtol), f"differences up to {excess.max():.3g} of a row's scale (bound {rtol})"
         return
-    np.testing.assert_allclose(actual, expected, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=0)

@@ -1,14 +1,29 @@
-"""A debiased model handle: a trained adapter merged into a copy of the base model."""
+"""A debiased model handle: a trained adapter applied to the session's base model.
+
+Two ways, one result (up to rounding), the session's model untouched by both:
+
+- merged (full-precision bases, when a second copy fits): the LoRA product is added into a
+  deep copy of the weights, so the variant runs as fast as the base;
+- unmerged (quantized bases, or too little memory for a copy): LoRA layers wrap a second module
+  tree that shares every weight with the base, so only the adapter's own weights are new. A
+  4-bit base always goes this way: merging into NF4 weights would quantize them again, and the
+  variant would no longer be "the audited model plus the adapter".
+"""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from pathlib import Path
 from typing import Any
 
 from bias_core.errors import AuditUsageError
 from bias_core.mitigation.adapter_cache import base_fingerprint, key_hash, read_marker
+from bias_core.mitigation.lora import ParameterState
+
+# A merged copy is made on a GPU only when this many times the model's bytes are free.
+MERGE_HEADROOM = 1.2
 
 
 def adapter_identity(adapter_dir: Path | str) -> tuple[dict[str, Any], str]:
@@ -22,10 +37,39 @@ def adapter_identity(adapter_dir: Path | str) -> tuple[dict[str, Any], str]:
     return marker["key"], key_hash(marker["key"])
 
 
-def with_adapter(lm: Any, adapter_dir: Path | str) -> Any:
-    """A new CausalLM: ``lm``'s tokenizer, and a deep copy of its model with the LoRA weights
-    merged in (``lm`` itself is untouched). Its fingerprint is the base fingerprint plus the
-    adapter's key hash, so result-cache entries of the base and the debiased model never mix."""
+def is_quantized(model: Any) -> bool:
+    return bool(getattr(model, "is_loaded_in_4bit", False) or getattr(model, "is_loaded_in_8bit", False)
+                or getattr(model, "hf_quantizer", None) is not None)
+
+
+def model_bytes(model: Any) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def merge_by_default(model: Any) -> bool:
+    """Merge into a copy for a full-precision base, unless on a GPU without room for the copy."""
+    if is_quantized(model):
+        return False
+    device = next(model.parameters()).device
+    if device.type != "cuda":
+        return True
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(device)
+    return free >= MERGE_HEADROOM * model_bytes(model)
+
+
+def shared_view(model: Any) -> Any:
+    """A copy of ``model``'s module tree that shares every parameter and buffer with it."""
+    memo = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    return copy.deepcopy(model, memo)
+
+
+def with_adapter(lm: Any, adapter_dir: Path | str, merge: bool | None = None) -> Any:
+    """A new CausalLM: ``lm``'s tokenizer and its model with the adapter applied, merged or
+    unmerged (``merge=None``: ``merge_by_default``; see the module docstring). ``lm`` itself is
+    untouched. Its fingerprint is the base fingerprint plus the adapter's key hash (and
+    ":unmerged"), so result-cache entries of the base and each variant never mix."""
     from peft import PeftModel
 
     key, digest = adapter_identity(adapter_dir)
@@ -34,7 +78,15 @@ def with_adapter(lm: Any, adapter_dir: Path | str) -> Any:
             f"adapter {adapter_dir} was trained on another base model ({key.get('base')}), not on {lm.name} "
             f"({base_fingerprint(lm)}). Fix: train the adapter on this model."
         )
-    model = copy.deepcopy(lm.model)
-    merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
-    merged.eval()
-    return dataclasses.replace(lm, model=merged, fingerprint=f"{lm.fingerprint}:{digest}")
+    if merge is None:
+        merge = merge_by_default(lm.model)
+    if merge:
+        model = PeftModel.from_pretrained(copy.deepcopy(lm.model), str(adapter_dir)).merge_and_unload()
+        fingerprint = f"{lm.fingerprint}:{digest}"
+    else:
+        state = ParameterState(lm.model)  # peft freezes the (shared) base weights: put the flags back
+        model = PeftModel.from_pretrained(shared_view(lm.model), str(adapter_dir)).get_base_model()
+        state.restore(lm.model)
+        fingerprint = f"{lm.fingerprint}:{digest}:unmerged"
+    model.eval()
+    return dataclasses.replace(lm, model=model, fingerprint=fingerprint)

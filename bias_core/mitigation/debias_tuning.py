@@ -26,7 +26,7 @@ from bias_core.errors import AuditUsageError
 from bias_core.lexicon import GENDER_PAIRS
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
 from bias_core.mitigation.losses import DEFAULT_EPS, LossSwitches, debias_loss
-from bias_core.models.causal import left_pad
+from bias_core.models.causal import cache_rows, left_pad
 from bias_core.probes.published import DEBIAS_TRAINING_CANDIDATES, check_published
 from bias_core.mitigation.lora import (
     LoraTrainConfig,
@@ -159,24 +159,13 @@ def _requests(lm: Any, prompts: Sequence[str], pairs: Sequence[tuple[str, str]],
     return _WordRequests(words, [index[f] for f, _ in pairs], [index[m] for _, m in pairs], ctx, cont)
 
 
-def _select_cache(past: Any, rows: torch.Tensor, config: Any) -> Any:
-    """A new cache holding the given batch rows of ``past``, keeping the autograd graph (a
-    deepcopy of a cache, as scoring does, cannot copy tensors that carry gradients)."""
-    from transformers import DynamicCache
-
-    cache = DynamicCache(config=config)
-    for layer_idx, layer in enumerate(past.layers):
-        cache.update(layer.keys.index_select(0, rows), layer.values.index_select(0, rows), layer_idx)
-    return cache
-
-
 def word_log_probs(model: Any, lm: Any, req: _WordRequests, batch: Sequence[int], first_token_only: bool) -> torch.Tensor:
     """log P(word | prompt) for the batch's prompts, shape [len(batch), n_words], differentiable.
 
     One pass over the prompts gives every word's first token; a word of k > 1 tokens then runs
     its other k-1 tokens on top of its prompt's KV cache, grouped by k.
     """
-    device = next(model.parameters()).device
+    device = lm.device  # the session model's; ``model`` is it, or it wrapped in LoRA layers
     ctx = [req.ctx[i] for i in batch]
     ids, mask, positions = left_pad(ctx, lm.tokenizer.pad_token_id, device)
     longer = [] if first_token_only else [
@@ -195,7 +184,7 @@ def word_log_probs(model: Any, lm: Any, req: _WordRequests, batch: Sequence[int]
     for k, items in sorted(by_len.items()):
         rows = torch.tensor([row for row, _ in items], device=device)
         conts = [req.cont[batch[row]][w] for row, w in items]
-        cache = _select_cache(out.past_key_values, rows, model.config)
+        cache = cache_rows(out.past_key_values, rows)
         ext = torch.tensor([c[:-1] for c in conts], device=device)
         ext_mask = torch.cat([mask[rows], torch.ones_like(ext)], dim=1)
         ext_pos = positions[rows, -1:] + torch.arange(1, k, device=device)
@@ -227,7 +216,7 @@ def train_debias_adapter(
 
     ``lm`` is a ``CausalLM``; its model is left unchanged (LoRA layers are attached for the
     run and removed after). The same base model, prompts, pairs, config and seed give the same
-    adapter, bit for bit on the same machine.
+    adapter, bit for bit on the same CPU (on a GPU, to the rounding of its backward kernels).
     """
     check_quantization(config, lm.model)
     prompts = list(prompts)

@@ -104,17 +104,38 @@ def batch_schedule(n: int, batch_size: int, steps: int, seed: int) -> list[list[
     return out
 
 
+class ParameterState:
+    """The dtype and requires_grad flag of every parameter of a model, to put back later.
+
+    Training must leave the session's model as it was audited: QLoRA's preparation casts the
+    non-quantized weights (embeddings, norms, head) to float32 in place and freezes everything,
+    and removing the LoRA layers undoes neither. A changed dtype also changes the base
+    fingerprint, and the adapter would then be refused as "trained on another base model".
+    Casting back is exact: the float32 copies were widened from these very values and are
+    frozen while training.
+    """
+
+    def __init__(self, model: Any):
+        self.flags = {name: (p.dtype, p.requires_grad) for name, p in model.named_parameters()}
+
+    def restore(self, model: Any) -> None:
+        for name, p in model.named_parameters():
+            dtype, requires_grad = self.flags.get(name, (p.dtype, p.requires_grad))
+            if p.dtype != dtype:
+                p.data = p.data.to(dtype)
+            p.requires_grad_(requires_grad)
+
+
 @contextlib.contextmanager
 def attached_lora(model: Any, config: LoraTrainConfig, task_type: str | None = "CAUSAL_LM") -> Iterator[Any]:
     """``model`` wrapped in fresh LoRA layers for training; on exit (also on Ctrl-C) the layers
-    are removed again, so the caller's model is left as it was (same modules, same weights).
+    are removed again and every parameter's dtype and requires_grad flag put back, so the
+    caller's model is left as it was (same modules, same weights, same dtypes).
     ``task_type=None`` for masked LMs and BART (a plain PeftModel that passes inputs through)."""
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     was_training = model.training
-    grad_flags = {name: p.requires_grad for name, p in model.named_parameters()}
-    if config.load_in_4bit:
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    state = ParameterState(model)
     lora = LoraConfig(
         r=config.r,
         lora_alpha=config.alpha,
@@ -123,14 +144,20 @@ def attached_lora(model: Any, config: LoraTrainConfig, task_type: str | None = "
         bias="none",
         task_type=task_type,
     )
-    peft_model = get_peft_model(model, lora)
+    try:
+        if config.load_in_4bit:
+            # QLoRA's own preparation (float32 norms and embeddings while training); undone below.
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        peft_model = get_peft_model(model, lora)
+    except BaseException:
+        state.restore(model)
+        raise
     try:
         peft_model.train()
         yield peft_model
     finally:
         base = peft_model.unload()
-        for name, p in base.named_parameters():
-            p.requires_grad_(grad_flags.get(name, p.requires_grad))
+        state.restore(base)
         base.train(was_training)
 
 

@@ -62,13 +62,17 @@ def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: Any, multiple: 
     return ids.to(device), mask.to(device), positions.to(device)
 
 
-def width_batches(lengths: Sequence[int], batch_size: int, multiple: int = PAD_MULTIPLE) -> list[list[int]]:
-    """Indices grouped into batches of one padded width, longest first, at most batch_size each."""
+def width_batches(lengths: Sequence[int], batch_size: int, multiple: int = PAD_MULTIPLE,
+                  rows_for_width: Callable[[int], int] | None = None) -> list[list[int]]:
+    """Indices grouped into batches of one padded width, longest first, at most batch_size each
+    (and at most ``rows_for_width(width)``: on a GPU, what fits in memory at that width)."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     batches: list[list[int]] = []
     for i in order:
-        same_width = batches and padded_width(lengths[batches[-1][0]], multiple) == padded_width(lengths[i], multiple)
-        if same_width and len(batches[-1]) < batch_size:
+        width = padded_width(lengths[i], multiple)
+        cap = batch_size if rows_for_width is None else min(batch_size, rows_for_width(width))
+        same_width = batches and padded_width(lengths[batches[-1][0]], multiple) == width
+        if same_width and len(batches[-1]) < cap:
             batches[-1].append(i)
         else:
             batches.append([i])
@@ -180,6 +184,9 @@ class CausalLM:
     cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
     weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
+    # GPU throughput settings (models/memory.py); the defaults are the CPU behaviour.
+    plan: Any = None  # a BatchPlan: rows per pass also capped by what fits in memory at each width
+    compact_fraction: float = 0.0  # share of finished rows at which a decoding batch drops them
     kind: ClassVar[str] = "causal"
     mask_token: ClassVar[str] = MASK
 
@@ -255,9 +262,11 @@ class CausalLM:
     def _left_pad(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return left_pad(seqs, self.tokenizer.pad_token_id, self.device, multiple)
 
-    def _batches(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE) -> list[list[int]]:
-        """Indices of seqs grouped into batches of one padded width, longest first, at most batch_size."""
-        return width_batches([len(s) for s in seqs], self.batch_size, multiple)
+    def _batches(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE, new_tokens: int = 0) -> list[list[int]]:
+        """Indices of seqs grouped into batches of one padded width, longest first, at most
+        batch_size (and, with a plan, what fits with ``new_tokens`` more per row)."""
+        rows_for = None if self.plan is None else (lambda width: self.plan.rows(width + new_tokens))
+        return width_batches([len(s) for s in seqs], self.batch_size, multiple, rows_for)
 
     def _forward(self, ids, mask, positions, keep: int = 0, past=None):
         # The mask is passed even when all ones, so every row takes the same attention kernel.
@@ -297,9 +306,12 @@ class CausalLM:
                 self.stats["head_positions"] += len(batch)
                 out = self._forward(ids, mask, positions, keep=1, past=_new_cache() if longer else None)
                 first = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1)
-                for row, c in enumerate(batch):
-                    for r in by_ctx[c]:
-                        scores[r] = float(first[row, requests[r][1][0]])
+                # One gather and one device-to-host copy per batch (a read per request would
+                # wait on the GPU once per word).
+                reads = [(row, r) for row, c in enumerate(batch) for r in by_ctx[c]]
+                at = torch.tensor([[row, requests[r][1][0]] for row, r in reads], device=first.device)
+                for (_, r), value in zip(reads, first[at[:, 0], at[:, 1]].tolist()):
+                    scores[r] = value
                 if longer:
                     self._score_extensions(requests, longer, out.past_key_values, mask, positions, scores)
                 bar.update(len(batch))
@@ -321,21 +333,24 @@ class CausalLM:
             # floats, or 1,024 rows of 20 tokens would hold ~8 GB of logits and log-probabilities.
             vocab = int(self.model.config.vocab_size)
             rows_per_pass = max(1, min(self.batch_size * 8, LOGIT_BUDGET // ((k - 1) * vocab)))
+            if self.plan is not None:
+                rows_per_pass = min(rows_per_pass, self.plan.rows(mask.shape[1] + k - 1))
             for start in range(0, len(items), rows_per_pass):
                 chunk = items[start : start + rows_per_pass]
-                rows = torch.tensor([row for row, _ in chunk], device=self.device)
-                cache = copy.deepcopy(past)
-                cache.batch_select_indices(rows)
-                ext = torch.tensor([requests[r][1][:-1] for _, r in chunk], device=self.device)
+                rows = torch.tensor([row for row, _ in chunk], device=mask.device)
+                cache = cache_rows(past, rows)
+                ext = torch.tensor([requests[r][1][:-1] for _, r in chunk], device=mask.device)
                 ext_mask = torch.cat([mask[rows], torch.ones_like(ext)], dim=1)
-                ext_pos = positions[rows, -1:] + torch.arange(1, k, device=self.device)
+                ext_pos = positions[rows, -1:] + torch.arange(1, k, device=mask.device)
                 logits = self._forward(ext, ext_mask, ext_pos, keep=k - 1, past=cache).logits[:, -(k - 1) :, :]
                 self.stats["body_tokens"] += ext.numel()
                 self.stats["head_positions"] += ext.numel()
                 logprobs = torch.log_softmax(logits.float(), dim=-1)
-                steps = torch.arange(k - 1)
+                targets = torch.tensor([requests[r][1][1:] for _, r in chunk], device=logprobs.device)
+                # Summed per row on the host, in token order, as one row's k-1 values.
+                picked = logprobs.gather(2, targets[:, :, None])[:, :, 0].cpu()
                 for j, (_, r) in enumerate(chunk):
-                    scores[r] += float(logprobs[j, steps, torch.tensor(requests[r][1][1:])].sum())
+                    scores[r] += float(picked[j].sum())
 
     # ----- public API -------------------------------------------------------------------------
     def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
@@ -452,7 +467,7 @@ class CausalLM:
                 for batch in self._batches(encoded):
                     ids, mask, positions = self._left_pad([encoded[j] for j in batch])
                     logits = self._forward(ids, mask, positions, keep=1).logits[:, -1, :]
-                    logprobs = torch.log_softmax(logits.float(), dim=-1)
+                    logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
                     finite = finite_rows(logprobs)
                     for row, j in enumerate(batch):
                         prefix = prefixes[idx[j]]
@@ -528,7 +543,7 @@ class CausalLM:
         gens = self._row_generators(prompts, seed) if config.do_sample else None
         bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
         with torch.inference_mode():
-            for batch in self._batches(encoded, GEN_PAD_MULTIPLE):
+            for batch in self._batches(encoded, GEN_PAD_MULTIPLE, config.max_new_tokens):
                 rows = self._decode_batch(
                     [encoded[i] for i in batch], config, [gens[i] for i in batch] if gens else None
                 )
@@ -538,6 +553,9 @@ class CausalLM:
         return [self.tokenizer.decode(results[i], skip_special_tokens=True) for i in range(len(encoded))]
 
     def _pick(self, logits: torch.Tensor, config: DecodingConfig, gens) -> torch.Tensor:
+        """Next token per row: argmax, or a draw from the row's own generator (on the host, so
+        a sample does not depend on the device). A row whose generator is None (it has finished
+        and waits to leave the batch) draws nothing."""
         if not config.do_sample:
             return logits.argmax(dim=-1)
         from transformers.generation.logits_process import (
@@ -554,40 +572,58 @@ class CausalLM:
         if config.top_p < 1.0:
             scores = TopPLogitsWarper(config.top_p)(None, scores)
         probs = torch.softmax(scores, dim=-1).cpu()
-        return torch.stack([torch.multinomial(probs[r], 1, generator=g)[0] for r, g in enumerate(gens)]).to(logits.device)
+        picks = [torch.multinomial(probs[r], 1, generator=g)[0] if g is not None else probs[r].argmax()
+                 for r, g in enumerate(gens)]
+        return torch.stack(picks).to(logits.device)
 
     def _decode_batch(self, seqs, config: DecodingConfig, gens) -> list[list[int]]:
-        """Decode one batch of equal-length prompts; rows leave the batch at end of sequence."""
+        """Decode one batch of equal-length prompts; rows leave the batch at end of sequence.
+
+        Finished rows are dropped from the batch (and its KV cache) once they make up at least
+        ``compact_fraction`` of it: 0 drops them at once; on a GPU a larger share saves copying
+        the whole cache at every row's end. A finished row left in the batch computes steps
+        nobody reads, and no row's numbers depend on its batch mates.
+        """
         ids, mask, positions = self._left_pad(seqs, GEN_PAD_MULTIPLE)
         out = self._forward(ids, mask, positions, keep=1, past=_new_cache())
         past = out.past_key_values
-        alive = torch.arange(len(seqs))  # rows of the original batch still decoding
+        # Bookkeeping stays in Python lists: only the index handed to the tensors goes to the device.
+        alive = list(range(len(seqs)))  # original row of each batch row
+        live = [True] * len(seqs)  # batch rows still decoding
         generated: list[list[int]] = [[] for _ in seqs]
         next_pos = positions[:, -1:] + 1
-        eos = torch.tensor(self.eos_ids, device=ids.device)
+        eos = set(self.eos_ids)
         for step in range(config.max_new_tokens):
             # NaN logits would still give an argmax (and a continuation with no gendered word)
-            finite = finite_rows(out.logits[:, -1, :])
-            if not bool(finite.all()):
-                row = alive[int((~finite).nonzero()[0])]
-                raise non_finite(self, "generation", self.tokenizer.decode(seqs[int(row)], skip_special_tokens=True))
-            picks = self._pick(out.logits[:, -1, :], config, [gens[i] for i in alive.tolist()] if gens else None)
-            done = torch.isin(picks, eos)
-            for r, row in enumerate(alive.tolist()):
-                if not done[r]:
-                    generated[row].append(int(picks[r]))
-            self.stats["new_tokens"] += int((~done).sum())
+            finite = finite_rows(out.logits[:, -1, :]).tolist()
+            bad = [i for i, on in enumerate(live) if on and not finite[i]]
+            if bad:
+                raise non_finite(self, "generation", self.tokenizer.decode(seqs[alive[bad[0]]], skip_special_tokens=True))
+            row_gens = [gens[a] if on else None for a, on in zip(alive, live)] if gens else None
+            picks = self._pick(out.logits[:, -1, :], config, row_gens)
+            new = 0
+            for i, token in enumerate(picks.tolist()):  # one device-to-host copy per step
+                if not live[i]:
+                    continue
+                if token in eos:
+                    live[i] = False
+                else:
+                    generated[alive[i]].append(token)
+                    new += 1
+            self.stats["new_tokens"] += new
             if step == config.max_new_tokens - 1:
                 break
-            if bool(done.any()):
-                # Finished rows leave the batch: no compute is spent on their padding.
-                keep = (~done).nonzero().flatten()
-                if keep.numel() == 0:
-                    break
-                alive, picks, mask, next_pos = alive[keep], picks[keep], mask[keep], next_pos[keep]
-                past.batch_select_indices(keep.to(ids.device))
+            done = live.count(False)
+            if done == len(live):
+                break
+            if done and done >= self.compact_fraction * len(live):
+                keep = [i for i, on in enumerate(live) if on]
+                index = torch.tensor(keep, device=picks.device)
+                alive, live = [alive[i] for i in keep], [True] * len(keep)
+                picks, mask, next_pos = picks[index], mask[index.to(mask.device)], next_pos[index.to(next_pos.device)]
+                select_rows(past, index)
             mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype, device=mask.device)], dim=1)
-            out = self._forward(picks[:, None], mask, next_pos, keep=1, past=past)
+            out = self._forward(picks[:, None].to(mask.device), mask, next_pos, keep=1, past=past)
             next_pos = next_pos + 1
         return generated
 
@@ -627,3 +663,24 @@ def _new_cache():
     from transformers import DynamicCache
 
     return DynamicCache()
+
+
+def select_rows(past: Any, rows: torch.Tensor) -> None:
+    """Keep only the given batch rows of a KV cache, in place. Each layer takes the index on its
+    own device: under ``--device-map`` the layers sit on several GPUs."""
+    for layer in past.layers:
+        keys = getattr(layer, "keys", None)
+        if isinstance(keys, torch.Tensor):
+            layer.batch_select_indices(rows.to(keys.device))
+
+
+def cache_rows(past: Any, rows: torch.Tensor) -> Any:
+    """A new KV cache holding the given batch rows of ``past``, which is left as it was.
+
+    Only the chosen rows are copied (a deepcopy of the whole cache first would briefly double
+    it: gigabytes for a 7B model), and autograd graphs survive (Debias Tuning trains through it).
+    """
+    out = copy.copy(past)
+    out.layers = [copy.copy(layer) for layer in past.layers]
+    select_rows(out, rows)
+    return out

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 DEVICES = ("auto", "cpu", "cuda")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt", "vocab.txt",
                     "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 
@@ -38,6 +39,7 @@ class LoadOptions:
     use_cache: bool = True
     progress: bool = True
     trust_remote_code: bool = False
+    device_map: str | None = None  # accelerate's placement over several GPUs, e.g. "auto"
 
 
 def cuda_available() -> bool:
@@ -57,6 +59,12 @@ def check_options(opts: LoadOptions) -> None:
     if opts.device == "cuda" and not cuda_available():
         raise AuditUsageError("--device cuda: no CUDA GPU is visible (torch.cuda.is_available() is False). "
                               "Fix: use --device cpu or auto.")
+    if opts.device_map is not None:
+        if opts.device_map not in DEVICE_MAPS:
+            raise AuditUsageError(f"--device-map {opts.device_map}: choose one of {', '.join(DEVICE_MAPS)}.")
+        if opts.device == "cpu":
+            raise AuditUsageError("--device-map spreads a model over GPUs; it means nothing with --device cpu. "
+                                  "Fix: drop one of the two.")
     if opts.load_in_4bit:
         if not cuda_available() or opts.device == "cpu":
             raise AuditUsageError(
@@ -86,15 +94,15 @@ def resolve_dtype(opts: LoadOptions, device: str):
     return getattr(torch, opts.dtype)
 
 
-def auto_batch_size(opts: LoadOptions, device: str, n_params: int) -> int:
+def auto_batch_size(opts: LoadOptions, device: str) -> int:
     if opts.batch_size:
         return opts.batch_size
     if device == "cuda":
-        import torch
+        # The most rows a pass may hold; a causal model's rows per width come from its memory
+        # plan (models/memory.py). Encoders of the masked-LM papers are small.
+        from bias_core.models.memory import MAX_ROWS
 
-        free, _ = torch.cuda.mem_get_info()
-        # Rough: leave room for activations proportional to model size.
-        return int(max(8, min(128, free // max(1, 8 * n_params))))
+        return MAX_ROWS
     # Decoding on CPU is bound by reading all weights once per step: more rows per read pay
     # off (SmolLM2-135M here: 209 new tokens/s at 32 rows, 288 at 64, 329 at 128).
     return 128
@@ -194,15 +202,16 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> CausalLM | MaskedLM:
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
-        kwargs["device_map"] = {"": 0}
+        kwargs["device_map"] = {"": torch.cuda.current_device()}  # this xdist worker's GPU
         fingerprint += ":nf4"
+    if opts.device_map:
+        kwargs["device_map"] = opts.device_map
     with _unreadable_weights(spec, source):
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=opts.trust_remote_code)
         model = _model_class(kind).from_pretrained(source, **kwargs)
-    if not opts.load_in_4bit:
+    if "device_map" not in kwargs:
         model.to(device)
     torch.manual_seed(0)
-    n_params = sum(p.numel() for p in model.parameters())
     common = dict(
         model=model,
         tokenizer=tokenizer,
@@ -210,10 +219,20 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> CausalLM | MaskedLM:
         fingerprint=fingerprint,
         weights_sha256=weights_sha256,
         tokenizer_fingerprint=tokenizer_fingerprint(Path(source)),
-        batch_size=auto_batch_size(opts, device, n_params),
+        batch_size=auto_batch_size(opts, device),
         cache=ResultCache(opts.cache_dir, enabled=opts.use_cache),
         progress=opts.progress,
     )
     if kind == "causal":
-        return CausalLM(**common)
+        return CausalLM(**common, **_gpu_settings(opts, device, model))
     return MaskedLM(kind=kind, **common)
+
+
+def _gpu_settings(opts: LoadOptions, device: str, model) -> dict:
+    """A causal model's GPU throughput settings: the memory plan (unless --batch-size fixes the
+    rows) and when decoding drops finished rows. None on CPU: its batching stays as it was."""
+    if device != "cuda":
+        return {}
+    from bias_core.models.memory import GPU_COMPACT_FRACTION, gpu_plan
+
+    return {"compact_fraction": GPU_COMPACT_FRACTION, "plan": None if opts.batch_size else gpu_plan(model)}

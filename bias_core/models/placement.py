@@ -1,0 +1,61 @@
+"""Where a model runs and in what precision: the GPU each pytest-xdist worker takes, and the
+device and dtype shown in the run header, JUnit and the run's results.json."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+def worker_gpu(worker_id: str | None, n_gpus: int) -> int | None:
+    """The GPU a pytest-xdist worker takes: ``gw0`` the first, ``gw1`` the second, and so on,
+    round robin when there are more workers than GPUs. None outside xdist or without a GPU."""
+    if not worker_id or n_gpus < 1:
+        return None
+    match = re.fullmatch(r"gw(\d+)", worker_id)
+    if match is None:
+        raise ValueError(f"not a pytest-xdist worker id: {worker_id!r} (expected gw0, gw1, ...)")
+    return int(match.group(1)) % n_gpus
+
+
+def take_worker_gpu(worker_id: str | None, opts: Any) -> int | None:
+    """Make this worker's GPU the current one (``-n <number of GPUs>``: one model per GPU).
+    Nothing for CPU runs, or with ``--device-map``, where one model spans the GPUs."""
+    if opts.device == "cpu" or getattr(opts, "device_map", None):
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    index = worker_gpu(worker_id, torch.cuda.device_count())
+    if index is not None:
+        torch.cuda.set_device(index)
+    return index
+
+
+def describe(opts: Any, workers: int = 0) -> dict[str, str]:
+    """{"device": ..., "dtype": ...} a run with these LoadOptions uses, resolved ("auto" never
+    shows): e.g. "cuda:0 (NVIDIA H100 80GB HBM3)" and "bfloat16", or "cpu" and "float32"."""
+    from bias_core.models.loading import resolve_device, resolve_dtype
+
+    device = resolve_device(opts)
+    dtype = str(resolve_dtype(opts, device)).removeprefix("torch.")
+    if getattr(opts, "load_in_4bit", False):
+        dtype = f"nf4 weights, {dtype} compute"
+    if device == "cuda":
+        import torch
+
+        count = torch.cuda.device_count()
+        if getattr(opts, "device_map", None):
+            device = f"cuda ({count} GPU{'s' if count > 1 else ''}, --device-map {opts.device_map})"
+        elif workers > 1 and count > 1:
+            device = f"cuda ({min(workers, count)} GPUs, one per xdist worker)"
+        else:
+            index = torch.cuda.current_device()
+            device = f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+    return {"device": device, "dtype": dtype}
+
+
+def of_model(lm: Any) -> dict[str, str]:
+    """{"device": ..., "dtype": ...} of a loaded model handle."""
+    return {"device": str(lm.device), "dtype": str(lm.model.dtype).removeprefix("torch.")}

@@ -1,0 +1,120 @@
+"""GPU batch sizing from free memory and per-token costs (bias_core/models/memory.py), checked
+with made-up free-memory figures on any machine, and its use by the causal handle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bias_core.models import DecodingConfig
+from bias_core.models.causal import width_batches
+from bias_core.models.memory import GiB, MAX_ROWS, BatchPlan, TokenCosts, plan_for, token_costs
+
+from test_models import PROMPTS, WORDS, ForwardCounter
+
+
+def _llama_config(**kw):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(**kw)
+
+
+LLAMA2_7B = dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+                 num_key_value_heads=32, vocab_size=32000)
+SMOLLM2_135M = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                    num_key_value_heads=3, vocab_size=49152)
+
+
+def test_token_costs_of_llama2_7b_in_bf16_by_hand():
+    costs = token_costs(_llama_config(**LLAMA2_7B), dtype_bytes=2)
+    # keys + values, 32 layers x 32 heads x 128 dims x 2 bytes = 0.5 MiB a token
+    assert costs.kv == 2 * 32 * 32 * 128 * 2 == 524_288
+    # 3 MLP intermediates of 11008, q/k/v/o projections (32 + 2*32 heads x 128, twice), 4 hidden-sized states
+    assert costs.activation == 2 * (3 * 11008 + 2 * 96 * 128 + 4 * 4096) == 147_968
+    assert costs.logits_row == 32000 * (2 + 4 + 4)
+
+
+def test_grouped_query_attention_shrinks_the_kv_cache():
+    costs = token_costs(_llama_config(**SMOLLM2_135M), dtype_bytes=2)
+    assert costs.kv == 2 * 30 * 3 * 64 * 2 == 23_040  # 3 KV heads of 64 dims, not 9
+
+
+def test_a_7b_model_on_an_80gb_gpu_decodes_hundreds_of_rows():
+    """66 GiB free after loading a 7B model in bf16: half of it, 33 GiB, for one decoding batch of
+    32-token prompts plus 64 new tokens. A row holds 96 tokens x (2 x 512 KiB KV + 144.5 KiB
+    activations) + 312.5 KiB of logits = 115,188,224 bytes; 33 GiB / that = 307.6, rounded down
+    to 304 (a multiple of 8). The parameter-count rule gave 8."""
+    plan = plan_for(66 * GiB, token_costs(_llama_config(**LLAMA2_7B), 2))
+    assert plan.budget == 33 * GiB
+    assert plan.rows(32 + 64) == 304
+    assert plan.rows(16) == MAX_ROWS  # short scoring rows: as many as a pass may take
+    assert plan.rows(512 + 64) == 48  # long prompts: fewer rows
+
+
+def test_small_changes_in_free_memory_give_the_same_plan():
+    costs = token_costs(_llama_config(**LLAMA2_7B), 2)
+    assert plan_for(int(66.0 * GiB), costs) == plan_for(int(66.9 * GiB), costs)
+
+
+def test_almost_no_free_memory_still_gives_one_row():
+    plan = plan_for(10 * 2**20, token_costs(_llama_config(**LLAMA2_7B), 2))
+    assert plan.rows(4096) == 1
+
+
+@given(free_gib=st.floats(0.5, 160), tokens=st.integers(1, 4096), kv=st.integers(1, 2**20),
+       act=st.integers(0, 2**18), logits=st.integers(0, 2**22))
+def test_rows_fit_the_budget_and_fall_with_length(free_gib, tokens, kv, act, logits):
+    plan = plan_for(int(free_gib * GiB), TokenCosts(kv, act, logits))
+    rows = plan.rows(tokens)
+    per_row = tokens * (2 * kv + act) + logits
+    assert 1 <= rows <= MAX_ROWS
+    assert rows == 1 or rows * per_row <= plan.budget
+    assert plan.rows(tokens + 1) <= rows
+    assert plan_for(int(2 * free_gib * GiB), TokenCosts(kv, act, logits)).rows(tokens) >= rows
+
+
+def test_width_batches_take_the_rows_that_fit_each_width():
+    lengths = [3, 4, 9, 10, 11, 12, 1, 2, 2, 2]
+    batches = width_batches(lengths, batch_size=100, multiple=4, rows_for_width=lambda width: 12 // width)
+    for batch in batches:
+        widths = {-(-lengths[i] // 4) * 4 for i in batch}
+        assert len(widths) == 1 and len(batch) <= 12 // widths.pop()
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert width_batches(lengths, 100, 4) == width_batches(lengths, 100, 4, lambda width: 1000)
+
+
+def test_a_plan_changes_the_batches_not_the_results(tiny_lm):
+    """The rows a plan allows split the work into more passes; continuations stay identical and
+    scores within the documented 1e-5 (each row is padded by its own length)."""
+    free = tiny_lm.word_probs(PROMPTS, WORDS), tiny_lm.generate(PROMPTS, DecodingConfig(max_new_tokens=8))
+    counter = ForwardCounter(tiny_lm.model)
+    tiny_lm.word_probs(PROMPTS, WORDS)
+    passes_free = counter.reset()
+    tiny_lm.plan = BatchPlan(budget=3 * (16 * 2 + 1), costs=TokenCosts(kv=1, activation=0, logits_row=1))
+    planned = tiny_lm.word_probs(PROMPTS, WORDS), tiny_lm.generate(PROMPTS, DecodingConfig(max_new_tokens=8))
+    assert counter.reset() > passes_free
+    np.testing.assert_allclose(planned[0], free[0], rtol=1e-5, atol=0)
+    assert planned[1] == free[1]
+
+
+def test_cuda_auto_batch_comes_from_the_plan_and_batch_size_overrides_it(monkeypatch):
+    from bias_core.models.loading import LoadOptions, _gpu_settings, auto_batch_size
+
+    assert auto_batch_size(LoadOptions(), "cpu") == 128
+    assert auto_batch_size(LoadOptions(), "cuda") == MAX_ROWS
+    assert auto_batch_size(LoadOptions(batch_size=48), "cuda") == 48
+    assert _gpu_settings(LoadOptions(), "cpu", None) == {}
+    monkeypatch.setattr("bias_core.models.memory.gpu_plan", lambda model: "the plan")
+    assert _gpu_settings(LoadOptions(), "cuda", None) == {"compact_fraction": 0.25, "plan": "the plan"}
+    assert _gpu_settings(LoadOptions(batch_size=48), "cuda", None)["plan"] is None
+
+
+@pytest.mark.gpu
+def test_gpu_plan_reads_this_gpu(tiny_model_dir, pytestconfig):
+    from conftest import load_tiny, usable_device
+
+    usable_device(pytestconfig, "cuda")
+    lm = load_tiny(tiny_model_dir, "cuda")
+    assert lm.plan is not None and lm.plan.budget >= GiB // 4 and lm.compact_fraction == 0.25
