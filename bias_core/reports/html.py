@@ -96,9 +96,12 @@ def _fmt_time(v: Any) -> str:
 # ----- run details ------------------------------------------------------------------------------
 _META_SKIP = {"model", "run_id", "started", "finished", "seed", "argv", "versions", "complete", "n_results",
               "strict", "partial_reason", "exitstatus"}
+_META_FIRST = {"device", "dtype", "lexicon"}
 
 
-def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], banner: Banner) -> list[tuple[str, str]]:
+def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+               banner: Banner) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(what a reader needs first, the rest: paths, command, versions and any other run info key)."""
     models = sorted({str(r.get("model")) for r in rows if r.get("model")})
     model = run_info.get("model") or ", ".join(models) or "—"
     run_ids = sorted({str(r.get("run_id")) for r in rows if r.get("run_id")})
@@ -119,20 +122,21 @@ def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], b
         items.append(("pytest exit status", str(run_info["exitstatus"])))
     if "seed" in run_info:
         items.append(("Seed", str(run_info["seed"])))
+    more: list[tuple[str, str]] = []
     for k in sorted(k for k in run_info if k not in _META_SKIP):
         v = run_info[k]
         if isinstance(v, (dict, list, tuple)):
             v = json.dumps(jsonable(v), sort_keys=True, ensure_ascii=False)
-        items.append((str(k).replace("_", " ").capitalize(), str(v)))
+        (items if k in _META_FIRST else more).append((str(k).replace("_", " ").capitalize(), str(v)))
     argv = run_info.get("argv")
     if argv:
-        items.append(("Command", " ".join(map(str, argv)) if isinstance(argv, (list, tuple)) else str(argv)))
+        more.append(("Command", " ".join(map(str, argv)) if isinstance(argv, (list, tuple)) else str(argv)))
     versions = run_info.get("versions")
     if isinstance(versions, Mapping) and versions:
-        items.append(("Versions", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))))
+        more.append(("Versions", ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))))
     elif versions:
-        items.append(("Versions", str(versions)))
-    return items
+        more.append(("Versions", str(versions)))
+    return items, more
 
 
 # ----- banner -----------------------------------------------------------------------------------
@@ -378,7 +382,7 @@ main{max-width:1200px;margin:0 auto;padding:16px 20px 48px}
 h1{font-size:20px;margin:0 0 6px}h2{font-size:18px;margin:28px 0 10px;border-bottom:1px solid var(--line);padding-bottom:4px}
 a{color:#1a5fb4;text-decoration:none}a:hover{text-decoration:underline}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px;overflow-wrap:anywhere}
-.note,.src{color:var(--muted);font-size:12px}
+.note,.src{color:var(--muted);font-size:12px;overflow-wrap:anywhere}
 .banner{border-radius:8px;padding:14px 18px;margin:0 0 12px;border:2px solid;background:#fff}
 .banner .headline{font-size:24px;font-weight:800;margin:0 0 6px;letter-spacing:.2px}
 .banner-blocked{border-color:var(--fail);background:#fdf0f0}.banner-blocked .headline{color:var(--fail)}
@@ -432,7 +436,8 @@ tr.row-skipped{color:#6b7280}
 .delta-worse{color:var(--fail)}.delta-better{color:var(--pass)}
 details{background:#fff;border:1px solid var(--line);border-radius:8px;margin:8px 0;padding:6px 12px}
 summary{cursor:pointer;font-weight:600}
-details.legend{font-size:13px}
+details.legend,details.more{font-size:13px}
+details.more{border:0;padding:0;margin:6px 0 0}
 dl.scales{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 12px;margin:6px 0}
 dl.scales dd{margin:0;color:#3d4652}
 .chart-grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,520px),1fr));gap:12px;align-items:start}
@@ -449,11 +454,14 @@ footer{color:var(--muted);font-size:12px;margin-top:32px}
 @media (max-width:700px){
  main{padding:10px 10px 32px}
  .banner{padding:10px 12px}.banner .headline{font-size:20px}
- .secondary{display:none}
+ .secondary,table.results td.secondary,table.results th.secondary{display:none}
  table.results,table.results tbody,table.results tr,table.results td,
  table.examples,table.examples tbody,table.examples tr,table.examples td{display:block;width:auto;max-width:none}
  table.results thead,table.examples thead{display:none}
- table.results tr{display:flex;flex-wrap:wrap;gap:2px 12px;border-bottom:1px solid var(--line);padding:6px 8px}
+ table.results tr{display:flex;flex-wrap:wrap;gap:2px 12px;border-bottom:1px solid var(--line);padding:6px 8px 6px 12px}
+ table.results tr td:first-child{box-shadow:none}
+ tr.row-fail{box-shadow:inset 4px 0 var(--fail)}tr.row-error{box-shadow:inset 4px 0 var(--err)}
+ tr.row-inconclusive{box-shadow:inset 4px 0 var(--inc)}
  table.results td{border:0;padding:0;text-align:left}
  table.results td.c-test{flex:1 1 100%;max-width:none}
  table.results td.c-verdict{order:-1;flex:1 1 100%}
@@ -464,8 +472,8 @@ footer{color:var(--muted);font-size:12px;margin-top:32px}
  table.kv thead{display:none}
  table.kv tr{border-bottom:1px solid #e2e2e2}
  table.kv th,table.kv td{border:0}
- dl.meta,dl.scales{grid-template-columns:minmax(0,1fr)}
- dl.meta dd,dl.scales dd{margin-bottom:4px}
+ dl.meta{grid-template-columns:minmax(0,auto) minmax(0,1fr);gap:2px 8px}
+ dl.scales{grid-template-columns:minmax(0,1fr)}dl.scales dd{margin-bottom:4px}
 }
 @page{size:A4;margin:12mm}
 @media print{
@@ -510,7 +518,7 @@ def render_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] |
         anchors_by_test.setdefault(str(r.get("test_id") or r.get("nodeid") or "?"), anchors[i])
 
     banner = banner_for_run(rows, run_info)
-    meta = _meta_rows(run_info, rows, banner)
+    meta, more_meta = _meta_rows(run_info, rows, banner)
     model = meta[0][1]
     counts = {v: sum(1 for r in rows if _verdict(r) == v) for v in VERDICTS}
     if generated is None:
@@ -522,7 +530,10 @@ def render_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] |
 
     examples = {i: _example_html(r, anchors[i]) for i, r in enumerate(rows)}
     examples = {i: h for i, h in examples.items() if h}
-    meta_html = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in meta)
+    meta_html = '<dl class="meta">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in meta) + "</dl>"
+    if more_meta:
+        meta_html += ('<details class="more"><summary>More run details</summary><dl class="meta">'
+                      + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in more_meta) + "</dl></details>")
 
     parts = [
         "<!DOCTYPE html>",
@@ -532,7 +543,7 @@ def render_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] |
         f"<style>{CSS}</style></head><body><main>",
         _banner_html(banner, anchors_by_test),
         f'<header class="card"><h1>Gender-bias audit: {esc(model)}</h1>',
-        f'<dl class="meta">{meta_html}</dl></header>',
+        f"{meta_html}</header>",
         '<nav><a href="#results">Results</a><a href="#how">How verdicts work</a><a href="#charts">Charts</a>'
         '<a href="#examples">Most biased examples</a>'
         + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t, _ in extra_sections)
