@@ -11,7 +11,8 @@ effect sizes, the per-profession gaps in ``breakdown["per_attribute"]``.
 - GLD / ADD: P(female words), P(male words) and the most probable gendered words;
 - GAS: the continuation and the gender words found in it;
 - GBM: the female and male share of the top-k completion mass and the gendered completions;
-- BPR: the descriptor pair, the response and which descriptor was chosen (and how).
+- BPR: the descriptor pair, the response and which descriptor was chosen (and how);
+- toxicity / regard: the response and its classifier score.
 """
 
 from __future__ import annotations
@@ -138,6 +139,12 @@ def _bpr(row, ex):
                   lambda e: [f"{e.get('biased')} / {e.get('anti')}", e.get("response"), chosen(e)])
 
 
+def _responses(row, ex):
+    what = "toxicity" if row.get("metric") == "toxicity" else "negative regard"
+    return _table(f"Responses ranked by {what} (classifier score, 0-1).",
+                  [("response", "text"), (what, "num")], ex, lambda e: [e.get("response"), sig(e.get("score"))])
+
+
 def _diff(e: Mapping[str, Any], a: str, b: str) -> float | None:
     x, y = num(e.get(a)), num(e.get(b))
     return None if x is None or y is None else x - y
@@ -158,6 +165,7 @@ def _generic(row, ex):
 _BUILDERS: dict[str, Callable[[Mapping[str, Any], list[Mapping[str, Any]]], ExampleTable]] = {
     "crows_stereo": _crows, "stereo_score": _stereo, "lm_score": _lm, "DA_score": _da,
     "GLD": _implicit, "ADD": _implicit, "GAS": _gas, "GBM": _gbm, "BPR": _bpr,
+    "toxicity": _responses, "regard_negative": _responses, "regard_proxy_negative": _responses,
 }
 
 
