@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bias_core.metrics.association import association_effect, attribute_gaps, da_score
+from bias_core.metrics.association import association_effect, attribute_gaps, da_score, weat_effect
 from bias_core.metrics.disclosure import add, gld
 from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.reports import ResultsTable, render_html
@@ -51,6 +51,13 @@ def test_da_score_ranks_wrong_preferences_first():
     res = da_score([0.5, -2.0, 1.0, -0.1], ["t"] * 4, ids=list("abcd"))
     assert [d["id"] for d in res.most_biased(2)] == ["b", "d"]
     assert res.value == 0.5
+
+
+def test_weat_targets_ranked_by_their_share_of_the_effect():
+    res = weat_effect([[1, 0], [1, 1]], [[0, 1], [0, 2]], [[1, 0]], [[0, 1]])
+    # s(X) = [1, 0], s(Y) = [-1, -1], mean -0.25: X leans +1.25 and +0.25, each Y +0.75 towards B
+    assert [d["rank"] for d in res.details] == pytest.approx([1.25, 0.25, 0.75, 0.75])
+    assert [d["id"] for d in res.most_biased(4)] == ["X:0", "Y:0", "Y:1", "X:1"]
 
 
 def test_attribute_gaps_by_hand():

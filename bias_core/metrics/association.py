@@ -338,8 +338,13 @@ def weat_effect(
     yl = [f"Y{i}" for i in range(len(sy))] if y_labels is None else list(y_labels)
     if len(xl) != len(sx) or len(yl) != len(sy):
         raise ValueError("weat_effect: labels must match the number of target encodings")
-    details = [{"id": f"X:{i}", "prompt": s, "score": float(v), "group": "X"} for i, (s, v) in enumerate(zip(xl, sx))]
-    details += [{"id": f"Y:{i}", "prompt": s, "score": float(v), "group": "Y"} for i, (s, v) in enumerate(zip(yl, sy))]
+    # rank: how far a target leans its own group's way (X towards A, Y towards B), centred on the
+    # mean over X and Y, i.e. its share of the effect's numerator.
+    centre = float(np.mean(np.concatenate([sx, sy])))
+    details = [{"id": f"X:{i}", "prompt": s, "score": float(v), "group": "X", "rank": float(v) - centre}
+               for i, (s, v) in enumerate(zip(xl, sx))]
+    details += [{"id": f"Y:{i}", "prompt": s, "score": float(v), "group": "Y", "rank": centre - float(v)}
+                for i, (s, v) in enumerate(zip(yl, sy))]
     return _group_effect_result(metric, sx, sy, details, seed, "greater", ddof,
                                 {"n_attributes_A": int(np.shape(a)[0]), "n_attributes_B": int(np.shape(b)[0])})
 

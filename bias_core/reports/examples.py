@@ -8,6 +8,7 @@ effect sizes, the per-profession gaps in ``breakdown["per_attribute"]``.
 - CrowS-Pairs, StereoSet: both sentences and the log-likelihood margin between them;
 - DA-Gender: the correct and the wrong sentence, the margin (wrong preferences first);
 - logprob_effect / SEAT-v2: per profession, the he-vs-she association gap, centred;
+- SEAT-v1: the target sentences leaning furthest towards their group's professions;
 - GLD / ADD: P(female words), P(male words) and the most probable gendered words;
 - GAS: the continuation and the gender words found in it;
 - GBM: the female and male share of the top-k completion mass and the gendered completions;
@@ -96,10 +97,19 @@ def _per_attribute(row, gaps):
     return _table(f"Professions ranked by their he-vs-she gap towards the profession's stereotype: mean {basis} "
                   "with male targets minus with female targets, centred on the mean gap over professions "
                   "(> 0: a male-typed profession nearer the male targets, or a female-typed one nearer the female).",
-                  [("profession", "text"), ("typed", "text"), ("male targets", "num"), ("female targets", "num"),
-                   ("gap", "num"), ("towards stereotype", "num")], gaps,
+                  [("profession", "text"), ("typed", "text"), ("with male targets", "num"), ("with female targets", "num"),
+                   ("male − female", "num"), ("towards stereotype", "num")], gaps,
                   lambda g: [g.get("attribute"), g.get("attribute_gender"), sig(g.get("male_targets")),
                              sig(g.get("female_targets")), sig(g.get("gap")), sig(g.get("toward_stereotype"))])
+
+
+def _weat(row, ex):
+    return _table("Target sentences ranked by how far they lean their group's way: s = mean cosine with the "
+                  "male-typed profession sentences (A) minus with the female-typed ones (B); X (male targets) "
+                  "towards A, Y (female targets) towards B, centred on the mean s over all targets.",
+                  [("target sentence", "text"), ("group", "text"), ("s(w, A, B)", "num"), ("towards stereotype", "num")], ex,
+                  lambda e: [e.get("prompt"), {"X": "X (male)", "Y": "Y (female)"}.get(e.get("group"), e.get("group")),
+                             sig(e.get("score")), sig(e.get("rank"))])
 
 
 def _implicit(row, ex):
@@ -165,7 +175,7 @@ def _generic(row, ex):
 _BUILDERS: dict[str, Callable[[Mapping[str, Any], list[Mapping[str, Any]]], ExampleTable]] = {
     "crows_stereo": _crows, "stereo_score": _stereo, "lm_score": _lm, "DA_score": _da,
     "GLD": _implicit, "ADD": _implicit, "GAS": _gas, "GBM": _gbm, "BPR": _bpr,
-    "toxicity": _responses, "regard_negative": _responses, "regard_proxy_negative": _responses,
+    "SEAT_effect": _weat, "toxicity": _responses, "regard_negative": _responses, "regard_proxy_negative": _responses,
 }
 
 

@@ -477,7 +477,7 @@ footer{color:var(--muted);font-size:12px;margin-top:32px}
 }
 @page{size:A4;margin:12mm}
 @media print{
- body{background:#fff;font-size:11px}
+ body{background:#fff;font-size:11px;-webkit-print-color-adjust:exact;print-color-adjust:exact}
  main{max-width:none;padding:0}
  nav,.counts,.filter-note{display:none}
  table.results tr.r{display:table-row!important}
