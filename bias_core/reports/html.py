@@ -232,7 +232,7 @@ def _scale_legend(rows: Sequence[Mapping[str, Any]]) -> str:
     if not scales:
         return ""
     items = "".join(f"<dt><code>{esc(m)}</code></dt><dd>{esc(s)}</dd>" for m, s in scales.items())
-    return f'<details class="legend" open><summary>Scales of the metrics</summary><dl class="scales">{items}</dl></details>'
+    return f'<details class="legend"><summary>Scales of the metrics</summary><dl class="scales">{items}</dl></details>'
 
 
 def _results_section(rows, anchors, has_examples, comp, counts) -> str:
