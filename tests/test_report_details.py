@@ -219,3 +219,9 @@ def test_render_rebuilds_the_report_from_results_json(tmp_path, capsys):
     assert "PASSED: the gate passed" in (tmp_path / "x.html").read_text()
     assert render_main([str(tmp_path / "nowhere")]) == 2
     assert "no results.json" in capsys.readouterr().err
+
+
+def test_seat_v2_rows_without_profession_gaps_fall_back_to_the_generic_table():
+    t = example_table({"metric": "SEAT_effect", "examples": [{"id": "s", "prompt": "My son, the plumber.", "score": 0.98,
+                                                              "target": "son"}]})
+    assert [c.title for c in t.columns] == ["id", "prompt", "score", "target"]

@@ -104,6 +104,8 @@ def _per_attribute(row, gaps):
 
 
 def _weat(row, ex):
+    if not all(e.get("group") in ("X", "Y") for e in ex):  # SEAT-v2 rows recorded without profession gaps
+        return _generic(row, ex)
     return _table("Target sentences ranked by how far they lean their group's way: s = mean cosine with the "
                   "male-typed profession sentences (A) minus with the female-typed ones (B); X (male targets) "
                   "towards A, Y (female targets) towards B, centred on the mean s over all targets.",
