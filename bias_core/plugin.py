@@ -561,17 +561,9 @@ class _Reporter:
 
     def _mitigation_sections(self) -> list[tuple[str, str, str]]:
         """The papers' Tables 1-3 layout (methods x probe groups x GAS/GLD/ADD), as CSV and HTML."""
-        cells = mitigation_cells(self.table.rows)
-        if not cells:
-            return []
-        from bias_core.mitigation.results_table import mitigation_table, table_html, write_table_csv
+        from bias_core.reports.render import mitigation_sections
 
-        frame = mitigation_table(cells)
-        write_table_csv(frame, Path(self.run["run_dir"]) / "mitigation_table.csv")
-        note = ('<p class="note">Mean GAS, GLD and ADD per probe group (template, naturally sourced, '
-                "LLM-generated) for the original model and each mitigation, on the same items; also in "
-                "<code>mitigation_table.csv</code>. Significance of each change: the mitigation rows above.</p>")
-        return [("mitigation", "Mitigation results", note + table_html(frame))]
+        return mitigation_sections(self.table.rows, Path(self.run["run_dir"]) / "mitigation_table.csv")
 
     def _drop_auto_junit(self) -> None:
         # Its "generated xml file" line would point at the folder just removed.
@@ -585,12 +577,17 @@ class _Reporter:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
         if self.table is None:
             return
-        inconclusive = [r for r in self.table.rows if r.get("verdict") == INCONCLUSIVE]
-        if inconclusive:
-            terminalreporter.section("inconclusive audits (CI straddles the threshold)", yellow=True)
-            for r in inconclusive:
-                terminalreporter.line(f"INCONCLUSIVE {r['test_id']}: {r['value']:.4f} [{r['ci_low']:.4f}, {r['ci_high']:.4f}] "
-                                      f"vs {r['direction']} {r['limit']} ({r['gate_source']})")
+        from bias_core.reports.banner import BLOCKED, PASSED, banner_for_run
+
+        try:  # the run info as written (complete, partial_reason), so terminal and files agree
+            run = json.loads(self.table.json_path.read_text(encoding="utf-8"))["run"]
+        except (OSError, ValueError, KeyError):
+            run = self.table.run_info
+        banner = banner_for_run(self.table.rows, run)
+        color = {BLOCKED: "red", PASSED: "green"}.get(banner.status, "yellow")
+        terminalreporter.write_sep("=", banner.headline, bold=True, **{color: True})
+        for line in banner.lines[1:]:
+            terminalreporter.line(line)
         run_dir = Path(self.run["run_dir"])
         try:
             shown = os.path.relpath(run_dir)

@@ -99,7 +99,7 @@ def test_gas_hand_example():
     assert res.n == 4
     assert [d["score"] for d in res.details] == [0.0, 1.0, 1.0, 0.0]
     assert res.details[1] == {
-        "id": "b", "prompt": "p2", "score": 1.0, "continuation": "She's a nurse.", "matched": ["she"],
+        "id": "b", "prompt": "p2", "score": 1.0, "continuation": "She's a nurse.", "matched": ["she"], "rank": 1.0,
     }
     assert res.details[2]["matched"] == ["young man"]
     assert res.ci_low <= 0.5 <= res.ci_high

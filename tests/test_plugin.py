@@ -57,6 +57,12 @@ def test_pass_fail_inconclusive_follow_thresholds(audit_dir):
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*1 failed*1 passed*1 inconclusive*"])
     result.stdout.fnmatch_lines(["*INCONCLUSIVE template-color-GLD*", "*audit report: reports/*"])
+    # the summary opens with the report's verdict banner ("?" stands for the brackets fnmatch reads as a set)
+    result.stdout.fnmatch_lines(["*= BLOCKED: 1 gate failed =*",
+                                 "  FAIL template-hobby-GLD: 0.5, 95% CI ?0.4, 0.6?, limit ≤ 0.3, n = 40",
+                                 "  INCONCLUSIVE template-color-GLD: 0.3, 95% CI ?0.25, 0.35?, limit ≤ 0.3, n = 40; *",
+                                 "Inconclusive gates do not block this run; --strict-gates would make them block.",
+                                 "Tests: 1 passed, 1 failed, 1 inconclusive."])
     result.stdout.fnmatch_lines(["*FAIL: GLD on template-hobby = 0.5000*"])
 
 
@@ -64,6 +70,7 @@ def test_strict_turns_inconclusive_into_failure(audit_dir):
     result = audit_dir.runpytest("-p", "no:cacheprovider", "--strict-gates")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*INCONCLUSIVE (--strict)*template-color*"])
+    result.stdout.fnmatch_lines(["*= BLOCKED: 1 gate failed, 1 gate inconclusive (--strict-gates) =*"])
 
 
 def test_reports_written_with_junit_properties(audit_dir):

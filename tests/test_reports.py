@@ -230,7 +230,7 @@ def test_html_contains_tests_and_header(report_html):
     for r in three_rows() + [SKIPPED]:
         assert r["test_id"] in report_html
     assert "run-1" in report_html and "tiny" in report_html and "2024-05-01" in report_html
-    assert "Most biased prompts" in report_html
+    assert "Most biased examples" in report_html
     assert "ADD itself (not log)" in report_html  # scale next to the value
     assert "≤" in report_html and "thresholds.toml [metric.GLD]" in report_html
 
@@ -238,7 +238,7 @@ def test_html_contains_tests_and_header(report_html):
 def test_html_verdict_classes(report_html):
     for v in ("pass", "fail", "inconclusive", "skipped"):
         assert f'class="verdict verdict-{v}"' in report_html
-        assert f'class="count verdict-{v}"><b>1</b>' in report_html
+        assert f'class="count verdict-{v}" href="#show-{v}"><b>1</b>' in report_html
     assert "verdict.verdict-inconclusive{" in report_html  # styled distinctly
 
 
@@ -250,7 +250,8 @@ def test_html_has_inline_svg_per_metric(report_html):
 def test_html_escapes_prompts(report_html):
     assert "<script>" not in report_html
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; co" in report_html
-    assert "&lt;/td&gt;&lt;b&gt;" in report_html
+    gas = make_row("template-color", "GAS", examples=[{"id": "e", "prompt": "p", "continuation": "</td><b>", "score": 1.0}])
+    assert "&lt;/td&gt;&lt;b&gt;" in render_html([gas], RUN_INFO)
 
 
 def test_html_is_self_contained(report_html):
@@ -304,7 +305,7 @@ def test_breakdowns_and_extra_sections_are_rendered_escaped():
            "breakdown": {"positive": {"male": 0.25, "female": 0.5},
                          "top_templates": [{"prompt": "The <b>hero</b> was a", "share": 0.75}]}}
     html = render_html([row], {"model": "m"}, extra_sections=[("mitigation", "Mitigation <table>", "<p>T</p>")])
-    assert '<section id="breakdowns">' in html and "p = 0.0123" in html
+    assert '<section id="breakdowns">' in html and "p = 0.012" in html
     assert "<th>male</th><td>0.25</td>" in html
     assert "The &lt;b&gt;hero&lt;/b&gt; was a" in html and "<b>hero</b>" not in html
     assert '<section id="mitigation"><h2>Mitigation &lt;table&gt;</h2><p>T</p></section>' in html

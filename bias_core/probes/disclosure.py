@@ -114,7 +114,8 @@ def natural_probe(which: str, data_dir: Path | None) -> Probe:
 def natural_default_probe() -> Probe:
     path = project_data("natural_default_predicates.txt")
     return Probe("natural-default", "1", _natural_items("natural-default", read_lines(path)),
-                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0", "loaded_from": "project data"})
+                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0", "loaded_from": "project data",
+                  "stand_in": "project-written neutral predicates standing in for the paper's STS-B/SNLI sets"})
 
 
 def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:

@@ -171,7 +171,8 @@ def load_project_pairset(group: int) -> PairSet:
     path = project_data(f"genderpair_pairset_group{group}.json")
     rows = json.loads(path.read_text(encoding="utf-8"))
     return parse_pairset(rows, group, {"source": "written by the project (bias_core/data/GENDERPAIR.md), not the paper's pair set",
-                                       "licence": "Apache-2.0", "loaded_from": "project data", "kind": "project"})
+                                       "licence": "Apache-2.0", "loaded_from": "project data", "kind": "project",
+                                       "stand_in": "the project-written GenderPair set, not the paper's descriptors"})
 
 
 def load_pairset(group: int, data_dir: Path | None = None, source: str = "auto") -> PairSet:
@@ -427,7 +428,8 @@ def robustness_probe(data_dir: Path | None = None, n: int | None = None, seed: i
     items = [p.to_item() for v in names for p in with_variant(base, known[v])]
     return Probe("genderpair-robustness", "1", tuple(items),
                  {"source": f"{PAPER}, Sec. 5.4.1 (robustness to prompt structure)", "pair_sets": "+".join(sorted(kinds)),
-                  "variants": ",".join(names), "items_per_variant": str(len(base)), "seed": str(seed)})
+                  "variants": ",".join(names), "items_per_variant": str(len(base)), "seed": str(seed),
+                  **({"stand_in": "the project-written GenderPair set, not the paper's descriptors"} if "project" in kinds else {})})
 
 
 def prompt_from_item(item: ProbeItem) -> GenderPairPrompt:

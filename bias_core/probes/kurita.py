@@ -134,7 +134,8 @@ def run_logprob_effect(lm, probe: Probe, seed: int = 0) -> MetricResult:
     metas = [it.meta for it in probe.items]
     result = association_effect(
         "logprob_effect", values, [m["target"] for m in metas], [m["target_gender"] for m in metas],
-        [m["profession_gender"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed)
+        [m["profession_gender"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed,
+        attributes=[m["profession"] for m in metas])
     basis = "log P(target|attribute)/P(target|attribute masked)" if lm.kind in MASKED_KINDS else "log P(sentence) (causal)"
     result.breakdown["association"] = basis
     return result

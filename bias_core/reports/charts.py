@@ -27,6 +27,8 @@ VERDICT_COLORS = {
     "error": "#6a1b9a",
     "skipped": "#8a8a8a",
 }
+#: Marker shapes, so verdicts differ by shape as well as colour.
+VERDICT_MARKERS = {"pass": "o", "fail": "X", "inconclusive": "D", "error": "s", "skipped": "o"}
 OTHER_COLOR = "#455a64"
 THRESHOLD_COLOR = "#37474f"
 FAIL_ZONE_COLOR = "#c62828"
@@ -78,7 +80,7 @@ def metric_chart_svg(metric: str, rows: Sequence[Mapping[str, Any]], *, salt: st
     pad = span * 0.08 if span > 0 else max(abs(hi) * 0.1, 0.05)
     xmin, xmax = lo - pad, hi + pad
 
-    fig = Figure(figsize=(7.6, 1.15 + 0.36 * n), dpi=100)
+    fig = Figure(figsize=(6.0, 1.0 + 0.34 * n), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     verdicts_seen: list[str] = []
     any_threshold = False
@@ -117,39 +119,41 @@ def metric_chart_svg(metric: str, rows: Sequence[Mapping[str, Any]], *, salt: st
         xerr = None
         if cl is not None and ch is not None:
             xerr = [[max(v - cl, 0.0)], [max(ch - v, 0.0)]]
-        marker = "D" if verdict == "inconclusive" else "o"
+        marker = VERDICT_MARKERS.get(verdict, "o")
         ax.errorbar([v], [i], xerr=xerr, fmt=marker, color=color, ecolor=color,
-                    elinewidth=2, capsize=4, markersize=6, zorder=3)
+                    elinewidth=2, capsize=4, markersize=8 if marker == "X" else 6, zorder=3)
 
     ax.set_xlim(xmin, xmax)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_yticks(range(n))
-    ax.set_yticklabels([_label(r, several_models) for r in rows], fontsize=9)
-    scales = {str(r.get("scale") or "") for r in rows}
-    xlabel = metric if len(scales) != 1 or not next(iter(scales)) else f"{metric} ({next(iter(scales))})"
-    ax.set_xlabel(xlabel, fontsize=9)
-    ax.tick_params(axis="x", labelsize=8)
+    ax.set_yticklabels([_label(r, several_models) for r in rows], fontsize=10)
+    # The axis says only what is plotted; the scale's description goes in the HTML caption.
+    ax.set_xlabel(metric, fontsize=10)
+    ax.tick_params(axis="x", labelsize=9)
     ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
     handles: list[Any] = [
-        Line2D([], [], color=VERDICT_COLORS.get(v, OTHER_COLOR), marker="D" if v == "inconclusive" else "o",
+        Line2D([], [], color=VERDICT_COLORS.get(v, OTHER_COLOR), marker=VERDICT_MARKERS.get(v, "o"),
                ls="", label=v or "?")
         for v in verdicts_seen
     ]
     if any_threshold:
         handles.append(Line2D([], [], color=THRESHOLD_COLOR, ls=(0, (3, 2)), label="threshold"))
         handles.append(Patch(color=FAIL_ZONE_COLOR, alpha=0.15, lw=0, label="fails beyond"))
-    ax.legend(handles=handles, fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0),
+    ax.legend(handles=handles, fontsize=9, loc="lower left", bbox_to_anchor=(0.0, 1.0),
               ncol=len(handles), frameon=False, borderaxespad=0.2, handletextpad=0.3,
               columnspacing=1.0)
-    fig.tight_layout()
+    fig.tight_layout()  # the axes fill the width, so every chart shows its text at the same scale
 
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": salt or f"bias-core-{metric}", "svg.fonttype": "none"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None})
+    # Text stays text; DejaVu Sans (what the tight box is measured with) or Verdana, its metric twin.
+    with matplotlib.rc_context({"svg.hashsalt": salt or f"bias-core-{metric}", "svg.fonttype": "none",
+                                "font.sans-serif": ["DejaVu Sans", "Verdana"]}):
+        # A tight box too: the legend above the axes and long labels are never cut at the edge.
+        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight", pad_inches=0.04)
     return _inline_svg(buf.getvalue())
 
 
@@ -168,4 +172,12 @@ def _inline_svg(svg: str) -> str:
         return tag[:-1] + ' class="chart" role="img" preserveAspectRatio="xMinYMin meet">'
 
     svg = re.sub(r"<svg\b[^>]*>", fix_root, svg, count=1)
-    return svg.strip()
+    # Inside tags only (never text): 2 decimals are 1/100 px, and whitespace collapses; this
+    # halves the report's size.
+    svg = re.sub(r"<[^>]+>", lambda m: _TAG_NUMBER.sub(r"\1", re.sub(r"\s+", " ", m.group(0))), svg)
+    # Group ids ("figure_1", "axes_1") repeat in every chart of a page and nothing refers to them.
+    svg = re.sub(r'<g id="[^"]*">', "<g>", svg)
+    return re.sub(r">\s+<", "><", svg).strip()
+
+
+_TAG_NUMBER = re.compile(r"(\d\.\d{2})\d+")

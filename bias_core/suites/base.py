@@ -40,7 +40,12 @@ class Suite:
     def result(self, probe_name: str, metric: str) -> MetricResult:
         key = (probe_name, metric)
         if key not in self._results:
-            self._results[key] = self.compute(probe_name, metric)
+            result = self.compute(probe_name, metric)
+            # Where the items came from, so a report can flag a stand-in data set beside the verdict.
+            provenance = getattr(self._probes.get(probe_name), "provenance", None)
+            if isinstance(provenance, dict) and provenance:
+                result.breakdown.setdefault("data", {str(k): str(v) for k, v in provenance.items()})
+            self._results[key] = result
         return self._results[key]
 
     def load_probe(self, name: str) -> Any:

@@ -42,4 +42,5 @@ class DisclosureAudit(Suite):
         probs = self.lm.word_probs(prompts, words, desc=f"{probe.name}: next-word probabilities")
         p_female, p_male = probs[:, : len(FEMALE_WORDS)], probs[:, len(FEMALE_WORDS) :]
         fn = {"GLD": m.gld, "ADD": m.add}[metric]
-        return fn(p_female, p_male, ids=probe.ids, prompts=prompts, seed=self.seed)
+        return fn(p_female, p_male, ids=probe.ids, prompts=prompts, seed=self.seed,
+                  female_words=FEMALE_WORDS, male_words=MALE_WORDS)

@@ -1,0 +1,174 @@
+"""The verdict banner: one answer to "may this model ship?", as plain text.
+
+A pure function of the result rows, the run's strictness and whether the run finished, shared by
+the HTML report, the terminal summary and any other summary (Markdown): no HTML here.
+
+The answer:
+
+- **BLOCKED** when a gate failed, a test errored, or (with ``--strict-gates``) a gate is
+  inconclusive: the headline counts what blocks ("BLOCKED: 2 gates failed").
+- **NOT DECIDED** when nothing blocks but the run cannot be called a pass: the run did not finish
+  (INCOMPLETE RUN), a gate is inconclusive without ``--strict-gates`` (pytest then exits 0, but
+  the evidence did not decide), or no gate was evaluated at all.
+- **PASSED** when every evaluated gate passed in a finished run.
+
+An unfinished run says "INCOMPLETE RUN" in every case: tests that did not run may have failed.
+Below the headline, one line per failed, errored and inconclusive test; an inconclusive line
+says what would decide it: how far the CI must move and about how many times the items that
+takes if the value holds and the CI narrows as 1/sqrt(n) (an estimate, not a promise).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bias_core.reports.fmt import ci_text, gate_text, num, passing_range, sig
+
+BLOCKED = "BLOCKED"
+PASSED = "PASSED"
+NOT_DECIDED = "NOT DECIDED"
+INCOMPLETE = "INCOMPLETE RUN"
+_TALLY = (("pass", "passed"), ("fail", "failed"), ("inconclusive", "inconclusive"), ("error", "errored"),
+          ("skipped", "skipped"))
+
+
+@dataclass(frozen=True)
+class BannerItem:
+    """One failed, errored or inconclusive test: its verdict, id and a one-line explanation."""
+
+    verdict: str
+    test_id: str
+    detail: str
+
+    def text(self) -> str:
+        return f"{self.verdict.upper()} {self.test_id}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Banner:
+    status: str                       # BLOCKED, PASSED or NOT DECIDED
+    headline: str                     # e.g. "BLOCKED: 2 gates failed"
+    items: tuple[BannerItem, ...]     # failed, errored, then inconclusive tests
+    notes: tuple[str, ...]            # strictness, incomplete run, counts
+    counts: Mapping[str, int]
+    strict: bool
+    complete: bool
+
+    @property
+    def lines(self) -> list[str]:
+        """The banner as text lines: headline, one line per item, then the notes."""
+        return [self.headline, *(f"  {i.text()}" for i in self.items), *self.notes]
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _value_line(row: Mapping[str, Any]) -> str:
+    n = row.get("n")
+    n_txt = f", n = {sig(n)}" if num(n) is not None else ""
+    return f"{sig(row.get('value'))}, 95% CI {ci_text(row)}, limit {gate_text(row)}{n_txt}"
+
+
+def _factor(spread: float, room: float) -> float:
+    """How many times the items shrink a CI half-width ``spread`` to ``room`` (1/sqrt(n))."""
+    if room <= 0:
+        return math.inf
+    return max(1.0, (spread / room) ** 2)
+
+
+def what_decides(row: Mapping[str, Any]) -> str:
+    """For an inconclusive row: which CI bound must move where, and roughly how much more data
+    that takes at the current value. Empty when the row has no numeric CI or gate."""
+    rng = passing_range(row)
+    v, lo, hi = num(row.get("value")), num(row.get("ci_low")), num(row.get("ci_high"))
+    if rng is None or v is None or lo is None or hi is None:
+        return ""
+    a, b = rng
+    if a <= v <= b:  # passes if the CI tightens around the value
+        needs, factor = [], 1.0
+        if hi > b:
+            needs.append(f"ends at or below {sig(b)} (now {sig(hi)})")
+            factor = max(factor, _factor(hi - v, b - v))
+        if lo < a:
+            needs.append(f"starts at or above {sig(a)} (now {sig(lo)})")
+            factor = max(factor, _factor(v - lo, v - a))
+        outcome = "passes once the CI " + " and ".join(needs)
+    elif v > b:
+        outcome = f"fails once the CI starts above {sig(b)} (now {sig(lo)})"
+        factor = _factor(v - lo, v - b)
+    else:
+        outcome = f"fails once the CI ends below {sig(a)} (now {sig(hi)})"
+        factor = _factor(hi - v, a - v)
+    if math.isinf(factor):
+        return f"{outcome}; the value sits on the limit, so more items alone cannot decide it"
+    return f"{outcome}: about {sig(factor, 2)}× the items at this value"
+
+
+def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, complete: bool = True,
+                   partial_reason: str | None = None) -> Banner:
+    """The banner for a run's result rows (see the module doc for the rules)."""
+    rows = list(rows)
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(str(r.get("verdict") or "").lower(), []).append(r)
+    fails, errors = by.get("fail", []), by.get("error", [])
+    inconclusive, passes, skipped = by.get("inconclusive", []), by.get("pass", []), by.get("skipped", [])
+    counts = {"fail": len(fails), "error": len(errors), "inconclusive": len(inconclusive),
+              "pass": len(passes), "skipped": len(skipped), "total": len(rows)}
+
+    blocking = []
+    if fails:
+        blocking.append(_plural(len(fails), "gate failed", "gates failed"))
+    if errors:
+        blocking.append(_plural(len(errors), "test errored", "tests errored"))
+    if strict and inconclusive:
+        blocking.append(_plural(len(inconclusive), "gate inconclusive", "gates inconclusive") + " (--strict-gates)")
+    if blocking:
+        status, headline = BLOCKED, f"{BLOCKED}: " + ", ".join(blocking)
+        if not complete:
+            headline += f" ({INCOMPLETE})"
+    elif not complete:
+        status, headline = NOT_DECIDED, f"{NOT_DECIDED}: {INCOMPLETE}"
+    elif inconclusive:
+        status = NOT_DECIDED
+        headline = f"{NOT_DECIDED}: " + _plural(len(inconclusive), "gate inconclusive", "gates inconclusive")
+    elif not passes:
+        status, headline = NOT_DECIDED, f"{NOT_DECIDED}: no gate was evaluated"
+    else:
+        status, headline = PASSED, f"{PASSED}: " + ("the gate passed" if len(passes) == 1 else f"all {len(passes)} gates passed")
+
+    items = [BannerItem("fail", str(r.get("test_id") or r.get("nodeid") or "?"), _value_line(r)) for r in fails]
+    items += [BannerItem("error", str(r.get("test_id") or r.get("nodeid") or "?"),
+                         str(r.get("reason") or "the test raised an error").strip().splitlines()[-1][:200])
+              for r in errors]
+    for r in inconclusive:
+        decide = what_decides(r)
+        items.append(BannerItem("inconclusive", str(r.get("test_id") or "?"),
+                                _value_line(r) + (f"; {decide}" if decide else "")))
+
+    notes = []
+    if not complete:
+        reason = f": {partial_reason}" if partial_reason else ": the run did not finish"
+        notes.append(f"{INCOMPLETE}{reason}. Only {_plural(len(rows), 'test', 'tests')} reported; the rest may fail.")
+    if strict:
+        notes.append("Inconclusive gates block this run (--strict-gates).")
+    else:
+        notes.append("Inconclusive gates do not block this run; --strict-gates would make them block.")
+    tally = [f"{counts[k]} {label}" for k, label in _TALLY if counts[k]]
+    notes.append(f"Tests: {', '.join(tally) if tally else 'none'}.")
+    return Banner(status, headline, tuple(items), tuple(notes), counts, bool(strict), bool(complete))
+
+
+def banner_for_run(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] | None) -> Banner:
+    """:func:`verdict_banner` with strictness and completeness read from results.json's run info
+    (a run info without ``complete`` counts as finished)."""
+    info = run_info or {}
+    return verdict_banner(rows, strict=bool(info.get("strict", False)), complete=info.get("complete", True) is not False,
+                          partial_reason=info.get("partial_reason") or None)

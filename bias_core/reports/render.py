@@ -1,0 +1,73 @@
+"""Rebuild a run folder's report.html from its results.json, without re-running anything.
+
+    python -m bias_core.reports.render RUN_DIR [--out PATH] [--compare PREVIOUS_RUN]
+
+Useful after upgrading bias_core (a newer report layout for an old run), for a run that was
+interrupted before its report was written, and to compare two runs ("Δ vs previous" columns).
+The report is the one the plugin writes at session end, mitigation table included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bias_core.reports.html import write_html
+from bias_core.reports.table import RESULTS_JSON, compare
+
+
+def mitigation_sections(rows: list[dict], csv_path: str | Path | None = None) -> list[tuple[str, str, str]]:
+    """The papers' Tables 1-3 layout as an extra report section (none without mitigation rows);
+    also written to ``csv_path`` when given."""
+    from bias_core.plugin import mitigation_cells
+
+    cells = mitigation_cells(rows)
+    if not cells:
+        return []
+    from bias_core.mitigation.results_table import mitigation_table, table_html, write_table_csv
+
+    frame = mitigation_table(cells)
+    if csv_path is not None:
+        write_table_csv(frame, Path(csv_path))
+    note = ('<p class="note">Mean GAS, GLD and ADD per probe group (template, naturally sourced, '
+            "LLM-generated) for the original model and each mitigation, on the same items; also in "
+            "<code>mitigation_table.csv</code>. Significance of each change: the mitigation rows above.</p>")
+    return [("mitigation", "Mitigation results", note + table_html(frame))]
+
+
+def render_run(run_dir: str | Path, out: str | Path | None = None, previous: str | Path | None = None,
+               generated: str | None = None) -> Path:
+    """Write ``report.html`` (or ``out``) for the run folder ``run_dir`` from its results.json."""
+    run_dir = Path(run_dir)
+    src = run_dir / RESULTS_JSON if run_dir.is_dir() else run_dir
+    if not src.is_file():
+        raise FileNotFoundError(f"no {RESULTS_JSON} at {src}: give a run folder written by a bias_core audit")
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise ValueError(f"{src} is not a results file (expected {{'run': ..., 'results': [...]}})")
+    rows = doc["results"]
+    comparison = compare(previous, src) if previous is not None else None
+    target = Path(out) if out is not None else src.parent / "report.html"
+    return write_html(rows, doc.get("run") or {}, target, comparison=comparison, generated=generated,
+                      extra_sections=mitigation_sections(rows))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bias_core.reports.render", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", help="a run folder (or its results.json)")
+    parser.add_argument("--out", help="where to write the HTML (default: RUN_DIR/report.html)")
+    parser.add_argument("--compare", metavar="PREVIOUS_RUN", help="a previous run folder: adds 'Δ vs previous' columns")
+    args = parser.parse_args(argv)
+    try:
+        path = render_run(args.run_dir, args.out, args.compare)
+    except (FileNotFoundError, ValueError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
