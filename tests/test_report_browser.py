@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+from html.parser import HTMLParser
 import subprocess
 import sys
 from pathlib import Path
@@ -79,7 +80,7 @@ def test_report_reads_first_as_its_verdict_and_fits_a_narrow_screen(tmp_path):
         everything = browser.open(path, width=1280, fragment="show-all")
         assert [c.split()[1] for c in everything["visible_rows"]] == ["row-fail", "row-inconclusive", "row-pass", "row-skipped"]
     text = path.read_text()
-    for shown in ("cuda:0", "bfloat16", "Lexicon", "Some future key", "PARTIAL: interrupted (SIGINT)"):
+    for shown in ("cuda:0", "bfloat16", "Lexicon", "Some future key", "PARTIAL run: interrupted (SIGINT)"):
         assert shown in text
 
 
@@ -104,6 +105,48 @@ def test_default_audit_report_in_a_browser(tmp_path):
     report = run / "report.html"
     assert report.stat().st_size < 600_000
     text = report.read_text()
-    assert not re.search(r"https?://|<script\b|<link\b|@import|url\(", text, re.I)
+    assert _external_loads(text) == []
     with HeadlessChromium() as browser:
         _check_page(browser, report, headline)
+
+
+class _LoadFinder(HTMLParser):
+    """Markup that would make a browser fetch or run something. Model-generated text shown in the
+    report is escaped and may legitimately contain "url(" or "http://"; only markup counts."""
+
+    def __init__(self):
+        super().__init__()
+        self.loads: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "link", "iframe", "object", "embed"):
+            self.loads.append(f"<{tag}>")
+        self._in_style = tag == "style"
+        for name, value in attrs:
+            value = value or ""
+            if name in ("src", "href", "srcset", "data", "action") and re.match(r"\s*(https?:)?//", value, re.I):
+                self.loads.append(f"{tag}[{name}]={value}")
+            if name == "style" and re.search(r"url\(|@import", value, re.I):
+                self.loads.append(f"{tag}[style]={value}")
+
+    def handle_endtag(self, tag):
+        if tag == "style":
+            self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style and re.search(r"@import|url\(\s*['\"]?\s*(https?:)?//", data, re.I):
+            self.loads.append("style sheet loads a URL")
+
+
+def _external_loads(text: str) -> list[str]:
+    finder = _LoadFinder()
+    finder.feed(text)
+    return finder.loads
+
+
+def test_external_load_finder_sees_markup_not_text():
+    assert _external_loads('<p>see url(x) and http://a.b</p><style>p{color:red}</style>') == []
+    assert _external_loads('<img src="https://a.b/x.png">') == ["img[src]=https://a.b/x.png"]
+    assert _external_loads("<style>@import 'x.css';</style>") == ["style sheet loads a URL"]
+    assert _external_loads("<script>1</script>") == ["<script>"]
