@@ -474,6 +474,20 @@ def test_read_only_cache_cannot_hold_a_conversion(fake_gguf, tmp_path, monkeypat
         gguf_cache.converted_dir(gguf, tmp_path / "cache")
 
 
+def test_read_only_cache_cannot_hold_a_trained_adapter(tmp_path, monkeypatch):
+    """Said before training starts (minutes to hours), not when its result is to be stored."""
+    import tempfile
+
+    from bias_core.errors import AuditUsageError
+    from bias_core.mitigation import adapter_cache
+
+    monkeypatch.setattr(adapter_cache.tempfile, "mkdtemp", _raising(tempfile.mkdtemp, str(tmp_path), errno.EROFS))
+    trained = []
+    with pytest.raises(AuditUsageError, match=r"--cache-dir .*cannot store a trained adapter \(Read-only"):
+        adapter_cache.AdapterCache(tmp_path).get_or_build({"method": "debias-tuning"}, trained.append)
+    assert trained == []
+
+
 def _raising(real, prefix: str, code: int):
     def wrapper(*args, **kwargs):
         where = str(kwargs.get("dir") or (args[2] if len(args) > 2 else ""))

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from bias_core.cache import atomic_write_text
+from bias_core.errors import AuditUsageError
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,13 @@ class AdapterCache:
         if found is not None:
             return found
         target = self.path_for(key)
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".build-"))
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=".build-"))
+        except OSError as exc:  # a read-only or full cache: say so before hours of training
+            raise AuditUsageError(
+                f"--cache-dir {self.root.parent}: cannot store a trained adapter ({exc.strerror or exc}). Fix: point "
+                "--cache-dir (or BIAS_CORE_CACHE_DIR) at a writable folder with free space.") from None
         try:
             build(tmp)
             files = {p.name: _sha256(p) for p in sorted(tmp.iterdir()) if p.is_file() and p.name != MARKER}
