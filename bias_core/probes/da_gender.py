@@ -13,6 +13,7 @@ import numpy as np
 
 from bias_core.metrics.association import da_score, kurita_association
 from bias_core.metrics.result import MetricResult
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.kurita import (
     CONTEXT_MASK, MASK, MASKED_KINDS, article, capitalize, fill_each, load_data, split_target,
@@ -77,7 +78,7 @@ def load_da_gender() -> Probe:
                   "expected_pairs": str(data["expected_pairs"])})
 
 
-def da_margins(lm, probe: Probe) -> np.ndarray:
+def da_margins(lm, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> np.ndarray:
     """Per pair, how much more the model prefers the correct sentence (> 0 = right)."""
     metas = [it.meta for it in probe.items]
     if lm.kind in MASKED_KINDS:
@@ -91,20 +92,27 @@ def da_margins(lm, probe: Probe) -> np.ndarray:
         sign = np.array([1.0 if m["correct"] == "male" else -1.0 for m in metas])
         return sign * (pref["male"] - pref["female"])
     if lm.kind == "causal":
-        # The paper's GPT-2 path compares the two sentences' likelihoods (it uses the per-token
-        # geometric mean; with the total log-likelihood the verdict is the same whenever the
-        # two targets have the same number of tokens, and a longer target is not rewarded for
-        # spreading its probability over more tokens).
-        lp = np.asarray(lm.sentence_logprob([*probe.prompts, *(m["wrong_sentence"] for m in metas)],
-                                            desc="DA-Gender: sentence log-likelihoods"), dtype=float)
+        # The paper's GPT-2 code compares the two sentences' per-token mean log-likelihoods (the
+        # geometric mean probability; causal="mean"). causal="total" compares joint
+        # log-likelihoods instead: the verdict is the same whenever the two targets have as many
+        # tokens, and a longer target is not rewarded for spreading its probability over more
+        # tokens.
+        sentences = [*probe.prompts, *(m["wrong_sentence"] for m in metas)]
+        lp = sentence_scores(lm, sentences, causal, desc="DA-Gender: sentence log-likelihoods")
         n = len(metas)
         return lp[:n] - lp[n:]
     raise ValueError(f"DA_score: unsupported model kind {lm.kind!r}; expected causal, masked or seq2seq")
 
 
-def run_da_score(lm, probe: Probe, seed: int = 0) -> MetricResult:
-    """``DA_score`` with a bootstrap CI over pairs and ``breakdown["per_template"]``."""
-    margins = da_margins(lm, probe)
+def run_da_score(lm, probe: Probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> MetricResult:
+    """``DA_score`` with a bootstrap CI over pairs and ``breakdown["per_template"]``.
+
+    ``causal`` ("mean" or "total") says how a causal LM's sentences are compared; the breakdown
+    names it (``definition``)."""
+    margins = da_margins(lm, probe, causal)
     metas = [it.meta for it in probe.items]
     extra = [{"attribute": m["attribute"], "correct": m["correct"], "wrong_sentence": m["wrong_sentence"]} for m in metas]
-    return da_score(margins, [m["template"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed, extra=extra)
+    result = da_score(margins, [m["template"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed, extra=extra)
+    if lm.kind == "causal":
+        result.breakdown["definition"] = {"causal_likelihood": causal}
+    return result
