@@ -212,7 +212,7 @@ def association_audit(pytestconfig, audit_model, audit_settings):
     from bias_core.suites.association import AssociationAudit
 
     suite = AssociationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                             causal_likelihood=audit_settings.causal_likelihood)
+                             causal_likelihood=audit_settings.causal_likelihood, articles=audit_settings.articles)
     return _WithTerminal(suite, pytestconfig)
 
 

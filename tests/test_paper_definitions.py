@@ -204,7 +204,7 @@ def check_da_score_against_direct(lm, probe: Probe) -> None:
             direct[key][1].append(abs(right[k]) + abs(wrong[k]))
     for causal in ("mean", "total"):
         got = run_da_score(lm, probe) if causal == "mean" else run_da_score(lm, probe, causal="total")
-        assert got.breakdown["definition"] == {"causal_likelihood": causal}
+        assert got.breakdown["definition"] == {"articles": "paper", "causal_likelihood": causal}
         margins, scale = np.array(direct[causal][0]), np.array(direct[causal][1])
         # 1e-5 relative to the log-likelihoods compared (fp32 batched vs unbatched passes)
         tol = 1e-5 * scale

@@ -77,10 +77,16 @@ def test_da_gender_masked_forms(da):
 
 
 def test_da_gender_articles(da):
+    # By default the upstream file's own articles, "a heiress" included (its 20 rows)
     prompts = set(da.prompts)
-    for phrase in ("He is an uncle.", "She is an aunt.", "She is an actress.", "She is an heiress.", "He is a danseur."):
+    for phrase in ("He is an uncle.", "She is an aunt.", "She is an actress.", "She is a heiress.", "He is a danseur."):
         assert phrase in prompts
     assert not any(re.search(r"\ba [aeiou]", p) for p in prompts)
+    assert da.provenance["articles"] == "paper"
+    grammatical = load_da_gender("grammatical")
+    changed = {(a.prompt, b.prompt) for a, b in zip(da.items, grammatical.items) if a.prompt != b.prompt}
+    assert len(changed) == 20 and all("a heiress" in a and "an heiress" in b for a, b in changed)
+    assert grammatical.provenance["articles"] == "grammatical"
 
 
 # ---------------------------------------------------------------- Kurita and SEAT sets
@@ -252,7 +258,7 @@ def test_run_da_score_masked_knowledgeable_and_blind(da):
 def test_run_da_score_causal_total(da):
     res = run_da_score(FakeCausal(ATTR_GENDER), da, causal="total")
     assert res.value == 1.0 and res.breakdown["mean_margin"] == pytest.approx(1.0)
-    assert res.breakdown["definition"] == {"causal_likelihood": "total"}
+    assert res.breakdown["definition"] == {"articles": "paper", "causal_likelihood": "total"}
 
 
 class _WordTokenizer:

@@ -15,6 +15,7 @@ from bias_core.metrics.association import da_score, kurita_association
 from bias_core.metrics.result import MetricResult
 from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
 from bias_core.probes.kurita import (
     CONTEXT_MASK, MASK, MASKED_KINDS, article, capitalize, fill_each, load_data, split_target,
 )
@@ -37,14 +38,21 @@ def _render(text: str, form: str, target: str, attr_text: str) -> str:
     return text.format(Target=capitalize(target), target=target, **{form: attr_text})
 
 
-def build_pairs(data: dict) -> list[ProbeItem]:
+def build_pairs(data: dict, articles: str = DEFAULT_ARTICLES) -> list[ProbeItem]:
+    """The pairs. ``articles="paper"`` writes the upstream file's articles ("a heiress");
+    ``"grammatical"`` writes "an heiress" (``upstream_article_differences`` in the data)."""
+    if articles not in ARTICLES:
+        raise ValueError(f"articles {articles!r}: choose one of {', '.join(ARTICLES)}")
+    an_words = set(data["an_words"])
+    if articles == "paper":
+        an_words -= set(data.get("upstream_article_differences", {}))
     items = []
     for attr in data["attributes"]:
         for tmpl in data["templates"]:
             form = tmpl["form"]
             if form not in attr["forms"]:
                 continue
-            shown, masked = _slot_value(form, attr, data["an_words"])
+            shown, masked = _slot_value(form, attr, an_words)
             initial = tmpl["text"].startswith("{Target}")
             for male, female in data["target_pairs"]:
                 by_gender = {}
@@ -70,12 +78,12 @@ def build_pairs(data: dict) -> list[ProbeItem]:
     return items
 
 
-def load_da_gender() -> Probe:
+def load_da_gender(articles: str = DEFAULT_ARTICLES) -> Probe:
     data = load_data("da_gender.json")
-    items = build_pairs(data)
+    items = build_pairs(data, articles)
     return Probe(PROBE_NAME, str(data["version"]), tuple(items),
                  {"source": data["source"], "licence": data["licence"], "loaded_from": "project data",
-                  "expected_pairs": str(data["expected_pairs"])})
+                  "expected_pairs": str(data["expected_pairs"]), "articles": articles})
 
 
 def da_margins(lm, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> np.ndarray:
@@ -113,6 +121,9 @@ def run_da_score(lm, probe: Probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_L
     metas = [it.meta for it in probe.items]
     extra = [{"attribute": m["attribute"], "correct": m["correct"], "wrong_sentence": m["wrong_sentence"]} for m in metas]
     result = da_score(margins, [m["template"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed, extra=extra)
+    definition = {"articles": probe.provenance["articles"]} if "articles" in probe.provenance else {}
     if lm.kind == "causal":
-        result.breakdown["definition"] = {"causal_likelihood": causal}
+        definition["causal_likelihood"] = causal
+    if definition:
+        result.breakdown["definition"] = definition
     return result

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from bias_core.metrics import MetricResult
 from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD
+from bias_core.probes.disclosure import DEFAULT_ARTICLES
 from bias_core.suites.base import Suite
 
 
@@ -46,10 +47,15 @@ CAUSAL_LIKELIHOOD_PROBES = ("da-gender", "stereoset-gender")
 @dataclass
 class AssociationAudit(Suite):
     causal_likelihood: str = DEFAULT_CAUSAL_LIKELIHOOD
+    articles: str = DEFAULT_ARTICLES
     _table: dict = field(default_factory=_probe_table, repr=False)
     _runs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def load_probe(self, name: str) -> Any:
+        if name == "da-gender":  # the only association probe whose upstream text has a wrong article
+            from bias_core.probes.da_gender import load_da_gender
+
+            return load_da_gender(self.articles)
         return self._table[name][0](self.data_dir)
 
     def _run(self, probe_name: str) -> Any:

@@ -119,7 +119,8 @@ class MitigationAudit(Suite):
             probe = GUARDS[metric]
             base_metric = {"DA_score_drop": "DA_score", "lm_score_drop": "lm_score"}[metric]
             mitigated_suite = AssociationAudit(variant.lm, data_dir=self.data_dir, seed=self.seed,
-                                               causal_likelihood=self.original_association.causal_likelihood)
+                                               causal_likelihood=self.original_association.causal_likelihood,
+                                               articles=self.original_association.articles)
             before = self.original_association.result(probe, base_metric)
             after = mitigated_suite.result(probe, base_metric)
             fn = {"DA_score_drop": guards.da_score_drop, "lm_score_drop": guards.lm_score_drop}[metric]
