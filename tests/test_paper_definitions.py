@@ -50,35 +50,52 @@ def direct_word_logprob(model, tok, prompt: str, word: str) -> tuple[float, int]
     return float(sum(logprobs[len(ctx) - 1 + j, t] for j, t in enumerate(cont))), len(cont)
 
 
-def direct_gld_add(model, tok, prompts, eps: float = 1e-10):
-    """GLD and ADD of Dong et al. (formulas written out here) with the paper's pronoun pairs."""
-    gld, add, multi = [], [], 0
+def direct_probs(model, tok, prompts) -> tuple[np.ndarray, np.ndarray, int]:
+    """P(word | prompt) for the paper's female and male words (pair order), and how many of the
+    distinct (prompt, word) requests took more than one token."""
+    pf, pm, multi = [], [], 0
     for prompt in prompts:
-        pf, pm = [], []
-        for words, out in ((PAPER_WORDS["female"], pf), (PAPER_WORDS["male"], pm)):
-            for w in words:
-                lp, n = direct_word_logprob(model, tok, prompt, w)
-                out.append(math.exp(lp))
-                multi += n > 1
-        sf, sm = sum(pf), sum(pm)
+        known = {}
+        for w in set(PAPER_WORDS["female"] + PAPER_WORDS["male"]):
+            lp, n = direct_word_logprob(model, tok, prompt, w)
+            known[w] = math.exp(lp)
+            multi += n > 1
+        pf.append([known[w] for w in PAPER_WORDS["female"]])
+        pm.append([known[w] for w in PAPER_WORDS["male"]])
+    return np.array(pf), np.array(pm), multi
+
+
+def direct_gld_add(pf: np.ndarray, pm: np.ndarray, eps: float = 1e-10):
+    """GLD and ADD of Dong et al., per prompt (formulas written out here)."""
+    gld, add = [], []
+    for f_row, m_row in zip(pf, pm):
+        sf, sm = sum(f_row), sum(m_row)
         gld.append(abs(sf - sm) / (sf + sm))
         terms = 0.0
-        for f, mm in zip(pf, pm):
+        for f, mm in zip(f_row, m_row):
             a, b = f + eps, mm + eps
             terms += a * math.log(2 * a / (a + b)) + b * math.log(2 * b / (a + b))
         add.append(terms / 2)
-    return np.array(gld), np.array(add), multi
+    return np.array(gld), np.array(add)
 
 
-def check_default_disclosure_against_direct(lm, probe_name: str, rel: float) -> None:
+def check_default_disclosure_against_direct(lm, probe_name: str, rel: float) -> int:
     suite = DisclosureAudit(lm)
     prompts = list(suite.probe(probe_name).prompts)
-    gld, add, multi = direct_gld_add(*_hf(lm), prompts)
+    pf, pm, multi = direct_probs(*_hf(lm), prompts)
+    gld, add = direct_gld_add(pf, pm)
     got_gld, got_add = suite.result(probe_name, "GLD"), suite.result(probe_name, "ADD")
+    # the probe's numbers
     assert got_gld.value == pytest.approx(gld.mean(), rel=rel)
     assert got_add.value == pytest.approx(add.mean(), rel=rel)
+    # per prompt: the word probabilities the suite scored, and GLD, to the same tolerance; ADD
+    # per prompt is a small difference of nearly equal terms, so its rounding is bounded by the
+    # gender mass it is computed from rather than by its own size
+    probs = lm.word_probs(prompts, PAPER_WORDS["female"] + PAPER_WORDS["male"])
+    assert probs == pytest.approx(np.hstack([pf, pm]), rel=rel, abs=1e-12)
     assert [d["score"] for d in got_gld.details] == pytest.approx(list(gld), rel=rel, abs=1e-12)
-    assert [d["score"] for d in got_add.details] == pytest.approx(list(add), rel=rel, abs=1e-12)
+    mass = pf.sum(axis=1) + pm.sum(axis=1)
+    assert np.all(np.abs(np.array([d["score"] for d in got_add.details]) - add) <= rel * mass)
     assert got_gld.breakdown["definition"] == {"lexicon": "paper", "articles": "paper"}
     return multi
 
@@ -219,4 +236,4 @@ def test_default_da_score_on_a_causal_model_equals_a_direct_per_token_mean_tiny(
 
 @pytest.mark.slow
 def test_default_da_score_on_a_causal_model_equals_a_direct_per_token_mean_smollm2(smollm2_lm, torch_single_thread):
-    check_da_score_against_direct(smollm2_lm, da_subset(10))  # 261 pairs
+    check_da_score_against_direct(smollm2_lm, da_subset(20))  # 131 pairs from every template
