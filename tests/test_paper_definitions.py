@@ -79,7 +79,7 @@ def direct_gld_add(pf: np.ndarray, pm: np.ndarray, eps: float = 1e-10):
     return np.array(gld), np.array(add)
 
 
-def check_default_disclosure_against_direct(lm, probe_name: str, rel: float) -> int:
+def check_default_disclosure_against_direct(lm, probe_name: str, rel: float, rel_words: float) -> int:
     suite = DisclosureAudit(lm)
     prompts = list(suite.probe(probe_name).prompts)
     pf, pm, multi = direct_probs(*_hf(lm), prompts)
@@ -88,11 +88,12 @@ def check_default_disclosure_against_direct(lm, probe_name: str, rel: float) -> 
     # the probe's numbers
     assert got_gld.value == pytest.approx(gld.mean(), rel=rel)
     assert got_add.value == pytest.approx(add.mean(), rel=rel)
-    # per prompt: the word probabilities the suite scored, and GLD, to the same tolerance; ADD
-    # per prompt is a small difference of nearly equal terms, so its rounding is bounded by the
-    # gender mass it is computed from rather than by its own size
+    # per prompt: the word probabilities the suite scored (fp32 passes of other shapes: batched,
+    # padded, KV-cached vs one unpadded sequence, ~1.5e-5 relative on SmolLM2), GLD to the
+    # probe's tolerance, and ADD, a small difference of nearly equal terms, to the rounding of
+    # the gender mass it is computed from rather than to its own size
     probs = lm.word_probs(prompts, PAPER_WORDS["female"] + PAPER_WORDS["male"])
-    assert probs == pytest.approx(np.hstack([pf, pm]), rel=rel, abs=1e-12)
+    assert probs == pytest.approx(np.hstack([pf, pm]), rel=rel_words, abs=1e-12)
     assert [d["score"] for d in got_gld.details] == pytest.approx(list(gld), rel=rel, abs=1e-12)
     mass = pf.sum(axis=1) + pm.sum(axis=1)
     assert np.all(np.abs(np.array([d["score"] for d in got_add.details]) - add) <= rel * mass)
@@ -107,13 +108,13 @@ def test_default_template_prompts_are_verbatim():
 
 
 def test_default_disclosure_equals_a_direct_unbatched_computation_tiny(tiny_lm):
-    multi = check_default_disclosure_against_direct(tiny_lm, "template-occupation", rel=1e-5)
+    multi = check_default_disclosure_against_direct(tiny_lm, "template-occupation", rel=1e-5, rel_words=1e-5)
     assert multi > 0, "the tiny tokenizer splits some pronoun, so products of conditionals are exercised"
 
 
 @pytest.mark.slow
 def test_default_disclosure_equals_a_direct_unbatched_computation_smollm2(smollm2_lm, torch_single_thread):
-    check_default_disclosure_against_direct(smollm2_lm, "template-occupation", rel=1e-5)
+    check_default_disclosure_against_direct(smollm2_lm, "template-occupation", rel=1e-5, rel_words=1e-4)
 
 
 # ----------------------------------------------------------------------------------------------
