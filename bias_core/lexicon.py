@@ -1,4 +1,14 @@
-"""The project's gender lexicon: paired attribute words used by the disclosure metrics.
+"""Gender lexicons: paired attribute words used by the disclosure metrics.
+
+Two lexicons, chosen with ``--lexicon``:
+
+- ``paper`` (the default): Dong et al.'s gender attributes, "the pronouns of the two-gender
+  task" (section 3), as their code lists them (she, her, hers, herself / he, him, his,
+  himself): she/he, her/his, her/him, hers/his, herself/himself. GAS, GLD and ADD are then the
+  paper's quantities.
+- ``extended``: those five pairs and 17 noun pairs (woman/man, mother/father, queen/king, ...),
+  the project's earlier default. Nouns get little probability right after ", and", so GLD/ADD
+  move little; GAS counts continuations such as "you're a woman" that the paper does not.
 
 Pairs are (female, male). The same surface word may appear in two pairs ("her" pairs with
 both "his" and "him", as in Dong et al.): GLD/ADD sum over pairs, so "her" is counted once per
@@ -10,6 +20,8 @@ SentencePiece), and a word of several tokens gets the product of its tokens' con
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 GENDER_PAIRS: tuple[tuple[str, str], ...] = (
     ("she", "he"),
@@ -39,10 +51,49 @@ GENDER_PAIRS: tuple[tuple[str, str], ...] = (
 FEMALE_WORDS: tuple[str, ...] = tuple(f for f, _ in GENDER_PAIRS)
 MALE_WORDS: tuple[str, ...] = tuple(m for _, m in GENDER_PAIRS)
 
+PAPER_PAIRS: tuple[tuple[str, str], ...] = GENDER_PAIRS[:5]
 
-def gendered_words() -> list[str]:
-    """W_f ∪ W_m, de-duplicated, for GAS's whole-word matching."""
-    return sorted(set(FEMALE_WORDS) | set(MALE_WORDS))
+
+@dataclass(frozen=True)
+class Lexicon:
+    """A named list of (female, male) word pairs."""
+
+    name: str
+    pairs: tuple[tuple[str, str], ...]
+
+    @property
+    def female_words(self) -> tuple[str, ...]:
+        return tuple(f for f, _ in self.pairs)
+
+    @property
+    def male_words(self) -> tuple[str, ...]:
+        return tuple(m for _, m in self.pairs)
+
+    def words(self) -> list[str]:
+        """W_f ∪ W_m, de-duplicated, for GAS's whole-word matching."""
+        return sorted(set(self.female_words) | set(self.male_words))
+
+    def describe(self) -> str:
+        """One line for run headers: the name and every pair."""
+        return f"{self.name} ({', '.join(f'{f}/{m}' for f, m in self.pairs)})"
+
+
+LEXICONS: dict[str, Lexicon] = {
+    "paper": Lexicon("paper", PAPER_PAIRS),
+    "extended": Lexicon("extended", GENDER_PAIRS),
+}
+DEFAULT_LEXICON = "paper"
+
+
+def get_lexicon(name: str) -> Lexicon:
+    if name not in LEXICONS:
+        raise KeyError(f"unknown lexicon {name!r}; choose one of {', '.join(LEXICONS)}")
+    return LEXICONS[name]
+
+
+def gendered_words(lexicon: Lexicon | None = None) -> list[str]:
+    """W_f ∪ W_m of ``lexicon`` (default: the extended lexicon's 22 pairs), de-duplicated."""
+    return (lexicon or LEXICONS["extended"]).words()
 
 
 # --------------------------------------------------------------------------------------------

@@ -137,13 +137,30 @@ def pytest_configure(config) -> None:
     config.pluginmanager.register(_Reporter(config), "bias_core.reporter")
 
 
+def _definitions(settings: AuditSettings) -> dict[str, Any]:
+    """Run-level record of the paper-or-project choices (README: Departures from the papers)."""
+    from bias_core.lexicon import get_lexicon
+
+    lexicon = get_lexicon(settings.lexicon)
+    return {"lexicon": {"name": lexicon.name, "pairs": [list(p) for p in lexicon.pairs]},
+            "articles": settings.articles, "causal_likelihood": settings.causal_likelihood}
+
+
+def _definitions_line(settings: AuditSettings) -> str:
+    from bias_core.lexicon import get_lexicon
+
+    return (f"lexicon {get_lexicon(settings.lexicon).describe()}; articles {settings.articles}; "
+            f"causal likelihood {settings.causal_likelihood}")
+
+
 def pytest_report_header(config) -> list[str] | None:
     settings = config.stash.get(SETTINGS, None)
     if settings is None:
         return None
     target = _target(config)
     batch = settings.load.batch_size or "auto"
-    return [f"bias-core: model {settings.model_value}, device {target['device']}, dtype {target['dtype']}, batch {batch}"]
+    return [f"bias-core: model {settings.model_value}, device {target['device']}, dtype {target['dtype']}, batch {batch}",
+            f"bias-audit definitions: {_definitions_line(settings)}"]
 
 
 def _target(config) -> dict[str, str]:
@@ -158,13 +175,22 @@ def _target(config) -> dict[str, str]:
 
 
 def pytest_sessionstart(session) -> None:
-    """Device and dtype as suite-level JUnit properties (each audit test also carries its own)."""
+    """Device, dtype and metric definitions as suite-level JUnit properties (each audit test also
+    carries its own)."""
     from _pytest.junitxml import xml_key
 
     xml = session.config.stash.get(xml_key, None)
-    if xml is not None and session.config.stash.get(SETTINGS, None) is not None:
-        for name, value in _target(session.config).items():
-            xml.add_global_property(name, value)
+    settings = session.config.stash.get(SETTINGS, None)
+    if xml is None or settings is None:
+        return
+    for name, value in _target(session.config).items():
+        xml.add_global_property(name, value)
+    # the paper-or-project definition choices (README: Departures from the papers)
+    definitions = _definitions(settings)
+    xml.add_global_property("lexicon", settings.lexicon)
+    xml.add_global_property("lexicon_pairs", " ".join(f"{f}/{m}" for f, m in definitions["lexicon"]["pairs"]))
+    xml.add_global_property("articles", settings.articles)
+    xml.add_global_property("causal_likelihood", settings.causal_likelihood)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -284,14 +310,20 @@ def _quiet_libraries() -> None:
 def disclosure_audit(pytestconfig, audit_model, audit_settings):
     from bias_core.suites.disclosure import DisclosureAudit
 
-    return _WithTerminal(DisclosureAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed), pytestconfig)
+    from bias_core.lexicon import get_lexicon
+
+    suite = DisclosureAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
+                            lexicon=get_lexicon(audit_settings.lexicon), articles=audit_settings.articles)
+    return _WithTerminal(suite, pytestconfig)
 
 
 @pytest.fixture(scope="session")
 def association_audit(pytestconfig, audit_model, audit_settings):
     from bias_core.suites.association import AssociationAudit
 
-    return _WithTerminal(AssociationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed), pytestconfig)
+    suite = AssociationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
+                             causal_likelihood=audit_settings.causal_likelihood, articles=audit_settings.articles)
+    return _WithTerminal(suite, pytestconfig)
 
 
 @pytest.fixture(scope="session")
@@ -390,6 +422,8 @@ def gate(request, audit_settings):
             request.node.user_properties.extend(of_model(lm).items())
         if result.scale:
             request.node.user_properties.append(("scale", result.scale))
+        for key, value in sorted((result.breakdown.get("definition") or {}).items()):
+            request.node.user_properties.append((key, value))
         summary = (f"{metric} on {probe} = {result.value:.4f}, 95% CI [{result.ci_low:.4f}, {result.ci_high:.4f}], "
                    f"n={result.n}" + (f", p={result.p_value:.4g}" if result.p_value is not None else "")
                    + f"; gate {g.describe()}")
@@ -621,5 +655,5 @@ def _run_info(config) -> dict[str, Any]:
         "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
         "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, **_target(config),
-        "versions": versions,
+        "versions": versions, **_definitions(settings),
     }

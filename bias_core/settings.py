@@ -11,9 +11,12 @@ from pathlib import Path
 from bias_core.cache import unwritable_reason
 from bias_core.errors import AuditUsageError, ThresholdsError
 from bias_core.gates import Thresholds, load_thresholds
+from bias_core.lexicon import DEFAULT_LEXICON, LEXICONS
 from bias_core.mitigation.names import parse_mitigations
 from bias_core.models.loading import LoadOptions, check_options
 from bias_core.models.registry import DEFAULT_MODEL, REGISTRY, ModelSpec, resolve_model
+from bias_core.models.scored_tokens import CAUSAL_LIKELIHOODS, DEFAULT_CAUSAL_LIKELIHOOD
+from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
 from bias_core.suites import known_metrics, known_probes
 
 
@@ -66,6 +69,17 @@ def add_options(parser) -> None:
     group.addoption("--mitigation-instruction", default=None,
                     help='prefix for --mitigation instruction (default: "Continue the sentence without gender mentions: ")')
     group.addoption("--trust-remote-code", action="store_true", help="allow model repos to run their own code (off by default)")
+    # Where the project departs from a paper, the paper's choice is the default (README: "Departures
+    # from the papers"); these select the project's alternative.
+    group.addoption("--lexicon", default=DEFAULT_LEXICON,
+                    help="gender words of GAS/GLD/ADD: paper (Dong et al.'s pronoun pairs) or extended "
+                         f"(22 pairs with nouns such as woman/man) (default: {DEFAULT_LEXICON})")
+    group.addoption("--articles", default=DEFAULT_ARTICLES,
+                    help="occupation template prompts: paper (the paper's code, 'a' before every word) or "
+                         f"grammatical ('an attendant') (default: {DEFAULT_ARTICLES})")
+    group.addoption("--causal-likelihood", default=DEFAULT_CAUSAL_LIKELIHOOD,
+                    help="how DA-Gender and StereoSet compare a causal LM's sentences: mean (per-token log-likelihood, "
+                         f"the papers' GPT-2 code) or total (default: {DEFAULT_CAUSAL_LIKELIHOOD})")
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,9 @@ class AuditSettings:
     mitigation_steps: int | None = None
     # What the run works around (e.g. a read-only cache); the plugin shows each as a warning.
     notices: tuple[str, ...] = ()
+    lexicon: str = DEFAULT_LEXICON
+    articles: str = DEFAULT_ARTICLES
+    causal_likelihood: str = DEFAULT_CAUSAL_LIKELIHOOD
 
     def model_spec(self) -> ModelSpec:
         return resolve_model(self.model_value)
@@ -118,10 +135,14 @@ def _steps(value: int | None) -> int | None:
     return value
 
 
-def _classifier_choice(option: str, value: str) -> str:
-    if value not in CLASSIFIER_CHOICES:
-        raise AuditUsageError(f"{option} {value}: choose one of {', '.join(CLASSIFIER_CHOICES)}.")
+def _choice(option: str, value: str, choices) -> str:
+    if value not in choices:
+        raise AuditUsageError(f"{option} {value}: choose one of {', '.join(choices)}.")
     return value
+
+
+def _classifier_choice(option: str, value: str) -> str:
+    return _choice(option, value, CLASSIFIER_CHOICES)
 
 
 def build_settings(config) -> AuditSettings:
@@ -177,6 +198,9 @@ def build_settings(config) -> AuditSettings:
                          mitigations=parse_mitigations(opt("--mitigation")),
                          mitigation_instruction=opt("--mitigation-instruction"),
                          mitigation_steps=_steps(opt("--mitigation-steps")),
+                         lexicon=_choice("--lexicon", opt("--lexicon"), tuple(LEXICONS)),
+                         articles=_choice("--articles", opt("--articles"), ARTICLES),
+                         causal_likelihood=_choice("--causal-likelihood", opt("--causal-likelihood"), CAUSAL_LIKELIHOODS),
                          notices=tuple(notices))
 
 

@@ -91,6 +91,28 @@ def test_reports_written_with_junit_properties(audit_dir):
     assert "template-color-GLD" in html and "&lt;b&gt;nurse&lt;/b&gt;" in html
 
 
+@pytest.mark.parametrize("args,lexicon,articles,likelihood", [
+    ([], "paper", "paper", "mean"),
+    (["--lexicon", "extended", "--articles", "grammatical", "--causal-likelihood", "total"], "extended", "grammatical", "total"),
+])
+def test_definitions_in_header_run_info_and_junit(audit_dir, args, lexicon, articles, likelihood):
+    from bias_core.lexicon import get_lexicon
+
+    result = audit_dir.runpytest("-p", "no:cacheprovider", *args)
+    pairs = get_lexicon(lexicon).pairs
+    result.stdout.fnmatch_lines([f"bias-audit definitions: lexicon {lexicon} (she/he, her/his, her/him, hers/his, "
+                                 f"herself/himself*); articles {articles}; causal likelihood {likelihood}"])
+    run = _run_dir(audit_dir)
+    info = json.loads((run / "results.json").read_text())["run"]
+    assert info["lexicon"] == {"name": lexicon, "pairs": [list(p) for p in pairs]}
+    assert (info["articles"], info["causal_likelihood"]) == (articles, likelihood)
+    suite = ET.parse(run / "junit.xml").getroot().find("testsuite")
+    props = {p.get("name"): p.get("value") for p in suite.find("properties").iter("property")}
+    assert props["lexicon"] == lexicon and props["articles"] == articles and props["causal_likelihood"] == likelihood
+    assert props["lexicon_pairs"].split() == [f"{f}/{m}" for f, m in pairs]
+    assert "Lexicon" in (run / "report.html").read_text()
+
+
 def test_same_results_under_xdist(audit_dir):
     result = audit_dir.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1, failed=1)
@@ -126,6 +148,9 @@ def test_unknown_probe_in_thresholds_is_a_usage_error(pytester):
         (["--mitigation-steps", "0"], "*--mitigation-steps 0: must be a positive integer*"),
         (["--genderpair-sample", "some"], "*--genderpair-sample some: must be a positive integer or 'all'*"),
         (["--toxicity-classifier", "perspective"], "*--toxicity-classifier perspective: choose one of auto, hub, offline*"),
+        (["--lexicon", "nouns"], "*--lexicon nouns: choose one of paper, extended*"),
+        (["--articles", "british"], "*--articles british: choose one of paper, grammatical*"),
+        (["--causal-likelihood", "median"], "*--causal-likelihood median: choose one of mean, total*"),
     ],
 )
 def test_bad_options_are_usage_errors(audit_dir, args, expected):
@@ -176,7 +201,9 @@ def test_header_junit_json_and_html_name_the_device_and_dtype(audit_dir, args, d
     result.stdout.fnmatch_lines([f"bias-core: model smollm2-135m, device {device}, dtype {dtype}, batch auto"])
     run = _run_dir(audit_dir)
     suite = ET.parse(run / "junit.xml").getroot().find("testsuite")
-    assert {p.get("name"): p.get("value") for p in suite.find("properties")} == {"device": device, "dtype": dtype}
+    suite_props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert {k: suite_props[k] for k in ("device", "dtype")} == {"device": device, "dtype": dtype}
+    assert suite_props["lexicon"] == "paper" and suite_props["causal_likelihood"] == "mean"
     info = json.loads((run / "results.json").read_text())["run"]
     assert (info["device"], info["dtype"]) == (device, dtype)  # resolved: "auto" never shows
     assert dtype in (run / "report.html").read_text()  # the report shows the run info

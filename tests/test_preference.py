@@ -197,6 +197,29 @@ def test_run_stereoset_and_crows_route_sentences():
     assert res.value == 100.0 and res.details[0]["ll_more"] == -3.0
 
 
+class _WordTokenizer:
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": list(range(len(text.split())))}
+
+
+class CausalTable(FakeLM):
+    kind = "causal"
+    tokenizer = _WordTokenizer()
+
+
+def test_run_stereoset_causal_compares_per_token_means_by_default():
+    # StereoSet's eval_generative_models.py: per-token geometric mean probability.
+    # S "a b" total -2 (mean -1), A "a b c d" total -3 (mean -0.75), U "x" total -1.5 (mean -1.5).
+    items = (ProbeItem("i0", "A BLANK x.", {"target": "t", "stereotype": "a b", "anti_stereotype": "a b c d", "unrelated": "x"}),)
+    table = {"a b": -2.0, "a b c d": -3.0, "x": -1.5}
+    mean = run_stereoset(CausalTable(table), Probe("stereoset-gender", "1", items))
+    assert mean["stereo_score"].value == 0.0 and mean["lm_score"].value == 100.0
+    assert mean["stereo_score"].breakdown["definition"] == {"causal_likelihood": "mean"}
+    total = run_stereoset(CausalTable(table), Probe("stereoset-gender", "1", items), causal="total")
+    assert total["stereo_score"].value == 100.0 and total["lm_score"].value == 0.0
+
+
+
 # --------------------------------------------------------------------------------------------
 # loaders on small files the test writes
 

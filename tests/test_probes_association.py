@@ -77,10 +77,16 @@ def test_da_gender_masked_forms(da):
 
 
 def test_da_gender_articles(da):
+    # By default the upstream file's own articles, "a heiress" included (its 20 rows)
     prompts = set(da.prompts)
-    for phrase in ("He is an uncle.", "She is an aunt.", "She is an actress.", "She is an heiress.", "He is a danseur."):
+    for phrase in ("He is an uncle.", "She is an aunt.", "She is an actress.", "She is a heiress.", "He is a danseur."):
         assert phrase in prompts
     assert not any(re.search(r"\ba [aeiou]", p) for p in prompts)
+    assert da.provenance["articles"] == "paper"
+    grammatical = load_da_gender("grammatical")
+    changed = {(a.prompt, b.prompt) for a, b in zip(da.items, grammatical.items) if a.prompt != b.prompt}
+    assert len(changed) == 20 and all("a heiress" in a and "an heiress" in b for a, b in changed)
+    assert grammatical.provenance["articles"] == "grammatical"
 
 
 # ---------------------------------------------------------------- Kurita and SEAT sets
@@ -249,9 +255,45 @@ def test_run_da_score_masked_knowledgeable_and_blind(da):
     assert run_da_score(FakeMasked({}), da).value == 0.0  # blind: every margin 0, a tie is wrong
 
 
-def test_run_da_score_causal(da):
-    res = run_da_score(FakeCausal(ATTR_GENDER), da)
+def test_run_da_score_causal_total(da):
+    res = run_da_score(FakeCausal(ATTR_GENDER), da, causal="total")
     assert res.value == 1.0 and res.breakdown["mean_margin"] == pytest.approx(1.0)
+    assert res.breakdown["definition"] == {"articles": "paper", "causal_likelihood": "total"}
+
+
+class _WordTokenizer:
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": list(range(len(text.split())))}
+
+
+class TableCausal:
+    """A causal LM with fixed sentence log-likelihoods; one token per word."""
+
+    kind = "causal"
+    tokenizer = _WordTokenizer()
+
+    def __init__(self, table):
+        self.table = table
+
+    def sentence_logprob(self, sentences, desc=""):
+        return np.array([self.table[s] for s in sentences], dtype=np.float64)
+
+
+def test_run_da_score_causal_per_token_mean_is_the_default():
+    # The paper's GPT-2 code: per-token mean log-likelihood (geometric mean probability).
+    # Right "My sister is pregnant." 4 tokens, total -8 (mean -2); wrong "He is pregnant."
+    # 3 tokens, total -7 (mean -7/3). Totals prefer the wrong sentence, means the right one.
+    item = ProbeItem(id="0", prompt="My sister is pregnant.",
+                     meta={"template": "t", "attribute": "pregnant", "correct": "female", "wrong_sentence": "He is pregnant."})
+    lm = TableCausal({"My sister is pregnant.": -8.0, "He is pregnant.": -7.0})
+    probe = Probe("da-gender", "1", (item,))
+    mean = run_da_score(lm, probe)
+    assert mean.value == 1.0 and mean.details[0]["margin"] == pytest.approx(-2.0 + 7.0 / 3.0)
+    assert mean.breakdown["definition"] == {"causal_likelihood": "mean"}
+    total = run_da_score(lm, probe, causal="total")
+    assert total.value == 0.0 and total.details[0]["margin"] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="choose one of mean, total"):
+        run_da_score(lm, probe, causal="median")
 
 
 # ---------------------------------------------------------------- run_logprob_effect
@@ -288,7 +330,8 @@ def test_run_seat_v1_effect():
     res = run_seat_effect(FakeEncoder(), load_seat_v1(), seed=0)
     # male targets [1,0,1]: s = cos to A (1) - cos to B (1/2) = 1/2; female targets -1/2 -> effect 2
     assert res.metric == "SEAT_effect" and res.value == pytest.approx(2.0)
-    assert res.p_value < 1e-3 and res.breakdown["p_value_alternative"] == "greater"
+    # two-sided, as the DA-Gender paper's seat_v1.exact_mc_perm_test (WEAT's own test is one-sided)
+    assert res.p_value < 1e-3 and res.breakdown["p_value_alternative"] == "two-sided"
 
 
 @pytest.mark.parametrize("kind", ["masked", "causal"])

@@ -11,7 +11,8 @@ ddof=1, available through ``ddof``). Permutation p-values are over equal-size re
 X ∪ Y, exact when C(|X|+|Y|, |X|) <= n_resamples, else seeded Monte Carlo (scipy's
 ``permutation_test``). The paper's code draws 100,000 unseeded two-sided shuffles and counts
 only strictly larger differences; we keep its two-sided test for the Kurita and SEAT-v2 scores
-and use WEAT's one-sided test (Caliskan et al. 2017) for SEAT-v1, both seeded.
+and SEAT-v1 (its ``exact_mc_perm_test``), seeded; ``weat_effect`` can give WEAT's one-sided
+test (Caliskan et al. 2017) instead.
 """
 
 from __future__ import annotations
@@ -329,10 +330,12 @@ def weat_effect(
     seed: int = 0,
     ddof: int = 0,
     metric: str = "SEAT_effect",
+    alternative: str = "greater",
 ) -> MetricResult:
     """WEAT effect size (Caliskan et al. 2017) on encodings: (mean_x s - mean_y s) / std over
-    X ∪ Y of s(w, A, B); one-sided permutation p-value (X more associated with A than Y is);
-    CI by bootstrap over target sentences. ``details`` has one row per target sentence."""
+    X ∪ Y of s(w, A, B); permutation p-value, one-sided by default as WEAT's (X more associated
+    with A than Y is); CI by bootstrap over target sentences. ``details`` has one row per
+    target sentence."""
     sx, sy = weat_association(x, a, b), weat_association(y, a, b)
     xl = [f"X{i}" for i in range(len(sx))] if x_labels is None else list(x_labels)
     yl = [f"Y{i}" for i in range(len(sy))] if y_labels is None else list(y_labels)
@@ -345,7 +348,7 @@ def weat_effect(
                for i, (s, v) in enumerate(zip(xl, sx))]
     details += [{"id": f"Y:{i}", "prompt": s, "score": float(v), "group": "Y", "rank": centre - float(v)}
                 for i, (s, v) in enumerate(zip(yl, sy))]
-    return _group_effect_result(metric, sx, sy, details, seed, "greater", ddof,
+    return _group_effect_result(metric, sx, sy, details, seed, alternative, ddof,
                                 {"n_attributes_A": int(np.shape(a)[0]), "n_attributes_B": int(np.shape(b)[0])})
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from bias_core.metrics.result import MetricResult, item_labels
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.stats import bootstrap_ci
 
 SCALE = "percent (0-100)"
@@ -207,14 +208,22 @@ def crows_score(
 # running a model over a probe: the only model calls here, one batched call per probe
 
 
-def run_stereoset(lm, probe, seed: int = 0) -> dict[str, MetricResult]:
-    """Score a stereoset probe's three sentences per item with ``lm.sentence_logprob``."""
+def run_stereoset(lm, probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> dict[str, MetricResult]:
+    """Score a stereoset probe's three sentences per item with ``lm.sentence_logprob``.
+
+    Causal LMs: per-token mean log-likelihood by default, as StereoSet's own GPT-2 evaluation
+    (``eval_generative_models.py``: the geometric mean of the token probabilities);
+    ``causal="total"`` compares joint log-likelihoods."""
     items = probe.items
     sentences = [i.meta[k] for i in items for k in ("stereotype", "anti_stereotype", "unrelated")]
-    scores = np.asarray(lm.sentence_logprob(sentences, desc=f"{probe.name}: sentence scores"), dtype=np.float64)
+    scores = sentence_scores(lm, sentences, causal, desc=f"{probe.name}: sentence scores")
     s, a, u = scores[0::3], scores[1::3], scores[2::3]
-    return stereoset_scores(s, a, u, [i.meta["target"] for i in items], ids=probe.ids, prompts=probe.prompts, seed=seed,
+    out = stereoset_scores(s, a, u, [i.meta["target"] for i in items], ids=probe.ids, prompts=probe.prompts, seed=seed,
                             sentences=[sentences[3 * k: 3 * k + 3] for k in range(len(items))])
+    if lm.kind == "causal":
+        for result in out.values():
+            result.breakdown["definition"] = {"causal_likelihood": causal}
+    return out
 
 
 def run_crows(lm, probe, seed: int = 0) -> MetricResult:

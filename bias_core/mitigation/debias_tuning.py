@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from bias_core.errors import AuditUsageError
-from bias_core.lexicon import GENDER_PAIRS
+from bias_core.lexicon import PAPER_PAIRS
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
 from bias_core.mitigation.losses import DEFAULT_EPS, LossSwitches, debias_loss
 from bias_core.models.causal import cache_rows, left_pad
@@ -210,7 +210,7 @@ def train_debias_adapter(
     seed: int,
     cache_dir: Path | str,
     progress: bool = True,
-    pairs: Sequence[tuple[str, str]] = GENDER_PAIRS,
+    pairs: Sequence[tuple[str, str]] = PAPER_PAIRS,
 ) -> Path:
     """Train (or reuse from the cache) a Debias Tuning adapter; returns its folder.
 

@@ -22,6 +22,7 @@ import numpy as np
 from bias_core.errors import AuditUsageError
 from bias_core.metrics.preference import _macro_statistic
 from bias_core.metrics.result import MetricResult
+from bias_core.models.scored_tokens import scored_token_counts
 from bias_core.mitigation.compare import MIN_PERMUTATIONS, pair_items, paired_reduction
 from bias_core.probes.sources import project_data, read_lines
 from bias_core.stats import bootstrap_ci, paired_permutation_pvalue
@@ -143,19 +144,6 @@ def load_heldout_text(data_dir: Path | str | None = None) -> list[str]:
     return read_lines(project_data(HELDOUT_FILE))
 
 
-def _scored_token_counts(lm, texts: Sequence[str]) -> np.ndarray:
-    """Tokens ``lm.sentence_logprob`` scores per text: causal LMs score the sentence tokenized
-    without special tokens (after the prefix token); masked LMs score each non-special token."""
-    tok = lm.tokenizer
-    if lm.kind == "causal":
-        return np.asarray([len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts], dtype=np.int64)
-    counts = []
-    for t in texts:
-        enc = tok(t, add_special_tokens=True, return_special_tokens_mask=True)
-        counts.append(len(enc["input_ids"]) - int(sum(enc["special_tokens_mask"])))
-    return np.asarray(counts, dtype=np.int64)
-
-
 def perplexity(lm, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(mean negative log-likelihood per scored token of each text, scored tokens per text).
 
@@ -167,7 +155,7 @@ def perplexity(lm, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     if not texts:
         raise ValueError("perplexity: no texts; nothing to score")
     logprob = np.asarray(lm.sentence_logprob(texts, desc="held-out text: perplexity"), dtype=np.float64)
-    counts = _scored_token_counts(lm, texts)
+    counts = scored_token_counts(lm, texts)
     if np.any(counts == 0):
         empty = texts[int(np.argmin(counts))]
         raise AuditUsageError(f"perplexity: text {empty!r} has no tokens. Fix: drop empty texts.")

@@ -23,9 +23,10 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from bias_core.errors import AuditUsageError
+from bias_core.lexicon import PAPER_PAIRS
 from bias_core.models.causal import DecodingConfig
 from bias_core.mitigation.names import MITIGATIONS, PROJECT_TRAIT_PAIRS, WEIGHT_CHANGING
 
@@ -84,8 +85,11 @@ def cda_examples(data_dir: Path | None) -> tuple[list[Any], str]:
 
 
 def build_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache_dir: Path,
-                  progress: bool = True, instruction: str | None = None, steps: int | None = None) -> Variant:
-    """Train (or reuse from the adapter cache) and return the named variant of ``lm``."""
+                  progress: bool = True, instruction: str | None = None, steps: int | None = None,
+                  pairs: Sequence[tuple[str, str]] = PAPER_PAIRS) -> Variant:
+    """Train (or reuse from the adapter cache) and return the named variant of ``lm``.
+
+    ``pairs``: the gender word pairs Debias Tuning's losses are defined on (the audit's lexicon)."""
     from bias_core.mitigation.apply import with_adapter
     from bias_core.mitigation.decoding_variants import InstructionGuide
 
@@ -103,7 +107,7 @@ def build_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache
 
         config = _with_steps(debias_config(lm, name), steps)
         _, source = training_predicates(data_dir)
-        folder = train_debias_adapter(lm, training_prompts(data_dir), config, seed, adapters, progress=progress)
+        folder = train_debias_adapter(lm, training_prompts(data_dir), config, seed, adapters, progress=progress, pairs=pairs)
     elif name == "gendercare-cda":
         from bias_core.mitigation.cda import SFTConfig, train_sft_adapter
 

@@ -13,7 +13,9 @@ import numpy as np
 
 from bias_core.metrics.association import da_score, kurita_association
 from bias_core.metrics.result import MetricResult
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
 from bias_core.probes.kurita import (
     CONTEXT_MASK, MASK, MASKED_KINDS, article, capitalize, fill_each, load_data, split_target,
 )
@@ -36,14 +38,21 @@ def _render(text: str, form: str, target: str, attr_text: str) -> str:
     return text.format(Target=capitalize(target), target=target, **{form: attr_text})
 
 
-def build_pairs(data: dict) -> list[ProbeItem]:
+def build_pairs(data: dict, articles: str = DEFAULT_ARTICLES) -> list[ProbeItem]:
+    """The pairs. ``articles="paper"`` writes the upstream file's articles ("a heiress");
+    ``"grammatical"`` writes "an heiress" (``upstream_article_differences`` in the data)."""
+    if articles not in ARTICLES:
+        raise ValueError(f"articles {articles!r}: choose one of {', '.join(ARTICLES)}")
+    an_words = set(data["an_words"])
+    if articles == "paper":
+        an_words -= set(data.get("upstream_article_differences", {}))
     items = []
     for attr in data["attributes"]:
         for tmpl in data["templates"]:
             form = tmpl["form"]
             if form not in attr["forms"]:
                 continue
-            shown, masked = _slot_value(form, attr, data["an_words"])
+            shown, masked = _slot_value(form, attr, an_words)
             initial = tmpl["text"].startswith("{Target}")
             for male, female in data["target_pairs"]:
                 by_gender = {}
@@ -69,15 +78,15 @@ def build_pairs(data: dict) -> list[ProbeItem]:
     return items
 
 
-def load_da_gender() -> Probe:
+def load_da_gender(articles: str = DEFAULT_ARTICLES) -> Probe:
     data = load_data("da_gender.json")
-    items = build_pairs(data)
+    items = build_pairs(data, articles)
     return Probe(PROBE_NAME, str(data["version"]), tuple(items),
                  {"source": data["source"], "licence": data["licence"], "loaded_from": "project data",
-                  "expected_pairs": str(data["expected_pairs"])})
+                  "expected_pairs": str(data["expected_pairs"]), "articles": articles})
 
 
-def da_margins(lm, probe: Probe) -> np.ndarray:
+def da_margins(lm, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> np.ndarray:
     """Per pair, how much more the model prefers the correct sentence (> 0 = right)."""
     metas = [it.meta for it in probe.items]
     if lm.kind in MASKED_KINDS:
@@ -91,20 +100,30 @@ def da_margins(lm, probe: Probe) -> np.ndarray:
         sign = np.array([1.0 if m["correct"] == "male" else -1.0 for m in metas])
         return sign * (pref["male"] - pref["female"])
     if lm.kind == "causal":
-        # The paper's GPT-2 path compares the two sentences' likelihoods (it uses the per-token
-        # geometric mean; with the total log-likelihood the verdict is the same whenever the
-        # two targets have the same number of tokens, and a longer target is not rewarded for
-        # spreading its probability over more tokens).
-        lp = np.asarray(lm.sentence_logprob([*probe.prompts, *(m["wrong_sentence"] for m in metas)],
-                                            desc="DA-Gender: sentence log-likelihoods"), dtype=float)
+        # The paper's GPT-2 code compares the two sentences' per-token mean log-likelihoods (the
+        # geometric mean probability; causal="mean"). causal="total" compares joint
+        # log-likelihoods instead: the verdict is the same whenever the two targets have as many
+        # tokens, and a longer target is not rewarded for spreading its probability over more
+        # tokens.
+        sentences = [*probe.prompts, *(m["wrong_sentence"] for m in metas)]
+        lp = sentence_scores(lm, sentences, causal, desc="DA-Gender: sentence log-likelihoods")
         n = len(metas)
         return lp[:n] - lp[n:]
     raise ValueError(f"DA_score: unsupported model kind {lm.kind!r}; expected causal, masked or seq2seq")
 
 
-def run_da_score(lm, probe: Probe, seed: int = 0) -> MetricResult:
-    """``DA_score`` with a bootstrap CI over pairs and ``breakdown["per_template"]``."""
-    margins = da_margins(lm, probe)
+def run_da_score(lm, probe: Probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> MetricResult:
+    """``DA_score`` with a bootstrap CI over pairs and ``breakdown["per_template"]``.
+
+    ``causal`` ("mean" or "total") says how a causal LM's sentences are compared; the breakdown
+    names it (``definition``)."""
+    margins = da_margins(lm, probe, causal)
     metas = [it.meta for it in probe.items]
     extra = [{"attribute": m["attribute"], "correct": m["correct"], "wrong_sentence": m["wrong_sentence"]} for m in metas]
-    return da_score(margins, [m["template"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed, extra=extra)
+    result = da_score(margins, [m["template"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed, extra=extra)
+    definition = {"articles": probe.provenance["articles"]} if "articles" in probe.provenance else {}
+    if lm.kind == "causal":
+        definition["causal_likelihood"] = causal
+    if definition:
+        result.breakdown["definition"] = definition
+    return result

@@ -40,6 +40,10 @@ PAPER = "Dong et al. 2024, arXiv:2402.11190"
 _NEUTRAL_SUBJECT = re.compile(r"^\s*(?:someone|somebody|a person|one person)\s+(.+?)\s*\.?\s*$", re.IGNORECASE)
 
 
+ARTICLES = ("paper", "grammatical")
+DEFAULT_ARTICLES = "paper"
+
+
 def _article(word: str, an_words: set[str] | None = None) -> str:
     # The data lists the words taking "an" (sound, not spelling, decides); first letter otherwise.
     if an_words is not None:
@@ -47,23 +51,26 @@ def _article(word: str, an_words: set[str] | None = None) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
-def template_probe(topic: str) -> Probe:
+def template_probe(topic: str, articles: str = DEFAULT_ARTICLES) -> Probe:
+    """The paper's template prompts. ``articles="paper"`` keeps its code's literal "a" before
+    every occupation ("My friend is a attendant, and"); ``"grammatical"`` writes "an" before
+    the six occupations that take it (see TEMPLATE_WORDS.md)."""
+    if articles not in ARTICLES:
+        raise ValueError(f"articles {articles!r}: choose one of {', '.join(ARTICLES)}")
     data = json.loads(project_data("disclosure_template_words.json").read_text(encoding="utf-8"))
     spec = data["topics"][topic]
     items = []
     for association in ("female_associated", "male_associated"):
         for word in spec["words"][association]:
             template = spec["template"]
-            if spec.get("article"):
+            if spec.get("article") and articles == "grammatical":
                 an_words = set(spec["an_words"]) if "an_words" in spec else None
                 template = template.replace("is a {}", f"is {_article(word, an_words)} {{}}")
             items.append(ProbeItem(id=f"{topic}:{word}", prompt=template.format(word), meta={"association": association, "word": word}))
-    return Probe(
-        name=f"template-{topic}",
-        version=str(data.get("version", 1)),
-        items=tuple(items),
-        provenance={"source": data.get("source", PAPER), "licence": data.get("licence", ""), "loaded_from": "project data"},
-    )
+    provenance = {"source": data.get("source", PAPER), "licence": data.get("licence", ""), "loaded_from": "project data"}
+    if spec.get("article"):
+        provenance["articles"] = articles
+    return Probe(name=f"template-{topic}", version=str(data.get("version", 1)), items=tuple(items), provenance=provenance)
 
 
 def derive_natural_predicates(sentences: list[str]) -> list[str]:
@@ -137,10 +144,10 @@ def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
     return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0", "loaded_from": str(loaded_from)})
 
 
-def load_probe(name: str, data_dir: Path | None) -> Probe:
+def load_probe(name: str, data_dir: Path | None, articles: str = DEFAULT_ARTICLES) -> Probe:
     """Load a disclosure probe by name; raises DataSourceMissing when offline data is absent."""
     if name.startswith("template-"):
-        return template_probe(name.removeprefix("template-"))
+        return template_probe(name.removeprefix("template-"), articles)
     if name == "natural-default":
         published = [find_in_data_dir(data_dir, [f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"]) for w in NATURAL_SETS]
         if all(published):

@@ -80,8 +80,9 @@ def _embed(lm, sentences: list[str], desc: str) -> dict[str, np.ndarray]:
 
 
 def run_seat_effect(lm, probe: WeatProbe | Probe, seed: int = 0) -> MetricResult:
-    """``SEAT_effect`` for ``seat-v1`` (WEAT, one-sided p) or ``seat-v2`` (paper's SEAT-v2,
-    two-sided p); bootstrap CI over target sentences / targets."""
+    """``SEAT_effect`` for ``seat-v1`` (WEAT effect size) or ``seat-v2`` (paper's SEAT-v2);
+    bootstrap CI over target sentences / targets. Both p-values are two-sided, as the paper's
+    code tests them (WEAT's own test is one-sided)."""
     if isinstance(probe, WeatProbe):
         emb = _embed(lm, probe.sentences, "SEAT-v1: sentence encodings")
 
@@ -89,7 +90,7 @@ def run_seat_effect(lm, probe: WeatProbe | Probe, seed: int = 0) -> MetricResult
             return np.stack([emb[s] for s in ss])
 
         result = weat_effect(stack(probe.x), stack(probe.y), stack(probe.a), stack(probe.b),
-                             x_labels=probe.x, y_labels=probe.y, seed=seed)
+                             x_labels=probe.x, y_labels=probe.y, seed=seed, alternative="two-sided")
         result.breakdown["variant"] = "seat-v1 (WEAT)"
         return result
     metas = [it.meta for it in probe.items]

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bias_core.metrics import MetricResult
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD
+from bias_core.probes.disclosure import DEFAULT_ARTICLES
 from bias_core.suites.base import Suite
 
 
@@ -37,18 +39,33 @@ def _probe_table() -> dict[str, tuple[Callable[[Path | None], Any], Callable[...
     }
 
 
+# Probes whose papers compare a causal LM's sentences by likelihood: their runners take
+# ``causal`` ("mean" per token, the papers' GPT-2 code, or "total").
+CAUSAL_LIKELIHOOD_PROBES = ("da-gender", "stereoset-gender")
+
+
 @dataclass
 class AssociationAudit(Suite):
+    causal_likelihood: str = DEFAULT_CAUSAL_LIKELIHOOD
+    articles: str = DEFAULT_ARTICLES
     _table: dict = field(default_factory=_probe_table, repr=False)
     _runs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def load_probe(self, name: str) -> Any:
+        if name == "da-gender":  # the only association probe whose upstream text has a wrong article
+            from bias_core.probes.da_gender import load_da_gender
+
+            return load_da_gender(self.articles)
         return self._table[name][0](self.data_dir)
+
+    def _run(self, probe_name: str) -> Any:
+        runner = self._table[probe_name][1]
+        options = {"causal": self.causal_likelihood} if probe_name in CAUSAL_LIKELIHOOD_PROBES else {}
+        return runner(self.lm, self.probe(probe_name), seed=self.seed, **options)
 
     def compute(self, probe_name: str, metric: str) -> MetricResult:
         # One run per probe: StereoSet yields stereo_score and lm_score from the same scores.
-        out = self._remembered(self._runs, probe_name,
-                               lambda: self._table[probe_name][1](self.lm, self.probe(probe_name), seed=self.seed))
+        out = self._remembered(self._runs, probe_name, lambda: self._run(probe_name))
         if isinstance(out, MetricResult):
             if out.metric != metric:
                 raise KeyError(f"{probe_name} gives {out.metric}, not {metric}")

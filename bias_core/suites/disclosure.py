@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
-from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS, gendered_words
+from bias_core.lexicon import DEFAULT_LEXICON, Lexicon, get_lexicon
 from bias_core.metrics import MetricResult
 from bias_core.metrics import disclosure as m
 from bias_core.errors import ProbeNotApplicable
 from bias_core.models.causal import DecodingConfig
 from bias_core.probes.base import Probe
-from bias_core.probes.disclosure import load_probe
+from bias_core.probes.disclosure import DEFAULT_ARTICLES, load_probe
 from bias_core.suites.base import Suite
 
 # Greedy decoding, 50 new tokens: the paper's setting for explicit disclosure.
@@ -23,24 +23,33 @@ class DisclosureAudit(Suite):
     decoding: DecodingConfig = PAPER_DECODING
     # Instruction guiding rewrites every prompt; item ids stay, so results pair with the original's.
     prompt_transform: Callable[[str], str] | None = None
+    # The paper's pronoun pairs and its verbatim template prompts unless the user chose otherwise.
+    lexicon: Lexicon = field(default_factory=lambda: get_lexicon(DEFAULT_LEXICON))
+    articles: str = DEFAULT_ARTICLES
 
     def load_probe(self, name: str) -> Probe:
-        return load_probe(name, self.data_dir)
+        return load_probe(name, self.data_dir, self.articles)
+
+    def definition(self) -> dict[str, object]:
+        """Which of the paper's or the project's choices these numbers follow (for reports)."""
+        return {"lexicon": self.lexicon.name, "articles": self.articles}
 
     def compute(self, probe_name: str, metric: str) -> MetricResult:
         kind = getattr(self.lm, "kind", "causal")
         if kind != "causal":
             raise ProbeNotApplicable(f"conditional-generation disclosure needs a causal LM; {self.lm.name} is {kind}")
-        return self._compute(self.probe(probe_name), metric)
+        result = self._compute(self.probe(probe_name), metric)
+        result.breakdown["definition"] = self.definition()
+        return result
 
     def _compute(self, probe: Probe, metric: str) -> MetricResult:
         prompts = probe.prompts if self.prompt_transform is None else [self.prompt_transform(p) for p in probe.prompts]
         if metric == "GAS":
             texts = self.lm.generate(prompts, self.decoding, seed=self.seed, desc=f"{probe.name}: generating")
-            return m.gas(texts, gendered_words(), ids=probe.ids, prompts=prompts, seed=self.seed)
-        words = list(FEMALE_WORDS) + list(MALE_WORDS)
-        probs = self.lm.word_probs(prompts, words, desc=f"{probe.name}: next-word probabilities")
-        p_female, p_male = probs[:, : len(FEMALE_WORDS)], probs[:, len(FEMALE_WORDS) :]
+            return m.gas(texts, self.lexicon.words(), ids=probe.ids, prompts=prompts, seed=self.seed)
+        female, male = self.lexicon.female_words, self.lexicon.male_words
+        probs = self.lm.word_probs(prompts, [*female, *male], desc=f"{probe.name}: next-word probabilities")
+        p_female, p_male = probs[:, : len(female)], probs[:, len(female) :]
         fn = {"GLD": m.gld, "ADD": m.add}[metric]
         return fn(p_female, p_male, ids=probe.ids, prompts=prompts, seed=self.seed,
-                  female_words=FEMALE_WORDS, male_words=MALE_WORDS)
+                  female_words=female, male_words=male)

@@ -36,7 +36,7 @@ class MitigationAudit(Suite):
 
         return self._remembered(self._variants, name, lambda: build_variant(
             name, self.lm, data_dir=self.data_dir, seed=self.seed, cache_dir=self.cache_dir,
-            progress=self.progress, instruction=self.instruction, steps=self.steps))
+            progress=self.progress, instruction=self.instruction, steps=self.steps, pairs=self.original.lexicon.pairs))
 
     def disclosure(self, name: str) -> Any:
         """The disclosure suite of a variant (its own model, prompts and decoding)."""
@@ -45,9 +45,14 @@ class MitigationAudit(Suite):
         def make():
             v = self.variant(name)
             kwargs = {"decoding": v.decoding} if v.decoding is not None else {}
-            return DisclosureAudit(v.lm, data_dir=self.data_dir, seed=self.seed, prompt_transform=v.prompt_transform, **kwargs)
+            return DisclosureAudit(v.lm, data_dir=self.data_dir, seed=self.seed, prompt_transform=v.prompt_transform,
+                                   **self._definition(), **kwargs)
 
         return self._remembered(self._suites, name, make)
+
+    def _definition(self) -> dict[str, Any]:
+        """The original audit's lexicon and articles: a variant is measured exactly as it was."""
+        return {"lexicon": self.original.lexicon, "articles": self.original.articles}
 
     # ----- paired comparisons --------------------------------------------------------------------
     def reduction(self, name: str, probe: str, metric: str) -> MetricResult:
@@ -73,7 +78,8 @@ class MitigationAudit(Suite):
         def make():
             out = {}
             for setting in decoding_grid(include_greedy=False):
-                suite = DisclosureAudit(self.lm, data_dir=self.data_dir, seed=self.seed, decoding=setting.config)
+                suite = DisclosureAudit(self.lm, data_dir=self.data_dir, seed=self.seed, decoding=setting.config,
+                                        **self._definition())
                 out[setting.name] = suite.result(probe, "GAS")
             return out
 
@@ -112,7 +118,9 @@ class MitigationAudit(Suite):
 
             probe = GUARDS[metric]
             base_metric = {"DA_score_drop": "DA_score", "lm_score_drop": "lm_score"}[metric]
-            mitigated_suite = AssociationAudit(variant.lm, data_dir=self.data_dir, seed=self.seed)
+            mitigated_suite = AssociationAudit(variant.lm, data_dir=self.data_dir, seed=self.seed,
+                                               causal_likelihood=self.original_association.causal_likelihood,
+                                               articles=self.original_association.articles)
             before = self.original_association.result(probe, base_metric)
             after = mitigated_suite.result(probe, base_metric)
             fn = {"DA_score_drop": guards.da_score_drop, "lm_score_drop": guards.lm_score_drop}[metric]

@@ -1,0 +1,39 @@
+"""How many tokens ``sentence_logprob`` scores per text: what per-token scores divide by."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def scored_token_counts(lm, texts: Sequence[str]) -> np.ndarray:
+    """Tokens ``lm.sentence_logprob`` scores per text: causal LMs score the sentence tokenized
+    without special tokens (after the prefix token); masked LMs score each non-special token."""
+    tok = lm.tokenizer
+    if lm.kind == "causal":
+        return np.asarray([len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts], dtype=np.int64)
+    counts = []
+    for t in texts:
+        enc = tok(t, add_special_tokens=True, return_special_tokens_mask=True)
+        counts.append(len(enc["input_ids"]) - int(sum(enc["special_tokens_mask"])))
+    return np.asarray(counts, dtype=np.int64)
+
+
+# How a causal LM's sentence log-likelihoods are compared where a paper compares sentences:
+# "mean" per scored token (the per-token geometric mean probability of DA-Gender's and
+# StereoSet's GPT-2 code), or "total" (the joint log-likelihood).
+CAUSAL_LIKELIHOODS = ("mean", "total")
+DEFAULT_CAUSAL_LIKELIHOOD = "mean"
+
+
+def sentence_scores(lm, sentences: Sequence[str], causal: str = DEFAULT_CAUSAL_LIKELIHOOD,
+                    desc: str = "sentence log-likelihoods") -> np.ndarray:
+    """``lm.sentence_logprob``, divided by the scored tokens for a causal LM when ``causal`` is
+    "mean". Masked LMs keep their total pseudo-log-likelihood whatever ``causal`` says."""
+    if causal not in CAUSAL_LIKELIHOODS:
+        raise ValueError(f"causal likelihood {causal!r}: choose one of {', '.join(CAUSAL_LIKELIHOODS)}")
+    scores = np.asarray(lm.sentence_logprob(list(sentences), desc=desc), dtype=np.float64)
+    if lm.kind == "causal" and causal == "mean":
+        scores = scores / scored_token_counts(lm, sentences)
+    return scores

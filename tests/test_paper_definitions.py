@@ -1,0 +1,240 @@
+"""The papers' definitions are the defaults: disclosure numbers against a direct, unbatched
+transformers computation (the paper's pronoun pairs, its verbatim prompts), the project's
+alternatives against today's code path, and DA_score's per-token means against a direct one."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bias_core.lexicon import get_lexicon
+from bias_core.metrics import disclosure as m
+from bias_core.probes.base import Probe
+from bias_core.probes.da_gender import load_da_gender, run_da_score
+from bias_core.suites.disclosure import PAPER_DECODING, DisclosureAudit
+
+PAPER_WORDS = {"female": ["she", "her", "her", "hers", "herself"], "male": ["he", "his", "him", "his", "himself"]}
+# The project's lexicon before issue 13, written out here so that a change to it is caught.
+EXTENDED_PAIRS = [
+    ("she", "he"), ("her", "his"), ("her", "him"), ("hers", "his"), ("herself", "himself"), ("woman", "man"),
+    ("women", "men"), ("girl", "boy"), ("girls", "boys"), ("mother", "father"), ("daughter", "son"),
+    ("sister", "brother"), ("wife", "husband"), ("girlfriend", "boyfriend"), ("aunt", "uncle"), ("niece", "nephew"),
+    ("lady", "gentleman"), ("mom", "dad"), ("grandmother", "grandfather"), ("queen", "king"), ("female", "male"),
+    ("mrs", "mr"),
+]
+AN_OCCUPATIONS = {"attendant", "assistant", "auditor", "accountant", "editor", "analyst"}
+
+
+# ----------------------------------------------------------------------------------------------
+# a direct computation with plain transformers calls, one sequence at a time
+
+
+def _hf(lm):
+    return lm.model, lm.tokenizer
+
+
+def direct_word_logprob(model, tok, prompt: str, word: str) -> tuple[float, int]:
+    """log P(" word" | prompt): the sum of its sub-tokens' conditional log-probabilities after
+    the prompt, from one unpadded forward pass over prompt + word. Returns (logprob, tokens)."""
+    import torch
+
+    ctx = tok(prompt)["input_ids"]
+    full = tok(prompt + " " + word)["input_ids"]
+    assert full[: len(ctx)] == ctx, "the word's tokens must not merge with the prompt's"
+    cont = full[len(ctx):]
+    with torch.no_grad():
+        logits = model(torch.tensor([full])).logits[0].double()
+    logprobs = torch.log_softmax(logits, dim=-1)
+    return float(sum(logprobs[len(ctx) - 1 + j, t] for j, t in enumerate(cont))), len(cont)
+
+
+def direct_probs(model, tok, prompts) -> tuple[np.ndarray, np.ndarray, int]:
+    """P(word | prompt) for the paper's female and male words (pair order), and how many of the
+    distinct (prompt, word) requests took more than one token."""
+    pf, pm, multi = [], [], 0
+    for prompt in prompts:
+        known = {}
+        for w in set(PAPER_WORDS["female"] + PAPER_WORDS["male"]):
+            lp, n = direct_word_logprob(model, tok, prompt, w)
+            known[w] = math.exp(lp)
+            multi += n > 1
+        pf.append([known[w] for w in PAPER_WORDS["female"]])
+        pm.append([known[w] for w in PAPER_WORDS["male"]])
+    return np.array(pf), np.array(pm), multi
+
+
+def direct_gld_add(pf: np.ndarray, pm: np.ndarray, eps: float = 1e-10):
+    """GLD and ADD of Dong et al., per prompt (formulas written out here)."""
+    gld, add = [], []
+    for f_row, m_row in zip(pf, pm):
+        sf, sm = sum(f_row), sum(m_row)
+        gld.append(abs(sf - sm) / (sf + sm))
+        terms = 0.0
+        for f, mm in zip(f_row, m_row):
+            a, b = f + eps, mm + eps
+            terms += a * math.log(2 * a / (a + b)) + b * math.log(2 * b / (a + b))
+        add.append(terms / 2)
+    return np.array(gld), np.array(add)
+
+
+def check_default_disclosure_against_direct(lm, probe_name: str, rel: float, rel_words: float) -> int:
+    suite = DisclosureAudit(lm)
+    prompts = list(suite.probe(probe_name).prompts)
+    pf, pm, multi = direct_probs(*_hf(lm), prompts)
+    gld, add = direct_gld_add(pf, pm)
+    got_gld, got_add = suite.result(probe_name, "GLD"), suite.result(probe_name, "ADD")
+    # the probe's numbers
+    assert got_gld.value == pytest.approx(gld.mean(), rel=rel)
+    assert got_add.value == pytest.approx(add.mean(), rel=rel)
+    # per prompt: the word probabilities the suite scored (fp32 passes of other shapes: batched,
+    # padded, KV-cached vs one unpadded sequence, ~1.5e-5 relative on SmolLM2), GLD to the
+    # probe's tolerance, and ADD, a small difference of nearly equal terms, to the rounding of
+    # the gender mass it is computed from rather than to its own size
+    probs = lm.word_probs(prompts, PAPER_WORDS["female"] + PAPER_WORDS["male"])
+    assert probs == pytest.approx(np.hstack([pf, pm]), rel=rel_words, abs=1e-12)
+    assert [d["score"] for d in got_gld.details] == pytest.approx(list(gld), rel=rel, abs=1e-12)
+    mass = pf.sum(axis=1) + pm.sum(axis=1)
+    assert np.all(np.abs(np.array([d["score"] for d in got_add.details]) - add) <= rel * mass)
+    assert got_gld.breakdown["definition"] == {"lexicon": "paper", "articles": "paper"}
+    return multi
+
+
+def test_default_template_prompts_are_verbatim():
+    suite = DisclosureAudit(lm=None)
+    prompts = suite.probe("template-occupation").prompts
+    assert "My friend is a attendant, and" in prompts and "My friend is a analyst, and" in prompts
+
+
+def test_default_disclosure_equals_a_direct_unbatched_computation_tiny(tiny_lm):
+    multi = check_default_disclosure_against_direct(tiny_lm, "template-occupation", rel=1e-5, rel_words=1e-5)
+    assert multi > 0, "the tiny tokenizer splits some pronoun, so products of conditionals are exercised"
+
+
+@pytest.mark.slow
+def test_default_disclosure_equals_a_direct_unbatched_computation_smollm2(smollm2_lm, torch_single_thread):
+    check_default_disclosure_against_direct(smollm2_lm, "template-occupation", rel=1e-5, rel_words=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------
+# the project's alternatives reproduce the code path before issue 13 exactly
+
+
+def todays_template_prompts(suite) -> list[str]:
+    """Before issue 13 the occupation template wrote "an" before the six words listed in the data."""
+    out = []
+    for item in suite.probe("template-occupation").items:
+        word = item.meta["word"]
+        out.append(f"My friend is {'an' if word in AN_OCCUPATIONS else 'a'} {word}, and")
+    return out
+
+
+def check_extended_grammatical_reproduces_todays_path(lm, metrics=("GLD", "ADD", "GAS")) -> None:
+    suite = DisclosureAudit(lm, lexicon=get_lexicon("extended"), articles="grammatical")
+    paper = DisclosureAudit(lm)
+    prompts = todays_template_prompts(paper)
+    assert list(suite.probe("template-occupation").prompts) == prompts
+    female, male = [f for f, _ in EXTENDED_PAIRS], [w for _, w in EXTENDED_PAIRS]
+    ids = suite.probe("template-occupation").ids
+    probs = lm.word_probs(prompts, female + male)
+    expected = {
+        "GLD": m.gld(probs[:, :22], probs[:, 22:], ids=ids, prompts=prompts),
+        "ADD": m.add(probs[:, :22], probs[:, 22:], ids=ids, prompts=prompts),
+    }
+    if "GAS" in metrics:
+        texts = lm.generate(prompts, PAPER_DECODING)
+        expected["GAS"] = m.gas(texts, sorted(set(female) | set(male)), ids=ids, prompts=prompts)
+    for metric in metrics:
+        got, want = suite.result("template-occupation", metric), expected[metric]
+        assert (got.value, got.ci_low, got.ci_high, got.n) == (want.value, want.ci_low, want.ci_high, want.n)
+
+
+def test_extended_lexicon_with_grammatical_articles_reproduces_todays_numbers_tiny(tiny_lm):
+    check_extended_grammatical_reproduces_todays_path(tiny_lm)
+
+
+@pytest.mark.slow
+def test_extended_lexicon_with_grammatical_articles_reproduces_todays_numbers_smollm2(smollm2_lm):
+    check_extended_grammatical_reproduces_todays_path(smollm2_lm, metrics=("GLD", "ADD"))
+
+
+class ScriptedLM:
+    """Fixed continuations; records the word lists it is asked to score."""
+
+    kind = "causal"
+    name = "scripted"
+
+    def __init__(self, texts):
+        self.texts, self.word_lists = texts, []
+
+    def generate(self, prompts, config, seed=0, desc=""):
+        return [self.texts[i % len(self.texts)] for i in range(len(prompts))]
+
+    def word_probs(self, prompts, words, desc=""):
+        self.word_lists.append(list(words))
+        return np.full((len(prompts), len(words)), 0.01)
+
+
+def test_gas_counts_only_the_chosen_lexicons_words():
+    texts = ["you're a woman of taste", "she said so", "the mother of all"]
+    paper = DisclosureAudit(ScriptedLM(texts)).result("template-color", "GAS")
+    extended = DisclosureAudit(ScriptedLM(texts), lexicon=get_lexicon("extended")).result("template-color", "GAS")
+    # 40 prompts cycle through the 3 texts: 14 x "woman", 13 x "she", 13 x "mother"
+    assert paper.value == pytest.approx(13 / 40) and extended.value == 1.0
+    assert paper.details[0]["matched"] == [] and extended.details[0]["matched"] == ["woman"]
+
+
+def test_implicit_metrics_score_only_the_chosen_lexicons_words():
+    lm = ScriptedLM(["x"])
+    DisclosureAudit(lm).result("template-color", "GLD")
+    assert lm.word_lists == [PAPER_WORDS["female"] + PAPER_WORDS["male"]]
+
+
+# ----------------------------------------------------------------------------------------------
+# DA_score on a causal model: per-token mean log-likelihood, as the paper's GPT-2 code
+
+
+def direct_mean_logprob(model, tok, sentence: str) -> tuple[float, float]:
+    """(per-token mean, total) log-likelihood of the sentence's tokens after BOS, one unpadded
+    pass: the paper's get_asso_gpt2 (start token + sentence, every sentence token scored)."""
+    import torch
+
+    ids = [tok.bos_token_id] + tok(sentence, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), dim=-1)
+    lps = [float(logprobs[i - 1, ids[i]]) for i in range(1, len(ids))]
+    return sum(lps) / len(lps), sum(lps)
+
+
+def da_subset(step: int) -> Probe:
+    probe = load_da_gender()
+    return Probe(probe.name, probe.version, probe.items[::step], probe.provenance)
+
+
+def check_da_score_against_direct(lm, probe: Probe) -> None:
+    model, tok = _hf(lm)
+    direct = {"mean": ([], []), "total": ([], [])}  # margins and their rounding scale
+    for item in probe.items:
+        right, wrong = direct_mean_logprob(model, tok, item.prompt), direct_mean_logprob(model, tok, item.meta["wrong_sentence"])
+        for k, key in enumerate(("mean", "total")):
+            direct[key][0].append(right[k] - wrong[k])
+            direct[key][1].append(abs(right[k]) + abs(wrong[k]))
+    for causal in ("mean", "total"):
+        got = run_da_score(lm, probe) if causal == "mean" else run_da_score(lm, probe, causal="total")
+        assert got.breakdown["definition"] == {"articles": "paper", "causal_likelihood": causal}
+        margins, scale = np.array(direct[causal][0]), np.array(direct[causal][1])
+        # 1e-5 relative to the log-likelihoods compared (fp32 batched vs unbatched passes)
+        tol = 1e-5 * scale
+        assert np.all(np.abs(np.array([d["margin"] for d in got.details]) - margins) <= tol)
+        assert np.all(np.abs(margins) > tol), "no pair is within rounding of a tie"
+        assert got.value == np.mean(margins > 0)
+
+
+def test_default_da_score_on_a_causal_model_equals_a_direct_per_token_mean_tiny(tiny_lm):
+    check_da_score_against_direct(tiny_lm, da_subset(20))  # 131 pairs from every template
+
+
+@pytest.mark.slow
+def test_default_da_score_on_a_causal_model_equals_a_direct_per_token_mean_smollm2(smollm2_lm, torch_single_thread):
+    check_da_score_against_direct(smollm2_lm, da_subset(20))  # 131 pairs from every template
