@@ -32,6 +32,7 @@ SETTINGS = pytest.StashKey[AuditSettings]()
 MODEL = pytest.StashKey[Any]()
 ROW = pytest.StashKey[dict]()
 RUN = pytest.StashKey[dict]()
+RECHECKS = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser) -> None:
@@ -157,18 +158,29 @@ def _quiet_libraries() -> None:
         transformers.logging.set_verbosity_error()
 
 
+def _precision_check(lm, settings):
+    """--precision exact: the suites' results must have fp32's verdicts (bias_core/precision_gate.py)."""
+    if getattr(lm, "precision", None) != "exact" or settings.thresholds is None:
+        return None
+    from bias_core.precision_gate import ExactGate
+
+    return ExactGate(lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value))
+
+
 @pytest.fixture(scope="session")
 def disclosure_audit(pytestconfig, audit_model, audit_settings):
     from bias_core.suites.disclosure import DisclosureAudit
 
-    return _WithTerminal(DisclosureAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed), pytestconfig)
+    return _WithTerminal(DisclosureAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
+                                         precision_check=_precision_check(audit_model, audit_settings)), pytestconfig)
 
 
 @pytest.fixture(scope="session")
 def association_audit(pytestconfig, audit_model, audit_settings):
     from bias_core.suites.association import AssociationAudit
 
-    return _WithTerminal(AssociationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed), pytestconfig)
+    return _WithTerminal(AssociationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
+                                          precision_check=_precision_check(audit_model, audit_settings)), pytestconfig)
 
 
 @pytest.fixture(scope="session")
@@ -203,8 +215,14 @@ class _WithTerminal:
 def mitigation_audit(pytestconfig, audit_model, audit_settings, disclosure_audit, association_audit):
     from bias_core.suites.mitigation import MitigationAudit
 
-    suite = MitigationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            original=disclosure_audit._suite, original_association=association_audit._suite,
+    lm, original, original_association = audit_model, disclosure_audit._suite, association_audit._suite
+    if getattr(audit_model, "precision", None) == "exact":
+        # Variants are trained and audited in fp32, so the original they are paired with is too.
+        from bias_core.precision_gate import fp32_twin
+
+        lm, original, original_association = audit_model.fp32(), fp32_twin(original), fp32_twin(original_association)
+    suite = MitigationAudit(lm, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
+                            original=original, original_association=original_association,
                             cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
                             steps=audit_settings.mitigation_steps,
                             progress=interactive())
@@ -252,8 +270,15 @@ def gate(request, audit_settings):
         if variant:
             row["variant"] = variant
         request.node.stash[ROW] = row
-        for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source"):
-            request.node.user_properties.append((key, row[key]))
+        lm = request.config.stash.get(MODEL, None)
+        if lm is not None:
+            from bias_core.models.precision import test_precision_fields
+
+            row.update(test_precision_fields(lm, request.node.stash.get(RECHECKS, {})))
+        for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source",
+                    "precision", "precision_bound", "rechecked"):
+            if key in row:
+                request.node.user_properties.append((key, row[key]))
         if result.scale:
             request.node.user_properties.append(("scale", result.scale))
         summary = (f"{metric} on {probe} = {result.value:.4f}, 95% CI [{result.ci_low:.4f}, {result.ci_high:.4f}], "
@@ -276,6 +301,11 @@ def _plain(obj: Any) -> Any:
 # ----- test outcome hooks ----------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
+    lm = item.config.stash.get(MODEL, None)
+    if lm is not None:
+        from bias_core.models.precision import rechecks_snapshot
+
+        item.stash[RECHECKS] = rechecks_snapshot(lm)  # the gate reports what this test re-checked
     try:
         return (yield)
     except DataSourceMissing as exc:
@@ -365,6 +395,9 @@ class _Reporter:
         if lm is not None:  # in-process runs only; xdist workers keep their own counts
             info["model_fingerprint"] = lm.fingerprint
             info["cache"] = {"hits": lm.cache.hits, "misses": lm.cache.misses, "enabled": lm.cache.enabled}
+            from bias_core.models.precision import precision_info
+
+            info["precision"] = precision_info(lm)
         self.table.set_run_info(info)
         self.table.write(complete=True)
         self.table.write_html(extra_sections=self._mitigation_sections())
@@ -434,5 +467,5 @@ def _run_info(config) -> dict[str, Any]:
         "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
         "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, "device": settings.load.device,
-        "dtype": settings.load.dtype, "versions": versions,
+        "dtype": settings.load.dtype, "precision": {"mode": settings.load.precision}, "versions": versions,
     }

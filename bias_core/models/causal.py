@@ -521,8 +521,12 @@ class CausalLM:
         probs = torch.softmax(scores, dim=-1).cpu()
         return torch.stack([torch.multinomial(probs[r], 1, generator=g)[0] for r, g in enumerate(gens)]).to(logits.device)
 
-    def _decode_batch(self, seqs, config: DecodingConfig, gens) -> list[list[int]]:
-        """Decode one batch of equal-length prompts; rows leave the batch at end of sequence."""
+    def _decode_batch(self, seqs, config: DecodingConfig, gens, observe=None) -> list[list[int]]:
+        """Decode one batch of equal-length prompts; rows leave the batch at end of sequence.
+
+        ``observe(rows, logits)``, when given, sees each step's next-token logits of the rows
+        still decoding (exact precision reads the top-2 margins there).
+        """
         ids, mask, positions = self._left_pad(seqs, GEN_PAD_MULTIPLE)
         out = self._forward(ids, mask, positions, keep=1, past=_new_cache())
         past = out.past_key_values
@@ -531,6 +535,8 @@ class CausalLM:
         next_pos = positions[:, -1:] + 1
         eos = torch.tensor(self.eos_ids, device=ids.device)
         for step in range(config.max_new_tokens):
+            if observe is not None:
+                observe(alive.tolist(), out.logits[:, -1, :])
             picks = self._pick(out.logits[:, -1, :], config, [gens[i] for i in alive.tolist()] if gens else None)
             done = torch.isin(picks, eos)
             for r, row in enumerate(alive.tolist()):

@@ -91,13 +91,16 @@ def da_margins(lm, probe: Probe) -> np.ndarray:
         sign = np.array([1.0 if m["correct"] == "male" else -1.0 for m in metas])
         return sign * (pref["male"] - pref["female"])
     if lm.kind == "causal":
+        from bias_core.models.precision import compared_sentence_logprob
+
         # The paper's GPT-2 path compares the two sentences' likelihoods (it uses the per-token
         # geometric mean; with the total log-likelihood the verdict is the same whenever the
         # two targets have the same number of tokens, and a longer target is not rewarded for
         # spreading its probability over more tokens).
-        lp = np.asarray(lm.sentence_logprob([*probe.prompts, *(m["wrong_sentence"] for m in metas)],
-                                            desc="DA-Gender: sentence log-likelihoods"), dtype=float)
         n = len(metas)
+        lp = np.asarray(compared_sentence_logprob(lm, [*probe.prompts, *(m["wrong_sentence"] for m in metas)],
+                                                  [(k, n + k) for k in range(n)],
+                                                  desc="DA-Gender: sentence log-likelihoods"), dtype=float)
         return lp[:n] - lp[n:]
     raise ValueError(f"DA_score: unsupported model kind {lm.kind!r}; expected causal, masked or seq2seq")
 
