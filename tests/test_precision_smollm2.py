@@ -4,6 +4,7 @@ disclosure continuations as fp32. (Verdicts of the whole default audit: benchmar
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,8 @@ from conftest import bias_core_cache_dir
 
 pytestmark = pytest.mark.slow
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The papers' data beside the repository (../shared/data); BIAS_CORE_SHARED_DATA points elsewhere.
+SHARED_DATA = Path(os.environ.get("BIAS_CORE_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,10 @@ def half_copy(model: Any, dtype: torch.dtype, head: bool = HALF_HEAD) -> Any:
     output projection too when ``head``."""
     from transformers.pytorch_utils import Conv1D
 
-    half = copy.deepcopy(model)
+    # Tensors are shared with ``model``, not copied: only the half-precision linear weights are
+    # new memory (SmolLM2-135M: 212 MB beside the 540 MB fp32 model).
+    shared = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    half = copy.deepcopy(model, memo=shared)
     out = half.get_output_embeddings()
     for module in list(half.modules()):
         for name, child in list(module.named_children()):
