@@ -162,9 +162,10 @@ def _precision_check(lm, settings):
     """--precision exact: the suites' results must have fp32's verdicts (bias_core/precision_gate.py)."""
     if getattr(lm, "precision", None) != "exact" or settings.thresholds is None:
         return None
-    from bias_core.precision_gate import ExactGate
+    from bias_core.precision_gate import PROPAGATED, ExactGate
 
-    return ExactGate(lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value))
+    return ExactGate(lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value),
+                     fp32_metrics=PROPAGATED if settings.mitigations else ())
 
 
 @pytest.fixture(scope="session")
@@ -215,14 +216,12 @@ class _WithTerminal:
 def mitigation_audit(pytestconfig, audit_model, audit_settings, disclosure_audit, association_audit):
     from bias_core.suites.mitigation import MitigationAudit
 
-    lm, original, original_association = audit_model, disclosure_audit._suite, association_audit._suite
-    if getattr(audit_model, "precision", None) == "exact":
-        # Variants are trained and audited in fp32, so the original they are paired with is too.
-        from bias_core.precision_gate import fp32_twin
-
-        lm, original, original_association = audit_model.fp32(), fp32_twin(original), fp32_twin(original_association)
+    # Variants are trained and audited in fp32; in exact mode the original's numbers they are
+    # paired with equal fp32's too (decisions and continuations by construction, GLD and ADD
+    # computed in fp32 when --mitigation is given: _precision_check).
+    lm = audit_model.fp32() if getattr(audit_model, "precision", None) == "exact" else audit_model
     suite = MitigationAudit(lm, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            original=original, original_association=original_association,
+                            original=disclosure_audit._suite, original_association=association_audit._suite,
                             cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
                             steps=audit_settings.mitigation_steps,
                             progress=interactive())

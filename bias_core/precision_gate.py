@@ -11,7 +11,9 @@ its gate. So:
 - metrics without a derived propagation (logprob_effect, SEAT_effect, GBM: effect sizes over
   permutations, embeddings, top-k sets) are computed in fp32 straight away;
 - every other metric is a count of decisions or of continuations that exact mode already makes
-  equal to fp32's.
+  equal to fp32's;
+- with ``--mitigation``, GLD and ADD are computed in fp32 too: mitigated variants are trained
+  and audited in fp32, and their paired comparisons need the original's fp32 values.
 
 Propagation, with every word log-probability within b of fp32's (each resample's mean, and so
 each percentile-bootstrap endpoint, moves by at most the largest per-item change):
@@ -86,8 +88,11 @@ class ExactGate:
     ``gate_for(metric, probe)`` returns the gate that will judge the result (thresholds lookup).
     """
 
-    def __init__(self, gate_for: Callable[[str, str], Any]):
+    def __init__(self, gate_for: Callable[[str, str], Any], fp32_metrics: tuple[str, ...] = ()):
         self.gate_for = gate_for
+        # Metrics computed in fp32 straight away besides FP32_DIRECTLY: with --mitigation, GLD
+        # and ADD, whose original values the paired comparisons with fp32 variants use.
+        self.fp32_metrics = FP32_DIRECTLY + tuple(fp32_metrics)
         self._twins: dict[int, Any] = {}
         self.recomputed: list[str] = []
 
@@ -100,10 +105,11 @@ class ExactGate:
         lm = suite.lm
         if getattr(lm, "precision", None) != "exact" or metric not in PROPAGATED + FP32_DIRECTLY:
             return suite.compute(probe, metric)
-        if metric in FP32_DIRECTLY:
+        if metric in self.fp32_metrics:
             result = self._twin(suite).result(probe, metric)
-            result.breakdown["precision"] = {"computed_in": "fp32", "why": "no propagation of the half-precision "
-                                             "error is derived for this metric, so exact mode computes it in fp32"}
+            why = ("no propagation of the half-precision error is derived for this metric" if metric in FP32_DIRECTLY
+                   else "--mitigation compares it with fp32 variants")
+            result.breakdown["precision"] = {"computed_in": "fp32", "why": why}
             return result
         from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
 

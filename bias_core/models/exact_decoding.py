@@ -3,9 +3,10 @@
 1. Every batch is decoded by the half-precision handle; at each step the top-2 margin of each
    row's next-token logits is recorded (a logit difference is a log-probability difference).
 2. A row with any step whose margin is within the calibrated ``margin`` bound is re-checked in
-   fp32: one teacher-forced fp32 pass over its prompt and continuation gives fp32's greedy
-   choice at every step, batched across rows. The continuation equals fp32's greedy one iff
-   every step matches (an end-of-sequence step included).
+   fp32: one teacher-forced fp32 pass over its prompt and continuation, up to its last flagged
+   step, gives fp32's greedy choice at every step up to there, batched across rows. The
+   continuation equals fp32's greedy one when every step matches (an end-of-sequence step
+   included) and the later steps are unflagged.
 3. At the first step that does not match, the continuation takes fp32's token and decoding
    resumes from there (in half precision, checked the same way).
 
@@ -105,11 +106,14 @@ def decode_exact(lm: Any, seqs: list[list[int]], budgets: list[int], desc: str) 
                     sum(len(m) for m in margins))
     if not flagged:
         return tokens
-    steps = [len(tokens[i]) + int(ended[i]) for i in flagged]
-    choices = _fp32_choices(full, [seqs[i] + tokens[i] for i in flagged], [len(tokens[i]) for i in flagged], steps)
+    # Steps after a row's last flagged one need no check (the prefix is checked up to there):
+    # the fp32 pass stops at it.
+    last = [max(k for k, m in enumerate(margins[i]) if m <= bound) for i in flagged]
+    choices = _fp32_choices(full, [seqs[i] + tokens[i][:s] for i, s in zip(flagged, last)], last,
+                            [s + 1 for s in last])
     redo: list[tuple[int, list[int]]] = []  # (row, tokens so far) resuming after a corrected step
     for i, fp32 in zip(flagged, choices):
-        decoded = tokens[i] + ([next(iter(eos))] if ended[i] else [])
+        decoded = (tokens[i] + ([next(iter(eos))] if ended[i] else []))[: len(fp32)]
         s = next((k for k, (a, b) in enumerate(zip(decoded, fp32)) if a != b and not (a in eos and b in eos)), None)
         if s is None:
             continue
