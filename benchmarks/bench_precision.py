@@ -10,7 +10,8 @@
 - generation: greedy, 50 new tokens, 32 prompts of one width at batch 32 (bench_audit.py's
   setting), fp32 vs exact interleaved: new tokens/s and identical continuations.
 - audit: the default audit from a cold result cache (converted model reused), fp32 then exact,
-  as two pytest processes; wall time and identical verdicts per test.
+  as two pytest processes; wall time and identical verdicts per test. Offline probes, as
+  bench_audit.py measures it (``--audit-with-data`` adds ``--data-dir``).
 
 Prints markdown tables with medians over the repeats and the ratios; the calibration is timed
 separately (it runs once per model and is cached).
@@ -186,6 +187,8 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--parts", default="crows,generation,audit")
+    ap.add_argument("--audit-with-data", action="store_true",
+                    help="run the audit part with --data-dir too (default: offline probes, as bench_audit.py)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     cache = Path(tempfile.mkdtemp(prefix="bias-bench-precision-"))
@@ -193,18 +196,20 @@ def main() -> None:
         from bias_core.settings import default_cache_dir
 
         (cache / "models").symlink_to(default_cache_dir() / "models")
-        fp32, load32 = timed(lambda: load(args.model, "fp32", cache))
-        exact, load_exact = timed(lambda: load(args.model, "exact", cache))  # calibrates (cold)
-        half = load(args.model, "half", cache)
-        rows = [("load fp32", f"{load32:.1f} s", ""),
-                ("load exact, with calibration (once per model, then cached)", f"{load_exact:.1f} s",
-                 f"bound: {json.dumps(exact.precision_info()['bound'])}")]
+        rows = []
+        if parts & {"crows", "generation"}:
+            fp32, load32 = timed(lambda: load(args.model, "fp32", cache))
+            exact, load_exact = timed(lambda: load(args.model, "exact", cache))  # calibrates (cold)
+            half = load(args.model, "half", cache)
+            rows += [("load fp32", f"{load32:.1f} s", ""),
+                     ("load exact, with calibration (once per model, then cached)", f"{load_exact:.1f} s",
+                      f"bound: {json.dumps(exact.precision_info()['bound'])}")]
         if "crows" in parts:
             rows += bench_crows(args.model, args.data_dir, args.repeats, fp32, exact, half)
         if "generation" in parts:
             rows += bench_generation(args.repeats, fp32, exact)
         if "audit" in parts:
-            rows += bench_audit(args.model, args.data_dir if args.data_dir.is_dir() else None)
+            rows += bench_audit(args.model, args.data_dir if args.audit_with_data else None)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -260,3 +260,30 @@ def test_calibrated_bound_is_cached_as_json(tiny_lm, tmp_path):
     assert doc["key"]["model"] == tiny_lm.fingerprint and doc["bound"]["margin"] == first.bound.margin
     second = apply_precision(tiny_lm, "exact", "cpu", cache_dir=tmp_path)
     assert second.bound == first.bound
+
+
+def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tiny_lm, exact_lm):
+    _needs_bf16()
+    from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
+    from bias_core.precision_gate import ExactGate, word_bound
+    from bias_core.suites.disclosure import DisclosureAudit
+
+    reference = DisclosureAudit(tiny_lm).result("natural-default", "GLD")
+    half = DisclosureAudit(exact_lm).compute("natural-default", "GLD")
+    error = propagated_error(half, word_bound(exact_lm, list(FEMALE_WORDS) + list(MALE_WORDS)))
+    assert abs(half.ci_high - reference.ci_high) <= error  # the propagation holds on a real model
+
+    far = ExactGate(lambda metric, probe: Gate("GLD", half.ci_high + 2 * error + 0.01, "max", "test"))
+    kept = DisclosureAudit(exact_lm, precision_check=far).result("natural-default", "GLD")
+    assert kept.value == half.value and kept.breakdown["precision"]["computed_in"] == "bfloat16"
+    assert far.recomputed == []
+
+    near = ExactGate(lambda metric, probe: Gate("GLD", half.ci_high + error / 2, "max", "test"))
+    redone = DisclosureAudit(exact_lm, precision_check=near).result("natural-default", "GLD")
+    assert (redone.value, redone.ci_low, redone.ci_high) == (reference.value, reference.ci_low, reference.ci_high)
+    assert redone.breakdown["precision"]["half_value"] == half.value
+    assert near.recomputed == ["natural-default-GLD"]
+
+    direct = ExactGate(lambda metric, probe: pytest.fail("fp32 straight away: no gate needed"))
+    suite = DisclosureAudit(exact_lm, precision_check=direct)
+    assert direct(suite, "natural-default", "GAS").value == DisclosureAudit(tiny_lm).result("natural-default", "GAS").value
