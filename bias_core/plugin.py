@@ -36,6 +36,7 @@ SETTINGS = pytest.StashKey[AuditSettings]()
 MODEL = pytest.StashKey[Any]()
 ROW = pytest.StashKey[dict]()
 RUN = pytest.StashKey[dict]()
+RECHECKS = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser) -> None:
@@ -306,6 +307,16 @@ def _quiet_libraries() -> None:
         transformers.logging.set_verbosity_error()
 
 
+def _precision_check(lm, settings):
+    """--precision exact: the suites' results must have fp32's verdicts (bias_core/precision_gate.py)."""
+    if getattr(lm, "precision", None) != "exact" or settings.thresholds is None:
+        return None
+    from bias_core.precision_gate import PROPAGATED, ExactGate
+
+    return ExactGate(lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value),
+                     fp32_metrics=PROPAGATED if settings.mitigations else ())
+
+
 @pytest.fixture(scope="session")
 def disclosure_audit(pytestconfig, audit_model, audit_settings):
     from bias_core.suites.disclosure import DisclosureAudit
@@ -313,7 +324,8 @@ def disclosure_audit(pytestconfig, audit_model, audit_settings):
     from bias_core.lexicon import get_lexicon
 
     suite = DisclosureAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            lexicon=get_lexicon(audit_settings.lexicon), articles=audit_settings.articles)
+                            lexicon=get_lexicon(audit_settings.lexicon), articles=audit_settings.articles,
+                            precision_check=_precision_check(audit_model, audit_settings))
     return _WithTerminal(suite, pytestconfig)
 
 
@@ -322,7 +334,8 @@ def association_audit(pytestconfig, audit_model, audit_settings):
     from bias_core.suites.association import AssociationAudit
 
     suite = AssociationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                             causal_likelihood=audit_settings.causal_likelihood, articles=audit_settings.articles)
+                             causal_likelihood=audit_settings.causal_likelihood, articles=audit_settings.articles,
+                             precision_check=_precision_check(audit_model, audit_settings))
     return _WithTerminal(suite, pytestconfig)
 
 
@@ -358,7 +371,11 @@ class _WithTerminal:
 def mitigation_audit(pytestconfig, audit_model, audit_settings, disclosure_audit, association_audit):
     from bias_core.suites.mitigation import MitigationAudit
 
-    suite = MitigationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
+    # Variants are trained and audited in fp32; in exact mode the original's numbers they are
+    # paired with equal fp32's too (decisions and continuations by construction, GLD and ADD
+    # computed in fp32 when --mitigation is given: _precision_check).
+    lm = audit_model.fp32() if getattr(audit_model, "precision", None) == "exact" else audit_model
+    suite = MitigationAudit(lm, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
                             original=disclosure_audit._suite, original_association=association_audit._suite,
                             cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
                             steps=audit_settings.mitigation_steps,
@@ -413,9 +430,15 @@ def gate(request, audit_settings):
         if variant:
             row["variant"] = variant
         request.node.stash[ROW] = row
-        for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source"):
-            request.node.user_properties.append((key, row[key]))
         lm = request.config.stash.get(MODEL, None)
+        if lm is not None:
+            from bias_core.models.precision import test_precision_fields
+
+            row.update(test_precision_fields(lm, request.node.stash.get(RECHECKS, {})))
+        for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source",
+                    "precision", "precision_bound", "rechecked"):
+            if key in row:
+                request.node.user_properties.append((key, row[key]))
         if lm is not None:  # where this worker's model ran: numbers may differ between fp32 and bf16
             from bias_core.models.placement import of_model
 
@@ -444,6 +467,11 @@ def _plain(obj: Any) -> Any:
 # ----- test outcome hooks ----------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
+    lm = item.config.stash.get(MODEL, None)
+    if lm is not None:
+        from bias_core.models.precision import rechecks_snapshot
+
+        item.stash[RECHECKS] = rechecks_snapshot(lm)  # the gate reports what this test re-checked
     try:
         return (yield)
     except DataSourceMissing as exc:
@@ -584,6 +612,9 @@ class _Reporter:
         if lm is not None:  # in-process runs only; xdist workers keep their own counts
             info["model_fingerprint"] = lm.fingerprint
             info["cache"] = {"hits": lm.cache.hits, "misses": lm.cache.misses, "enabled": lm.cache.enabled}
+            from bias_core.models.precision import precision_info
+
+            info["precision"] = precision_info(lm)
         self.table.set_run_info(info)
         self.table.write(complete=reason is None, partial_reason=reason)
         self.table.write_html(extra_sections=self._mitigation_sections())
@@ -655,5 +686,6 @@ def _run_info(config) -> dict[str, Any]:
         "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
         "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, **_target(config),
+        "precision": {"mode": settings.load.precision},
         "versions": versions, **_definitions(settings),
     }

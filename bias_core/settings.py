@@ -38,7 +38,10 @@ def add_options(parser) -> None:
     group.addoption("--model", default=DEFAULT_MODEL,
                     help=f"registry alias, Hugging Face id or local directory (default: {DEFAULT_MODEL})")
     group.addoption("--device", default="auto", help="auto | cpu | cuda (default: auto)")
-    group.addoption("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (auto: fp32 on CPU)")
+    group.addoption("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (auto: as --precision decides; an explicit dtype computes in it, unchecked)")
+    group.addoption("--precision", default=None,
+                    help="exact | fp32 | half (default: exact: half-precision speed, decisions, continuations and "
+                         "verdicts re-checked to equal fp32's; fp32: the reference; half: fastest, values drift)")
     group.addoption("--load-in-4bit", action="store_true", help="4-bit NF4 weights via bitsandbytes (CUDA only)")
     group.addoption("--device-map", default=None,
                     help="spread a model too large for one GPU over all visible GPUs with accelerate (auto)")
@@ -129,6 +132,13 @@ def _sample_size(value: str) -> int | None:
     return n
 
 
+def _precision(value: str | None, dtype: str, four_bit: bool) -> str:
+    """--precision as given; unset, exact, unless --dtype or --load-in-4bit chose the dtype."""
+    if value is not None:
+        return value
+    return "fp32" if dtype != "auto" or four_bit else "exact"
+
+
 def _steps(value: int | None) -> int | None:
     if value is not None and value < 1:
         raise AuditUsageError(f"--mitigation-steps {value}: must be a positive integer.")
@@ -159,6 +169,7 @@ def build_settings(config) -> AuditSettings:
         progress=True,
         trust_remote_code=bool(opt("--trust-remote-code")),
         device_map=opt("--device-map"),
+        precision=_precision(opt("--precision"), opt("--dtype"), bool(opt("--load-in-4bit"))),
     )
     check_options(load)
     notices: list[str] = []

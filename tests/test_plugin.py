@@ -144,6 +144,8 @@ def test_unknown_probe_in_thresholds_is_a_usage_error(pytester):
         (["--thresholds", "missing.toml"], "*missing.toml*"),
         (["--batch-size", "many"], "*--batch-size many*"),
         (["--dtype", "float8"], "*--dtype float8*"),
+        (["--precision", "bf16"], "*--precision bf16: choose one of exact, fp32, half*"),
+        (["--precision", "half", "--dtype", "bfloat16"], "*--precision half with --dtype bfloat16*drop one*"),
         (["--mitigation", "debias-tuning,lora"], "*--mitigation lora: unknown; choose from hyperparameter*"),
         (["--mitigation-steps", "0"], "*--mitigation-steps 0: must be a positive integer*"),
         (["--genderpair-sample", "some"], "*--genderpair-sample some: must be a positive integer or 'all'*"),

@@ -239,7 +239,13 @@ def decide_choices(lm: Any, prompts: Sequence[Any], responses: Sequence[str], co
         for i in undecided:
             r = records[i]
             requests += [fallback_request(r["context"], r["biased"]), fallback_request(r["context"], r["anti"])]
-        lls = lm.loglikelihood(requests, desc="GenderPair likelihood fallback")
+        from bias_core.models.precision import compared_loglikelihood
+
+        weights = None
+        if normalize == "chars":
+            weights = [1.0 / len(records[i][k]) for i in undecided for k in ("biased", "anti")]
+        lls = compared_loglikelihood(lm, requests, [(2 * j, 2 * j + 1) for j in range(len(undecided))],
+                                     desc="GenderPair likelihood fallback", weights=weights)
         for j, i in enumerate(undecided):
             r = records[i]
             r["ll_biased"], r["ll_anti"] = float(lls[2 * j]), float(lls[2 * j + 1])

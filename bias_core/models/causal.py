@@ -576,13 +576,16 @@ class CausalLM:
                  for r, g in enumerate(gens)]
         return torch.stack(picks).to(logits.device)
 
-    def _decode_batch(self, seqs, config: DecodingConfig, gens) -> list[list[int]]:
+    def _decode_batch(self, seqs, config: DecodingConfig, gens, observe=None) -> list[list[int]]:
         """Decode one batch of equal-length prompts; rows leave the batch at end of sequence.
 
         Finished rows are dropped from the batch (and its KV cache) once they make up at least
         ``compact_fraction`` of it: 0 drops them at once; on a GPU a larger share saves copying
         the whole cache at every row's end. A finished row left in the batch computes steps
         nobody reads, and no row's numbers depend on its batch mates.
+
+        ``observe(rows, logits)``, when given, sees each step's next-token logits of the rows
+        still decoding (exact precision reads the top-2 margins there).
         """
         ids, mask, positions = self._left_pad(seqs, GEN_PAD_MULTIPLE)
         out = self._forward(ids, mask, positions, keep=1, past=_new_cache())
@@ -599,6 +602,10 @@ class CausalLM:
             bad = [i for i, on in enumerate(live) if on and not finite[i]]
             if bad:
                 raise non_finite(self, "generation", self.tokenizer.decode(seqs[alive[bad[0]]], skip_special_tokens=True))
+            if observe is not None:
+                decoding = [i for i, flag in enumerate(live) if flag]
+                last = out.logits[:, -1, :]
+                observe([alive[i] for i in decoding], last if len(decoding) == len(live) else last[decoding])
             row_gens = [gens[a] if on else None for a, on in zip(alive, live)] if gens else None
             picks = self._pick(out.logits[:, -1, :], config, row_gens)
             new = 0

@@ -11,6 +11,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
@@ -18,6 +19,7 @@ from bias_core.models.causal import CausalLM
 from bias_core.models import integrity
 from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
 from bias_core.models.masked import MaskedLM
+from bias_core.models.precision import apply_precision, check_precision
 from bias_core.models.registry import ModelSpec, detect_kind
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,9 @@ class LoadOptions:
     progress: bool = True
     trust_remote_code: bool = False
     device_map: str | None = None  # accelerate's placement over several GPUs, e.g. "auto"
+    # exact | fp32 | half (models/precision.py); applies with dtype "auto". The command line's
+    # default is exact; the library's stays fp32, the reference its callers were written against.
+    precision: str = "fp32"
 
 
 def cuda_available() -> bool:
@@ -54,6 +59,12 @@ def check_options(opts: LoadOptions) -> None:
         raise AuditUsageError(f"--device {opts.device}: choose one of {', '.join(DEVICES)}.")
     if opts.dtype not in DTYPES:
         raise AuditUsageError(f"--dtype {opts.dtype}: choose one of {', '.join(DTYPES)}.")
+    check_precision(opts.precision)
+    if opts.precision != "fp32" and (opts.dtype != "auto" or opts.load_in_4bit):
+        raise AuditUsageError(
+            f"--precision {opts.precision} with {'--load-in-4bit' if opts.load_in_4bit else '--dtype ' + opts.dtype}: "
+            "the precision mode chooses the dtypes itself. Fix: drop one of the two options "
+            "(--dtype/--load-in-4bit alone compute in that dtype, unchecked).")
     if opts.batch_size is not None and opts.batch_size < 1:
         raise AuditUsageError(f"--batch-size {opts.batch_size}: must be a positive integer or 'auto'.")
     if opts.device == "cuda" and not cuda_available():
@@ -87,9 +98,7 @@ def resolve_dtype(opts: LoadOptions, device: str):
     import torch
 
     if opts.dtype == "auto":
-        # fp32 on CPU: bf16 moves log-likelihoods by nats and is slow without AMX.
-        if device == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        # --precision decides: the model loads in fp32, and exact/half build their half copy from it.
         return torch.float32
     return getattr(torch, opts.dtype)
 
@@ -187,7 +196,7 @@ def _model_class(kind: str):
             "seq2seq": transformers.AutoModelForSeq2SeqLM}[kind]
 
 
-def load_model(spec: ModelSpec, opts: LoadOptions) -> CausalLM | MaskedLM:
+def load_model(spec: ModelSpec, opts: LoadOptions) -> Any:
     check_options(opts)
     import torch
     from transformers import AutoTokenizer
@@ -224,8 +233,13 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> CausalLM | MaskedLM:
         progress=opts.progress,
     )
     if kind == "causal":
-        return CausalLM(**common, **_gpu_settings(opts, device, model))
-    return MaskedLM(kind=kind, **common)
+        lm = CausalLM(**common, **_gpu_settings(opts, device, model))
+    else:
+        lm = MaskedLM(kind=kind, **common)
+    if opts.dtype != "auto" or opts.load_in_4bit:
+        lm.precision = "4-bit NF4" if opts.load_in_4bit else opts.dtype  # as asked, unchecked
+        return lm
+    return apply_precision(lm, opts.precision, device, opts.cache_dir if opts.use_cache else None)
 
 
 def _gpu_settings(opts: LoadOptions, device: str, model) -> dict:

@@ -28,12 +28,20 @@ DEFAULT_CAUSAL_LIKELIHOOD = "mean"
 
 
 def sentence_scores(lm, sentences: Sequence[str], causal: str = DEFAULT_CAUSAL_LIKELIHOOD,
-                    desc: str = "sentence log-likelihoods") -> np.ndarray:
+                    desc: str = "sentence log-likelihoods",
+                    pairs: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
     """``lm.sentence_logprob``, divided by the scored tokens for a causal LM when ``causal`` is
-    "mean". Masked LMs keep their total pseudo-log-likelihood whatever ``causal`` says."""
+    "mean". Masked LMs keep their total pseudo-log-likelihood whatever ``causal`` says.
+
+    ``pairs``: the (i, j) comparisons the caller makes of these scores; under exact precision
+    every one of them is decided as fp32 decides it (the per-token division included)."""
+    from bias_core.models.precision import compared_sentence_logprob
+
     if causal not in CAUSAL_LIKELIHOODS:
         raise ValueError(f"causal likelihood {causal!r}: choose one of {', '.join(CAUSAL_LIKELIHOODS)}")
-    scores = np.asarray(lm.sentence_logprob(list(sentences), desc=desc), dtype=np.float64)
-    if lm.kind == "causal" and causal == "mean":
-        scores = scores / scored_token_counts(lm, sentences)
-    return scores
+    per_token = lm.kind == "causal" and causal == "mean"
+    counts = scored_token_counts(lm, sentences) if per_token else None
+    weights = None if counts is None else 1.0 / counts
+    scores = np.asarray(compared_sentence_logprob(lm, list(sentences), pairs or [], desc=desc, weights=weights),
+                        dtype=np.float64)
+    return scores if counts is None else scores / counts

@@ -105,9 +105,10 @@ def da_margins(lm, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> np.
         # log-likelihoods instead: the verdict is the same whenever the two targets have as many
         # tokens, and a longer target is not rewarded for spreading its probability over more
         # tokens.
-        sentences = [*probe.prompts, *(m["wrong_sentence"] for m in metas)]
-        lp = sentence_scores(lm, sentences, causal, desc="DA-Gender: sentence log-likelihoods")
         n = len(metas)
+        sentences = [*probe.prompts, *(m["wrong_sentence"] for m in metas)]
+        lp = sentence_scores(lm, sentences, causal, desc="DA-Gender: sentence log-likelihoods",
+                             pairs=[(k, n + k) for k in range(n)])
         return lp[:n] - lp[n:]
     raise ValueError(f"DA_score: unsupported model kind {lm.kind!r}; expected causal, masked or seq2seq")
 

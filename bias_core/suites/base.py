@@ -20,6 +20,9 @@ class Suite:
     lm: Any
     data_dir: Path | None = None
     seed: int = 0
+    # (suite, probe, metric) -> MetricResult in place of compute(): --precision exact's check
+    # that a half-precision result has fp32's verdict (bias_core/precision_gate.py).
+    precision_check: Callable[[Any, str, str], MetricResult] | None = None
     _probes: dict[str, Any] = field(default_factory=dict, repr=False)
     _results: dict[tuple[str, str], MetricResult] = field(default_factory=dict, repr=False)
 
@@ -40,7 +43,8 @@ class Suite:
     def result(self, probe_name: str, metric: str) -> MetricResult:
         key = (probe_name, metric)
         if key not in self._results:
-            result = self.compute(probe_name, metric)
+            check = self.precision_check
+            result = self.compute(probe_name, metric) if check is None else check(self, probe_name, metric)
             # Where the items came from, so a report can flag a stand-in data set beside the verdict.
             provenance = getattr(self._probes.get(probe_name), "provenance", None)
             if isinstance(provenance, dict) and provenance:

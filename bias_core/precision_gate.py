@@ -1,0 +1,133 @@
+"""Continuous metrics under ``--precision exact``: verdicts equal fp32's.
+
+A continuous metric (GLD, ADD, Kurita's logprob_effect, SEAT_effect, GBM) computed from
+half-precision values differs from its fp32 value. Its verdict can differ only when the
+half-precision error could carry an endpoint of its confidence interval across a threshold of
+its gate. So:
+
+- GLD and ADD are computed in half precision, their propagated error is derived from the
+  calibrated per-word bound b (below), and the metric is recomputed in fp32 exactly when a CI
+  endpoint lies within that error of a threshold (``needs_fp32``);
+- metrics without a derived propagation (logprob_effect, SEAT_effect, GBM: effect sizes over
+  permutations, embeddings, top-k sets) are computed in fp32 straight away;
+- every other metric is a count of decisions or of continuations that exact mode already makes
+  equal to fp32's;
+- with ``--mitigation``, GLD and ADD are computed in fp32 too: mitigated variants are trained
+  and audited in fp32, and their paired comparisons need the original's fp32 values.
+
+Propagation, with every word log-probability within b of fp32's (each resample's mean, and so
+each percentile-bootstrap endpoint, moves by at most the largest per-item change):
+
+- GLD item |F - M| / (F + M) = tanh(|ln F/M| / 2) is 1/2-Lipschitz in ln F/M, which moves by at
+  most 2b: the item moves by at most b.
+- ADD item (1/2) sum_i f(a_i, b_i), f(a, b) = a ln(2a/s) + b ln(2b/s), s = a + b: df/d ln a =
+  a ln(2a/s), and |a ln(2a/s)| + |b ln(2b/s)| <= s ln 2; along the path s grows by at most e^b,
+  so the item moves by at most (b e^b ln 2 / 2) (sum_f + sum_m + 2 n eps).
+
+``ExactGate`` wires this into the suites: a Suite built with ``precision_check=ExactGate(...)``
+routes ``result(probe, metric)`` through it (suites/base.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+from bias_core.metrics import MetricResult
+
+PROPAGATED = ("GLD", "ADD")
+FP32_DIRECTLY = ("logprob_effect", "SEAT_effect", "GBM")
+ADD_EPS_SLACK = 1e-8  # 2 x 22 word pairs x the metric's eps of 1e-10, rounded up
+
+
+def propagated_error(result: MetricResult, word_bound: float) -> float | None:
+    """How far half precision can move ``result``'s CI endpoints, given every word log-probability
+    is within ``word_bound`` of fp32's; None when no propagation is derived for the metric."""
+    metric = {"gld": "GLD", "add": "ADD"}.get(result.metric, result.metric)
+    b = float(word_bound)
+    if metric == "GLD":
+        return b
+    if metric == "ADD":
+        mass = max((float(d["sum_female"]) + float(d["sum_male"]) for d in result.details), default=0.0)
+        return b * math.exp(b) * math.log(2.0) / 2.0 * (mass + ADD_EPS_SLACK)
+    return None
+
+
+def thresholds_of(gate: Any) -> list[float]:
+    """The values where the gate's verdict changes as a CI endpoint crosses them."""
+    if gate.ideal is not None:
+        return [gate.ideal - gate.limit, gate.ideal + gate.limit]
+    return [gate.limit]
+
+
+def needs_fp32(result: MetricResult, gate: Any, error: float | None) -> bool:
+    """Whether the verdict of a half-precision ``result`` could differ from fp32's: a CI endpoint
+    lies within ``error`` of a threshold of ``gate`` (None: unknown error, always)."""
+    if error is None or not all(math.isfinite(x) for x in (result.ci_low, result.ci_high)):
+        return True
+    return any(abs(x - t) <= error for x in (result.ci_low, result.ci_high) for t in thresholds_of(gate))
+
+
+def word_bound(lm: Any, words: list[str]) -> float:
+    """Calibrated bound on a word's next-word log-probability (its tokens' sum)."""
+    n = max(len(lm.tokenizer(" " + w, add_special_tokens=False)["input_ids"]) for w in words)
+    return lm.bound.of_sum(n)
+
+
+def fp32_twin(suite: Any) -> Any:
+    """The same suite on ``suite.lm.fp32()``, with fresh memos and no precision check."""
+    fresh = {f.name: f.default_factory() for f in dataclasses.fields(suite)
+             if f.name.startswith("_") and f.default_factory is not dataclasses.MISSING}
+    return dataclasses.replace(suite, lm=suite.lm.fp32(), precision_check=None, **fresh)
+
+
+class ExactGate:
+    """``precision_check`` for suites: computes a result so that its verdict equals fp32's.
+
+    ``gate_for(metric, probe)`` returns the gate that will judge the result (thresholds lookup).
+    """
+
+    def __init__(self, gate_for: Callable[[str, str], Any], fp32_metrics: tuple[str, ...] = ()):
+        self.gate_for = gate_for
+        # Metrics computed in fp32 straight away besides FP32_DIRECTLY: with --mitigation, GLD
+        # and ADD, whose original values the paired comparisons with fp32 variants use.
+        self.fp32_metrics = FP32_DIRECTLY + tuple(fp32_metrics)
+        self._twins: dict[int, Any] = {}
+        self.recomputed: list[str] = []
+
+    def _twin(self, suite: Any) -> Any:
+        if id(suite) not in self._twins:
+            self._twins[id(suite)] = fp32_twin(suite)
+        return self._twins[id(suite)]
+
+    def __call__(self, suite: Any, probe: str, metric: str) -> MetricResult:
+        lm = suite.lm
+        if getattr(lm, "precision", None) != "exact" or metric not in PROPAGATED + FP32_DIRECTLY:
+            return suite.compute(probe, metric)
+        if metric in self.fp32_metrics:
+            result = self._twin(suite).result(probe, metric)
+            why = ("no propagation of the half-precision error is derived for this metric" if metric in FP32_DIRECTLY
+                   else "--mitigation compares it with fp32 variants")
+            result.breakdown["precision"] = {"computed_in": "fp32", "why": why}
+            return result
+        from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
+
+        half = suite.compute(probe, metric)
+        error = propagated_error(half, word_bound(lm, list(FEMALE_WORDS) + list(MALE_WORDS)))
+        try:
+            gate = self.gate_for(metric, probe)
+        except Exception:  # no gate to judge by: keep the verdict safe
+            gate = None
+        info = {"half_dtype": lm.half.half, "half_value": half.value, "half_ci": [half.ci_low, half.ci_high],
+                "propagated_error": error}
+        recompute = gate is None or needs_fp32(half, gate, error)
+        lm.rechecks.add("continuous_metrics", int(recompute), 1)
+        if not recompute:
+            half.breakdown["precision"] = {"computed_in": lm.half.half, **info}
+            return half
+        self.recomputed.append(f"{probe}-{metric}")
+        result = self._twin(suite).result(probe, metric)
+        result.breakdown["precision"] = {"computed_in": "fp32", "why": "a CI endpoint lies within the propagated "
+                                         "half-precision error of the gate's threshold", **info}
+        return result

