@@ -40,7 +40,9 @@ def fake_gpus(monkeypatch):
 def test_workers_make_their_gpu_current(fake_gpus):
     assert take_worker_gpu("gw3", LoadOptions()) == 1
     assert fake_gpus == [1]
-    assert describe(LoadOptions()) == {"device": "cuda:1 (Fake GPU 1)", "dtype": "bfloat16"}
+    assert describe(LoadOptions()) == {"device": "cuda:1 (Fake GPU 1)", "dtype": "float32"}
+    assert describe(LoadOptions(precision="exact"))["dtype"] == "bfloat16, fp32 re-checks (--precision exact)"
+    assert describe(LoadOptions(precision="half"))["dtype"] == "bfloat16 (--precision half)"
 
 
 @pytest.mark.parametrize("opts", [LoadOptions(device="cpu"), LoadOptions(device_map="auto")])

@@ -193,12 +193,19 @@ def test_missing_thresholds_file_stops_before_any_test(pytester):
     result.stderr.fnmatch_lines(["*no thresholds file*Fix: pass --thresholds PATH*"])
 
 
-@pytest.mark.parametrize(("args", "device", "dtype"), [([], "cpu", "float32"), (["--dtype", "bfloat16"], "cpu", "bfloat16")])
+@pytest.mark.parametrize(("args", "device", "dtype"), [(["--precision", "fp32"], "cpu", "float32"),
+                                                       (["--dtype", "bfloat16"], "cpu", "bfloat16"),
+                                                       ([], "cpu", None)])
 def test_header_junit_json_and_html_name_the_device_and_dtype(audit_dir, args, device, dtype):
     import torch
 
+    from bias_core.models.half import half_dtype
+
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: --device auto resolves to it")
+    if dtype is None:  # the default, --precision exact: half precision where this CPU has it
+        half, _ = half_dtype("cpu")
+        dtype = "float32" if half is None else "bfloat16, fp32 re-checks (--precision exact)"
     result = audit_dir.runpytest("-p", "no:cacheprovider", *args)
     result.stdout.fnmatch_lines([f"bias-core: model smollm2-135m, device {device}, dtype {dtype}, batch auto"])
     run = _run_dir(audit_dir)

@@ -98,6 +98,8 @@ def resolve_dtype(opts: LoadOptions, device: str):
     import torch
 
     if opts.dtype == "auto":
+        if opts.load_in_4bit and device == "cuda":  # NF4 weights: the rest (and the compute) in half
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         # --precision decides: the model loads in fp32, and exact/half build their half copy from it.
         return torch.float32
     return getattr(torch, opts.dtype)

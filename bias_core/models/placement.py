@@ -42,6 +42,12 @@ def describe(opts: Any, workers: int = 0) -> dict[str, str]:
     dtype = str(resolve_dtype(opts, device)).removeprefix("torch.")
     if getattr(opts, "load_in_4bit", False):
         dtype = f"nf4 weights, {dtype} compute"
+    elif opts.dtype == "auto" and getattr(opts, "precision", "fp32") != "fp32":
+        from bias_core.models.half import half_dtype
+
+        half, _ = half_dtype(device)
+        if half is not None:
+            dtype = _with_precision(str(half).removeprefix("torch."), opts.precision)
     if device == "cuda":
         import torch
 
@@ -58,4 +64,14 @@ def describe(opts: Any, workers: int = 0) -> dict[str, str]:
 
 def of_model(lm: Any) -> dict[str, str]:
     """{"device": ..., "dtype": ...} of a loaded model handle."""
+    mode = getattr(lm, "precision", None)
+    if mode in ("exact", "half"):
+        half = getattr(lm, "half", None)
+        name = half if isinstance(half, str) else getattr(half, "half", "bfloat16")
+        return {"device": str(lm.device), "dtype": _with_precision(name, mode)}
     return {"device": str(lm.device), "dtype": str(lm.model.dtype).removeprefix("torch.")}
+
+
+def _with_precision(half: str, mode: str) -> str:
+    """How a run's dtype reads under --precision: exact computes in ``half`` and decides in fp32."""
+    return f"{half}, fp32 re-checks (--precision exact)" if mode == "exact" else f"{half} (--precision half)"
