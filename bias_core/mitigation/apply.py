@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 from bias_core.errors import AuditUsageError
 from bias_core.mitigation.adapter_cache import base_fingerprint, key_hash, read_marker
+from bias_core.models.adapter import merge_adapter
 
 
 def adapter_identity(adapter_dir: Path | str) -> tuple[dict[str, Any], str]:
@@ -26,15 +25,10 @@ def with_adapter(lm: Any, adapter_dir: Path | str) -> Any:
     """A new CausalLM: ``lm``'s tokenizer, and a deep copy of its model with the LoRA weights
     merged in (``lm`` itself is untouched). Its fingerprint is the base fingerprint plus the
     adapter's key hash, so result-cache entries of the base and the debiased model never mix."""
-    from peft import PeftModel
-
     key, digest = adapter_identity(adapter_dir)
     if key.get("base") != base_fingerprint(lm):
         raise AuditUsageError(
             f"adapter {adapter_dir} was trained on another base model ({key.get('base')}), not on {lm.name} "
             f"({base_fingerprint(lm)}). Fix: train the adapter on this model."
         )
-    model = copy.deepcopy(lm.model)
-    merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
-    merged.eval()
-    return dataclasses.replace(lm, model=merged, fingerprint=f"{lm.fingerprint}:{digest}")
+    return merge_adapter(lm, adapter_dir, digest)

@@ -36,6 +36,7 @@ class LoadOptions:
     use_cache: bool = True
     progress: bool = True
     trust_remote_code: bool = False
+    adapter: str | None = None  # --adapter DIR: a PEFT adapter folder applied to the loaded model
 
 
 def cuda_available() -> bool:
@@ -65,6 +66,10 @@ def check_options(opts: LoadOptions) -> None:
             import bitsandbytes  # noqa: F401
         except ImportError as exc:
             raise AuditUsageError("--load-in-4bit needs bitsandbytes. Fix: pip install bitsandbytes.") from exc
+    if opts.adapter is not None:
+        from bias_core.models.adapter import check_adapter_dir
+
+        check_adapter_dir(opts.adapter)
 
 
 def resolve_device(opts: LoadOptions) -> str:
@@ -187,6 +192,9 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> CausalLM | MaskedLM:
         cache=ResultCache(opts.cache_dir, enabled=opts.use_cache),
         progress=opts.progress,
     )
-    if kind == "causal":
-        return CausalLM(**common)
-    return MaskedLM(kind=kind, **common)
+    lm = CausalLM(**common) if kind == "causal" else MaskedLM(kind=kind, **common)
+    if opts.adapter is not None:
+        from bias_core.models.adapter import apply_adapter
+
+        lm = apply_adapter(lm, opts.adapter, in_place=True)
+    return lm
