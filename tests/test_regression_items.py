@@ -222,3 +222,15 @@ def test_pair_runs_pairs_every_block_and_drops_items_without_a_value(tmp_path):
         pair_runs(read_items(cand), read_items(base), keys=[("template-hobby", "ADD")])
     header = json.loads(gzip.open(base).readline())
     assert header["run"]["sample_sizes"] == {"genderpair": 216}
+
+
+def test_a_stored_baseline_gives_the_same_comparison_as_the_live_one(tmp_path):
+    from bias_core.regression import compare
+
+    rng = np.random.default_rng(5)
+    base = block(list(rng.random(30)))
+    cand = block(list(rng.random(30)))
+    stored = read_items(write_items(tmp_path / "b.jsonl.gz", RUN, [base])).blocks[base.key]
+    live = compare(pair(cand, base), PAIRED["GLD"])
+    again = compare(pair(cand, stored), PAIRED["GLD"])
+    assert again == live  # every float identical, not merely close
