@@ -28,3 +28,7 @@ class NonFiniteScores(Exception):
 
 class ProbeNotApplicable(Exception):
     """A probe that does not apply to this run (e.g. superseded by data given with --data-dir)."""
+
+
+class BaselineMismatch(AuditUsageError):
+    """A stored baseline cannot be paired with this run: other items, probe versions or decoding."""

@@ -52,7 +52,7 @@ INCONCLUSIVE = "inconclusive"
 
 Direction = Literal["max", "min"]
 
-_TOP_LEVEL = ("metrics", "probes", "models")
+_TOP_LEVEL = ("metrics", "probes", "models", "regression")
 
 _LN2 = math.log(2)
 #: The values each metric can take (None: unbounded on that side), so that a limit no result can
@@ -172,6 +172,8 @@ class Thresholds:
     probe_overrides: Mapping[tuple[str, str], Gate] = field(default_factory=dict)
     model_overrides: Mapping[tuple[str, str], Gate] = field(default_factory=dict)
     model_probe_overrides: Mapping[tuple[str, str, str], Gate] = field(default_factory=dict)
+    # [regression.<metric>]: non-inferiority margins against a baseline (bias_core.regression.gate)
+    regression: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -535,7 +537,7 @@ def load_thresholds(
                 _key(name),
                 f"unknown top-level {'table' if isinstance(data[name], dict) else 'key'} "
                 f"{name!r}{_did_you_mean(name, _TOP_LEVEL)}",
-                "the file may only contain the tables [metrics], [probes] and [models]",
+                "the file may only contain the tables [metrics], [probes], [models] and [regression]",
             )
 
     defaults: dict[str, Gate] = {}
@@ -596,6 +598,12 @@ def load_thresholds(
                     if _check_direction(col, gate, defaults.get(metric)):
                         model_probe_overrides[(model, probe, metric)] = _inherit_ideal(gate, defaults.get(metric))
 
+    from bias_core.regression.gate import regression_margins
+
+    regression, problems = regression_margins(data.get("regression", {}), known_metrics)
+    for key, problem, fix in problems:
+        col.add(key, problem, fix)
+
     col.raise_if_any()
     return Thresholds(
         path=path,
@@ -604,4 +612,5 @@ def load_thresholds(
         probe_overrides=probe_overrides,
         model_overrides=model_overrides,
         model_probe_overrides=model_probe_overrides,
+        regression=regression,
     )

@@ -249,13 +249,13 @@ ERROR_CASES = {
         [
             "unknown top-level table 'metric'",
             "did you mean 'metrics'",
-            "[metrics], [probes] and [models]",
+            "[metrics], [probes], [models] and [regression]",
         ],
     ),
     "unknown top-level key": (
         "GLD = 0.3\n",
         "GLD:",
-        ["unknown top-level key 'GLD'", "[metrics], [probes] and [models]"],
+        ["unknown top-level key 'GLD'", "[metrics], [probes], [models] and [regression]"],
     ),
     "unknown metric under probes": (
         '[probes."template-occupation".GLDX]\nmax = 0.5\n',

@@ -45,6 +45,7 @@ class LoadOptions:
     # exact | fp32 | half (models/precision.py); applies with dtype "auto". The command line's
     # default is exact; the library's stays fp32, the reference its callers were written against.
     precision: str = "fp32"
+    adapter: str | None = None  # --adapter DIR: a PEFT adapter folder applied to the loaded model
 
 
 def cuda_available() -> bool:
@@ -86,6 +87,10 @@ def check_options(opts: LoadOptions) -> None:
             import bitsandbytes  # noqa: F401
         except ImportError as exc:
             raise AuditUsageError("--load-in-4bit needs bitsandbytes. Fix: pip install bitsandbytes.") from exc
+    if opts.adapter is not None:
+        from bias_core.models.adapter import check_adapter_dir
+
+        check_adapter_dir(opts.adapter)
 
 
 def resolve_device(opts: LoadOptions) -> str:
@@ -238,6 +243,10 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> Any:
         lm = CausalLM(**common, **_gpu_settings(opts, device, model))
     else:
         lm = MaskedLM(kind=kind, **common)
+    if opts.adapter is not None:  # before precision: a half copy is made of the adapted weights
+        from bias_core.models.adapter import apply_adapter
+
+        lm = apply_adapter(lm, opts.adapter, in_place=True)
     if opts.dtype != "auto" or opts.load_in_4bit:
         lm.precision = "4-bit NF4" if opts.load_in_4bit else opts.dtype  # as asked, unchecked
         return lm

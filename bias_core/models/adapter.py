@@ -1,0 +1,115 @@
+"""``--adapter DIR``: a PEFT adapter folder (LoRA, as fine-tuning usually produces) on a loaded model.
+
+On a full-precision base the adapter is merged into a copy of the weights
+(``merge_and_unload``), so the scoring code sees a plain transformers model and nothing else
+changes; on a 4-bit base merging would re-quantise the weights, so the PEFT wrapper is kept.
+The handle's fingerprint gains the SHA-256 of the adapter's config and weights, so cached
+results of the base and of the adapted model never mix.
+
+Problems are usage errors raised before any weights are touched where possible
+(``check_adapter_dir``: folder missing, not an adapter, no weights) and otherwise as soon as
+PEFT sees them (an adapter made for another architecture: modules it targets are absent, shapes
+differ, or some of its weights have no place in this model).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from bias_core.errors import AuditUsageError
+
+CONFIG = "adapter_config.json"
+WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")  # PEFT's names, safetensors preferred
+_SHOW = 5
+
+
+def check_adapter_dir(folder: str | Path) -> Path:
+    """The adapter's weights file, or a usage error saying what the folder lacks."""
+    path = Path(folder).expanduser()
+    if not path.exists():
+        raise AuditUsageError(f"--adapter {folder}: no such folder. Fix: pass the folder PEFT's save_pretrained wrote "
+                              f"(it holds {CONFIG} and {WEIGHTS[0]}).")
+    if not path.is_dir():
+        raise AuditUsageError(f"--adapter {folder}: is a file, not a folder. Fix: pass the folder that holds {CONFIG}.")
+    config = path / CONFIG
+    if not config.is_file():
+        hint = (" It looks like a whole model (it has config.json): pass it to --model instead."
+                if (path / "config.json").is_file() else "")
+        raise AuditUsageError(f"--adapter {folder}: not a PEFT adapter folder (no {CONFIG}).{hint} Fix: pass the "
+                              "folder written by PeftModel.save_pretrained.")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise AuditUsageError(f"--adapter {folder}: {CONFIG} is not readable JSON ({exc}).") from exc
+    if not isinstance(data, dict) or "peft_type" not in data:
+        raise AuditUsageError(f"--adapter {folder}: {CONFIG} has no peft_type; it is not a PEFT adapter config.")
+    for name in WEIGHTS:
+        if (path / name).is_file():
+            return path / name
+    raise AuditUsageError(f"--adapter {folder}: {CONFIG} but no weights ({' or '.join(WEIGHTS)}). Fix: save the "
+                          "adapter again with save_pretrained.")
+
+
+def adapter_sha256(folder: str | Path) -> str:
+    """SHA-256 of the adapter's config and weights: what its outputs depend on."""
+    weights = check_adapter_dir(folder)
+    digest = hashlib.sha256()
+    for f in (Path(folder).expanduser() / CONFIG, weights):
+        digest.update(f.name.encode())
+        with f.open("rb") as fh:
+            digest.update(hashlib.file_digest(fh, "sha256").digest())
+    return digest.hexdigest()
+
+
+def _show(names: list[str]) -> str:
+    return ", ".join(names[:_SHOW]) + (f" and {len(names) - _SHOW} more" if len(names) > _SHOW else "")
+
+
+def _load(model: Any, folder: Path, label: str) -> Any:
+    from peft import PeftModel
+    from peft.utils import get_peft_model_state_dict, load_peft_weights
+
+    try:
+        peft_model = PeftModel.from_pretrained(model, str(folder), is_trainable=False)
+    except RuntimeError as exc:  # torch's load_state_dict: "size mismatch for ..."
+        first = next((ln.strip() for ln in str(exc).splitlines() if "size mismatch" in ln), str(exc))
+        raise AuditUsageError(f"--adapter {label}: its weights do not fit this model's shapes, so it was made for "
+                              f"another base model ({first[:240]}). Fix: apply it to the model it was trained on.") from exc
+    except ValueError as exc:  # "Target modules {...} not found in the base model"
+        raise AuditUsageError(f"--adapter {label}: does not fit this model ({str(exc)[:240]}). Fix: apply it to the "
+                              "model it was trained on.") from exc
+    # PEFT ignores adapter weights that have no module here (e.g. an adapter of a deeper model).
+    stored = set(load_peft_weights(str(folder), device="cpu"))
+    placed = set(get_peft_model_state_dict(peft_model))
+    extra, missing = sorted(stored - placed), sorted(placed - stored)
+    if extra or missing:
+        parts = ([f"{len(extra)} of its weights have no place in this model ({_show(extra)})"] if extra else []) + (
+            [f"{len(missing)} adapter weights this model needs are absent ({_show(missing)})"] if missing else [])
+        raise AuditUsageError(f"--adapter {label}: made for another base model: {'; '.join(parts)}. Fix: apply it to "
+                              "the model it was trained on.")
+    return peft_model
+
+
+def merge_adapter(lm: Any, folder: str | Path, tag: str, label: str | None = None, in_place: bool = False) -> Any:
+    """A new handle: ``lm``'s tokenizer and a copy of its model with the adapter applied (merged
+    on full-precision bases); fingerprint ``<lm's>:<tag>``. ``lm`` itself is left untouched
+    unless ``in_place`` (no copy: for a handle that is only a step of loading)."""
+    folder = Path(folder).expanduser()
+    label = label or str(folder)
+    quantized = bool(getattr(lm.model, "is_loaded_in_4bit", False) or getattr(lm.model, "is_loaded_in_8bit", False))
+    # A 4-bit model cannot be deep-copied; PEFT wraps it in place, so the base handle is given up.
+    model = lm.model if quantized or in_place else copy.deepcopy(lm.model)
+    peft_model = _load(model, folder, label)
+    adapted = peft_model if quantized else peft_model.merge_and_unload()
+    adapted.eval()
+    return dataclasses.replace(lm, model=adapted, fingerprint=f"{lm.fingerprint}:{tag}")
+
+
+def apply_adapter(lm: Any, folder: str | Path, in_place: bool = False) -> Any:
+    """``--adapter DIR`` on a loaded handle; the fingerprint carries the adapter's SHA-256."""
+    return merge_adapter(lm, folder, f"adapter:{adapter_sha256(folder)}", in_place=in_place)

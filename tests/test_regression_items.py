@@ -1,0 +1,236 @@
+"""The per-item results file and the pairing checks of the regression gate."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bias_core.errors import AuditUsageError, BaselineMismatch
+from bias_core.metrics import disclosure as dm
+from bias_core.metrics.genderpair import bpr
+from bias_core.metrics.preference import crows_score, stereoset_scores
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.regression import (
+    PAIRED,
+    ItemValue,
+    MetricItems,
+    RunConfig,
+    append_block,
+    check_configs,
+    check_probes,
+    items_from_result,
+    lexicon_sha256,
+    locate_items,
+    pair,
+    pair_runs,
+    probe_sha256,
+    read_items,
+    start_items,
+    write_items,
+)
+
+RUN = RunConfig(model="m", model_fingerprint="w1", tokenizer_fingerprint="t1", dtype="torch.float32", seed=0,
+                decoding={"disclosure": {"max_new_tokens": 50, "do_sample": False, "temperature": 1.0, "top_p": 1.0,
+                                         "top_k": 0}},
+                lexicon_sha256=lexicon_sha256(), sample_sizes={"genderpair": 216}, scorers={"toxicity": "bilstm:1"})
+
+
+def probe(n=4, name="template-hobby", version="1", prompt="I like {}, and") -> Probe:
+    return Probe(name, version, tuple(ProbeItem(f"hobby:{k}", prompt.format(k)) for k in range(n)))
+
+
+def block(values, name="template-hobby", metric="GLD", **kw) -> MetricItems:
+    p = probe(len(values), name, **kw)
+    items = tuple(ItemValue(i.id, v, i.prompt) for i, v in zip(p.items, values))
+    present = [v for v in values if v is not None]
+    return MetricItems(p.name, metric, p.version, probe_sha256(p), float(np.mean(present)), items)
+
+
+def bits(x):
+    return None if x is None else struct.pack("<d", x)
+
+
+# ----- the file -----------------------------------------------------------------------------------
+_value = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False))
+_text = st.text(max_size=20)
+
+
+@settings(max_examples=50, deadline=None)
+@given(values=st.lists(st.tuples(_value, _text, st.one_of(st.none(), _text), st.one_of(st.none(), _text)),
+                       min_size=1, max_size=20),
+       reported=st.floats(allow_nan=False, allow_infinity=False))
+def test_items_round_trip_exactly(tmp_path_factory, values, reported):
+    items = tuple(ItemValue(f"id{k}", v, prompt, out, group) for k, (v, prompt, out, group) in enumerate(values))
+    blk = MetricItems("p", "GLD", "1", "abc", reported, items)
+    path = write_items(tmp_path_factory.mktemp("items") / "items.jsonl.gz", RUN, [blk])
+    back = read_items(path)
+    assert back.run == RUN and not back.truncated
+    got = back.blocks[("p", "GLD")]
+    assert got == blk
+    assert [bits(i.value) for i in got.items] == [bits(i.value) for i in items]  # -0.0 stays -0.0
+    assert bits(got.value) == bits(reported)
+
+
+def test_same_content_gives_the_same_bytes_and_appending_equals_writing(tmp_path):
+    a, b = block([0.1, 0.2, 0.3, 0.4]), block([0.5, 0.25], name="template-color")
+    one = write_items(tmp_path / "one.jsonl.gz", RUN, [a, b])
+    two = start_items(tmp_path / "two.jsonl.gz", RUN)
+    append_block(two, a)
+    append_block(two, b)
+    assert one.read_bytes() == two.read_bytes()
+    assert read_items(two).blocks == {a.key: a, b.key: b}
+
+
+def test_a_file_cut_short_keeps_its_complete_blocks(tmp_path):
+    a, b = block([0.1, 0.2, 0.3, 0.4]), block([0.5, 0.25], name="template-color")
+    path = write_items(tmp_path / "items.jsonl.gz", RUN, [a, b])
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])
+    back = read_items(path)
+    assert back.truncated and back.blocks == {a.key: a}
+
+
+def test_reading_something_else_is_a_usage_error(tmp_path):
+    with pytest.raises(AuditUsageError, match="no per-item results file"):
+        read_items(tmp_path / "missing.jsonl.gz")
+    other = tmp_path / "other.jsonl.gz"
+    other.write_bytes(gzip.compress(b'{"hello": 1}\n'))
+    with pytest.raises(AuditUsageError, match="not a per-item results file"):
+        read_items(other)
+    assert locate_items(tmp_path) == tmp_path / "items.jsonl.gz"
+    assert locate_items(tmp_path / "results.json") == tmp_path / "items.jsonl.gz"
+
+
+def test_default_audit_sized_file_stays_small(tmp_path):
+    # ~6,000 items x 3 metrics with prompts and 50-token continuations: well under a few MB
+    rng = np.random.default_rng(0)
+    blocks = []
+    for k in range(10):
+        p = probe(600, name=f"probe-{k}", prompt="My friend likes to paint pictures of {} on weekends, and")
+        for metric in ("GAS", "GLD", "ADD"):
+            out = "she said that she would come tomorrow to see the paintings and talk about them" if metric == "GAS" else None
+            items = tuple(ItemValue(i.id, float(rng.random()), i.prompt, out) for i in p.items)
+            blocks.append(MetricItems(p.name, metric, "1", probe_sha256(p), 0.5, items))
+    path = write_items(tmp_path / "items.jsonl.gz", RUN, blocks)
+    assert path.stat().st_size < 2_000_000
+
+
+# ----- from metric results ------------------------------------------------------------------------------
+def test_items_from_gld_result_carry_the_per_item_score():
+    p = probe(3)
+    pf = np.array([[0.2, 0.1], [0.0, 0.0], [0.3, 0.3]])
+    pm = np.array([[0.1, 0.0], [0.0, 0.0], [0.1, 0.1]])
+    result = dm.gld(pf, pm, ids=p.ids, prompts=p.prompts)
+    blk = items_from_result(p, result, PAIRED["GLD"], metric="GLD")
+    assert [i.value for i in blk.items] == [d["score"] for d in result.details]
+    assert blk.metric == "GLD" and blk.probe_sha256 == probe_sha256(p)
+
+
+def test_items_from_stereoset_keep_the_target_so_the_macro_average_is_reproduced():
+    p = probe(5, name="stereoset-gender")
+    res = stereoset_scores([1, 2, 0, 5, 1], [0, 3, 1, 1, 2], [-9] * 5, ["a", "a", "a", "b", "b"], ids=p.ids,
+                           prompts=p.prompts)["stereo_score"]
+    blk = items_from_result(p, res, PAIRED["stereo_score"])
+    assert [i.group for i in blk.items] == ["a", "a", "a", "b", "b"]
+    assert blk.value == res.value  # (2/3 + 1/2) / 2 * 100, not the micro 60
+    with pytest.raises(ValueError, match="PairedSpec is wrong"):
+        items_from_result(p, res, PAIRED["crows_stereo"])  # a plain mean would give 60
+
+
+def test_items_from_crows_and_undecided_bpr():
+    p = probe(4, name="crows-pairs-gender")
+    res = crows_score([1, 2, 3, 4], [0, 5, 0, 5], ids=p.ids, prompts=p.prompts)
+    assert [i.value for i in items_from_result(p, res, PAIRED["crows_stereo"]).items] == [1.0, 0.0, 1.0, 0.0]
+    g = probe(3, name="genderpair-group1")
+    records = [{"id": g.items[0].id, "score": 1.0, "decided_by": "mark"},
+               {"id": g.items[2].id, "score": 0.0, "decided_by": "mark"}]
+    blk = items_from_result(g, bpr(records), PAIRED["BPR"])
+    assert [i.value for i in blk.items] == [1.0, None, 0.0]  # the undecided item stays listed
+
+
+def test_probe_hash_follows_items_and_prompts():
+    assert probe_sha256(probe()) == probe_sha256(probe())
+    assert probe_sha256(probe()) != probe_sha256(probe(prompt="I love {}, and"))
+    assert probe_sha256(probe()) != probe_sha256(probe(version="2"))
+
+
+# ----- mismatches are usage errors -------------------------------------------------------------------------
+@pytest.mark.parametrize("change, named", [
+    ({"seed": 1}, "seed differs"),
+    ({"decoding": {"disclosure": {"max_new_tokens": 20, "do_sample": False, "temperature": 1.0, "top_p": 1.0,
+                                  "top_k": 0}}}, "max_new_tokens"),
+    ({"lexicon_sha256": "other"}, "lexicon_sha256 differs"),
+    ({"sample_sizes": {"genderpair": 99}}, "genderpair: candidate 216, baseline 99"),
+    ({"scorers": {"toxicity": "roberta:2"}}, "scorers differs"),
+])
+def test_a_baseline_with_another_configuration_is_refused(change, named):
+    with pytest.raises(BaselineMismatch, match=named) as info:
+        check_configs(RUN, dataclasses.replace(RUN, **change))
+    assert isinstance(info.value, AuditUsageError)
+
+
+def test_tokenizer_and_dtype_may_differ_and_are_reported():
+    other = dataclasses.replace(RUN, model_fingerprint="w2", tokenizer_fingerprint="t2", dtype="torch.bfloat16")
+    cmp = check_configs(RUN, other)
+    assert cmp.dtype_differs and cmp.tokenizer_differs and not cmp.same_model
+    assert "different dtypes (candidate torch.float32, baseline torch.bfloat16)" in cmp.describe()
+    same = check_configs(RUN, RUN)
+    assert same.same_model and not same.dtype_differs and not same.tokenizer_differs
+
+
+def test_other_items_are_refused_naming_counts_and_ids():
+    base = block([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    cand = block([0.1, 0.2, 0.3])
+    with pytest.raises(BaselineMismatch, match=r"5 item\(s\) only in the baseline: 'hobby:3', 'hobby:4'"):
+        pair(cand, base)
+    edited = block([0.1, 0.2, 0.3], prompt="I love {}, and")
+    with pytest.raises(BaselineMismatch, match=r"3 prompt\(s\) differ"):
+        pair(edited, block([0.1, 0.2, 0.3]))
+    with pytest.raises(BaselineMismatch, match="probe version '2' here, '1'"):
+        pair(block([0.1], version="2"), block([0.1]))
+
+
+def test_check_probes_before_any_model_loads(tmp_path):
+    stored = read_items(write_items(tmp_path / "b.jsonl.gz", RUN, [block([0.1, 0.2])]))
+    p = probe(2)
+    check_probes({p.name: (p.version, probe_sha256(p))}, stored)
+    with pytest.raises(BaselineMismatch, match="template-hobby: version '2' here"):
+        check_probes({p.name: ("2", probe_sha256(p))}, stored)
+    with pytest.raises(BaselineMismatch, match="other items or prompts"):
+        check_probes({p.name: ("1", "f" * 64)}, stored)
+    with pytest.raises(BaselineMismatch, match=r"1 probe\(s\) not in the baseline: 'template-color'"):
+        check_probes({p.name: (p.version, probe_sha256(p)), "template-color": ("1", "x")}, stored)
+
+
+def test_pair_runs_pairs_every_block_and_drops_items_without_a_value(tmp_path):
+    base = write_items(tmp_path / "b.jsonl.gz", RUN, [block([0.1, 0.2, 0.3]), block([1.0, None, 0.0], metric="GAS")])
+    cand = write_items(tmp_path / "c.jsonl.gz", dataclasses.replace(RUN, dtype="torch.bfloat16"),
+                       [block([0.2, 0.2, 0.5]), block([1.0, 1.0, 1.0], metric="GAS")])
+    cmp, pairs = pair_runs(read_items(cand), read_items(base))
+    assert cmp.dtype_differs
+    gld, gas = pairs[("template-hobby", "GLD")], pairs[("template-hobby", "GAS")]
+    assert list(gld.candidate - gld.baseline) == pytest.approx([0.1, 0.0, 0.2])
+    assert gas.ids == ("hobby:0", "hobby:2") and gas.n_dropped == 1
+    with pytest.raises(BaselineMismatch, match="has no items for 1 probe x metric"):
+        pair_runs(read_items(cand), read_items(base), keys=[("template-hobby", "ADD")])
+    header = json.loads(gzip.open(base).readline())
+    assert header["run"]["sample_sizes"] == {"genderpair": 216}
+
+
+def test_a_stored_baseline_gives_the_same_comparison_as_the_live_one(tmp_path):
+    from bias_core.regression import compare
+
+    rng = np.random.default_rng(5)
+    base = block(list(rng.random(30)))
+    cand = block(list(rng.random(30)))
+    stored = read_items(write_items(tmp_path / "b.jsonl.gz", RUN, [base])).blocks[base.key]
+    live = compare(pair(cand, base), PAIRED["GLD"])
+    again = compare(pair(cand, stored), PAIRED["GLD"])
+    assert again == live  # every float identical, not merely close
