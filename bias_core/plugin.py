@@ -291,6 +291,8 @@ def audit_model(pytestconfig, audit_settings):
         return lm
     except AuditUsageError as exc:
         pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+    except NonFiniteScores as exc:  # found at load (exact precision's calibration): nothing can be audited
+        pytest.exit(f"model error: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
 
 
 def _load(spec, settings):

@@ -391,12 +391,29 @@ def test_nan_model_outputs_are_a_test_error(project, tiny_copy, metric):
     continuation without gendered words, so a pass at 0.0) both stop with an error."""
     _nan_weights(tiny_copy)
     project.real_load = True
-    result, out = project.run("--model", str(tiny_copy), select=f"template-color and {metric}")
+    # fp32: no calibration at load, so the probe's own scoring or decoding meets the NaN
+    result, out = project.run("--model", str(tiny_copy), "--precision", "fp32", select=f"template-color and {metric}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
     assert "ERROR in template-color" in out and "NaN or infinity for the item 'My friend likes" in out
     no_traceback(out)
     [row] = project.results()["results"]
     assert row["verdict"] == "error" and row["value"] is None
+
+
+def test_nan_model_stops_at_load_under_exact_precision(project, tiny_copy):
+    """The default --precision exact calibrates its bound on the model at load: NaN outputs end
+    the run there, as a failure with the reason, before any test computes a number."""
+    from bias_core.models.half import half_dtype
+
+    if half_dtype("cpu")[0] is None:
+        pytest.skip("this CPU has no bf16: exact precision runs in fp32 and calibrates nothing")
+    _nan_weights(tiny_copy)
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_copy), select="template-color and GLD")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
+    assert "model error:" in out and "NaN or infinity" in out and "Fix: check the weights" in out
+    no_traceback(out)
+    assert project.results()["results"] == []
 
 
 def test_result_cache_keys_carry_the_verified_weights(tiny_model_dir, tmp_path, torch_single_thread):
