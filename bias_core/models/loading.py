@@ -18,6 +18,7 @@ from bias_core.errors import AuditUsageError
 from bias_core.models.causal import CausalLM
 from bias_core.models import integrity
 from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
+from bias_core.models.gpu_fit import check_gpu_fit
 from bias_core.models.masked import MaskedLM
 from bias_core.models.precision import apply_precision, check_precision
 from bias_core.models.registry import ModelSpec, detect_kind
@@ -222,6 +223,7 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> Any:
         fingerprint += ":nf4"
     if opts.device_map:
         kwargs["device_map"] = opts.device_map
+    check_gpu_fit(Path(source), opts, device, spec.name)
     with _unreadable_weights(spec, source):
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=opts.trust_remote_code)
         model = _model_class(kind).from_pretrained(source, **kwargs)

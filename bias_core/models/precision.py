@@ -238,10 +238,16 @@ def apply_precision(lm: Any, mode: str, device: str, cache_dir: Any) -> Any:
         lm.precision_note = f"--precision {mode}: {why}"
         return lm
     name = str(dtype).removeprefix("torch.")
-    half = HalfCausalLM(model=half_copy(lm.model, dtype), tokenizer=lm.tokenizer, name=lm.name,
+    half_model = half_copy(lm.model, dtype)
+    plan = getattr(lm, "plan", None)
+    if plan is not None:  # a GPU plan made before the copy took its memory: plan again, for both handles
+        from bias_core.models.memory import gpu_plan
+
+        plan = lm.plan = gpu_plan(half_model)
+    half = HalfCausalLM(model=half_model, tokenizer=lm.tokenizer, name=lm.name,
                         fingerprint=lm.fingerprint, tokenizer_fingerprint=lm.tokenizer_fingerprint,
                         batch_size=lm.batch_size, cache=lm.cache, progress=lm.progress,
-                        reference=lm.model, half=name, plan=getattr(lm, "plan", None),
+                        reference=lm.model, half=name, plan=plan,
                         compact_fraction=getattr(lm, "compact_fraction", 0.0))
     half.precision = "half"
     half.precision_note = f"{name} linear layers ({why}); fp32 elsewhere and at the first {half.fp32_positions} positions of every text"
