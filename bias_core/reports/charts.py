@@ -48,6 +48,8 @@ def plottable(row: Mapping[str, Any]) -> bool:
 
 def _label(row: Mapping[str, Any], several_models: bool) -> str:
     label = str(row.get("probe") or row.get("test_id") or "?")
+    if row.get("variant"):  # mitigation rows: one probe per method, told apart by the method
+        label = f"{row['variant']}: {label}"
     if several_models and row.get("model"):
         label += f" ({row['model']})"
     return label

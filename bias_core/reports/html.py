@@ -96,7 +96,7 @@ def _fmt_time(v: Any) -> str:
 # ----- run details ------------------------------------------------------------------------------
 _META_SKIP = {"model", "run_id", "started", "finished", "seed", "argv", "versions", "complete", "n_results",
               "strict", "partial_reason", "exitstatus"}
-_META_FIRST = {"device", "dtype", "lexicon"}
+_META_FIRST = {"device", "dtype", "lexicon", "articles", "causal_likelihood"}
 
 
 def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
@@ -125,7 +125,12 @@ def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     more: list[tuple[str, str]] = []
     for k in sorted(k for k in run_info if k not in _META_SKIP):
         v = run_info[k]
-        if isinstance(v, (dict, list, tuple)):
+        if k == "lexicon" and isinstance(v, Mapping) and isinstance(v.get("pairs"), (list, tuple)):
+            v = f"{v.get('name', '?')}: " + ", ".join("/".join(map(str, p)) for p in v["pairs"])
+        elif k == "precision" and isinstance(v, Mapping) and "mode" in v:
+            v = str(v["mode"]) + "".join(f"; {name} {json.dumps(jsonable(x), ensure_ascii=False)}"
+                                         for name, x in sorted(v.items()) if name != "mode")
+        elif isinstance(v, (dict, list, tuple)):
             v = json.dumps(jsonable(v), sort_keys=True, ensure_ascii=False)
         (items if k in _META_FIRST else more).append((str(k).replace("_", " ").capitalize(), str(v)))
     argv = run_info.get("argv")
