@@ -304,4 +304,19 @@ def adapt(suite: Any, probe: str, metric: str, parts: Sequence[str]) -> Any:
             return gap_of_means(groups, rank, plan.alpha, column=column)
         return FORMS[metric](result, rank, plan.alpha)
 
-    return run_adaptive(plan, gate, pool, cap, lambda n: suite.at_size(n).checked(probe, metric), interval)
+    return run_adaptive(plan, gate, pool, cap, lambda n: _look(suite.at_size(n), probe, metric), interval)
+
+
+def _look(copy: Any, probe: str, metric: str) -> Any:
+    """One look's result. Under --precision exact, GLD and ADD are computed in fp32: the derived
+    half-precision error bounds a bootstrap endpoint, not a confidence sequence's (its bets are
+    not Lipschitz in the items), so only fp32 values keep exact mode's promise of fp32's verdict."""
+    from bias_core.precision_gate import PROPAGATED
+
+    check = copy.precision_check
+    if metric in PROPAGATED and getattr(copy.lm, "precision", None) == "exact" and hasattr(check, "_twin"):
+        result = check._twin(copy).result(probe, metric)
+        result.breakdown["precision"] = {"computed_in": "fp32", "why": "--sample auto: confidence sequences are "
+                                         "judged on fp32 values"}
+        return result
+    return copy.checked(probe, metric)

@@ -227,3 +227,30 @@ def test_mitigation_keeps_the_disclosure_and_da_gender_probes_whole():
     assert not plan.samples("natural-stsb") and not plan.samples("da-gender") and plan.samples("genderpair-group1")
     plan = ad.plan_for(ad.SampleOptions(), genderpair_fixed=True, paired=False)
     assert plan.samples("crows-pairs-gender") and not plan.samples("genderpair-groups")
+
+
+def test_under_exact_precision_gld_looks_are_computed_in_fp32():
+    from bias_core.precision_gate import ExactGate
+
+    class _Exact:
+        precision = "exact"
+
+        def fp32(self):
+            return _Fp32()
+
+    class _Fp32:
+        precision = "fp32"
+
+    @dataclass
+    class _Lm(_CoinSuite):
+        def compute(self, probe_name, metric):
+            result = super().compute(probe_name, metric)
+            result.breakdown["lm"] = self.lm.precision
+            return result
+
+    plan = ad.SamplePlan(budget_s=None, probes=("natural-stsb",))
+    gld = Gate("GLD", 0.30, "max", "metrics.GLD")
+    suite = _Lm(lm=_Exact(), sampling=plan, gate_for=lambda m, p: gld, precision_check=ExactGate(lambda m, p: gld))
+    result = suite.result("natural-stsb", "GLD")
+    assert result.breakdown["lm"] == "fp32" and result.breakdown["precision"]["computed_in"] == "fp32"
+    assert result.breakdown["sampling"]["interval"] == ad.CS_KIND
