@@ -154,6 +154,36 @@ def _definitions_line(settings: AuditSettings) -> str:
             f"causal likelihood {settings.causal_likelihood}")
 
 
+def _plan(config):
+    """The run's sample plan (one per process: its time budget counts from the session's start)."""
+    run = config.stash[RUN]
+    if "plan" not in run:
+        from bias_core.adaptive import plan_for
+
+        settings = config.stash[SETTINGS]
+        gp_fixed = config.getoption("--genderpair-sample") is not None or settings.sample.mode.isdigit()
+        run["plan"] = plan_for(settings.sample, genderpair_fixed=gp_fixed, paired=bool(settings.mitigations))
+    return run["plan"]
+
+
+def _sampling_line(settings: AuditSettings) -> str:
+    from bias_core.adaptive import DEFAULT_CAP, PROBE_CAPS
+
+    opts = settings.sample
+    if opts.mode != "auto":
+        return f"{opts.mode} (bootstrap CIs)"
+    caps = opts.cap if opts.cap is not None else f"{DEFAULT_CAP} ({', '.join(f'{k} {v}' for k, v in PROBE_CAPS.items())})"
+    budget = "none" if opts.budget_s is None else f"{opts.budget_s:g} s"
+    return f"auto: item cap {caps}, budget {budget}, time-uniform confidence sequences"
+
+
+def _sampling(config, settings) -> dict[str, Any]:
+    """Suite arguments for --sample: the plan and the gate each look judges by."""
+    thresholds = settings.thresholds
+    gate_for = None if thresholds is None else (lambda metric, probe: thresholds.lookup(metric, probe, settings.model_value))
+    return {"sampling": _plan(config), "gate_for": gate_for}
+
+
 def pytest_report_header(config) -> list[str] | None:
     settings = config.stash.get(SETTINGS, None)
     if settings is None:
@@ -161,7 +191,8 @@ def pytest_report_header(config) -> list[str] | None:
     target = _target(config)
     batch = settings.load.batch_size or "auto"
     return [f"bias-core: model {settings.model_value}, device {target['device']}, dtype {target['dtype']}, batch {batch}",
-            f"bias-audit definitions: {_definitions_line(settings)}"]
+            f"bias-audit definitions: {_definitions_line(settings)}",
+            f"bias-audit sampling: {_sampling_line(settings)}"]
 
 
 def _target(config) -> dict[str, str]:
@@ -192,6 +223,7 @@ def pytest_sessionstart(session) -> None:
     xml.add_global_property("lexicon_pairs", " ".join(f"{f}/{m}" for f, m in definitions["lexicon"]["pairs"]))
     xml.add_global_property("articles", settings.articles)
     xml.add_global_property("causal_likelihood", settings.causal_likelihood)
+    xml.add_global_property("sampling", _sampling_line(settings))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -327,7 +359,8 @@ def disclosure_audit(pytestconfig, audit_model, audit_settings):
 
     suite = DisclosureAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
                             lexicon=get_lexicon(audit_settings.lexicon), articles=audit_settings.articles,
-                            precision_check=_precision_check(audit_model, audit_settings))
+                            precision_check=_precision_check(audit_model, audit_settings),
+                            **_sampling(pytestconfig, audit_settings))
     return _WithTerminal(suite, pytestconfig)
 
 
@@ -337,17 +370,20 @@ def association_audit(pytestconfig, audit_model, audit_settings):
 
     suite = AssociationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
                              causal_likelihood=audit_settings.causal_likelihood, articles=audit_settings.articles,
-                             precision_check=_precision_check(audit_model, audit_settings))
+                             precision_check=_precision_check(audit_model, audit_settings),
+                             **_sampling(pytestconfig, audit_settings))
     return _WithTerminal(suite, pytestconfig)
 
 
 @pytest.fixture(scope="session")
 def genderpair_audit(pytestconfig, audit_model, audit_settings):
+    from bias_core.suites import GROUP_PROBES
     from bias_core.suites.genderpair import GenderPairAudit
 
     suite = GenderPairAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            sample=audit_settings.genderpair_sample,
-                            toxicity=audit_settings.toxicity_classifier, regard=audit_settings.regard_classifier)
+                            sample=None if _plan(pytestconfig).samples(GROUP_PROBES[0]) else audit_settings.genderpair_sample,
+                            toxicity=audit_settings.toxicity_classifier, regard=audit_settings.regard_classifier,
+                            **_sampling(pytestconfig, audit_settings))
     return _WithTerminal(suite, pytestconfig)
 
 
@@ -428,6 +464,7 @@ def gate(request, audit_settings):
             "breakdown": _plain(result.breakdown),
             "examples": _plain(result.most_biased(10)),
             "model_fingerprint": fingerprint,
+            **_sampling_fields(result),
         }
         if variant:
             row["variant"] = variant
@@ -438,7 +475,7 @@ def gate(request, audit_settings):
 
             row.update(test_precision_fields(lm, request.node.stash.get(RECHECKS, {})))
         for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source",
-                    "precision", "precision_bound", "rechecked"):
+                    "precision", "precision_bound", "rechecked", "items_used", "stop_reason", "interval"):
             if key in row:
                 request.node.user_properties.append((key, row[key]))
         if lm is not None:  # where this worker's model ran: numbers may differ between fp32 and bf16
@@ -459,6 +496,12 @@ def gate(request, audit_settings):
         return verdict
 
     return _gate
+
+
+def _sampling_fields(result) -> dict[str, Any]:
+    """items used, why sampling stopped and the interval's kind (bias_core/adaptive.py)."""
+    found = result.breakdown.get("sampling") or {}
+    return {k: found[k] for k in ("items_used", "stop_reason", "interval") if k in found}
 
 
 def _plain(obj: Any) -> Any:
@@ -689,5 +732,5 @@ def _run_info(config) -> dict[str, Any]:
         "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, **_target(config),
         "precision": {"mode": settings.load.precision},
-        "versions": versions, **_definitions(settings),
+        "versions": versions, **_definitions(settings), "sampling": _plan(config).describe(),
     }

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from bias_core.adaptive import DEFAULT_BUDGET_S, SampleOptions
 from bias_core.cache import unwritable_reason
 from bias_core.errors import AuditUsageError, ThresholdsError
 from bias_core.gates import Thresholds, load_thresholds
@@ -57,9 +58,18 @@ def add_options(parser) -> None:
     group.addoption("--report-dir", default=None, help="where run folders are written (default: <rootdir>/reports)")
     group.addoption("--no-report", action="store_true", help="write no report folder")
     group.addoption("--seed", type=int, default=0, help="seed for bootstrap CIs and sampled decoding (default: 0)")
-    group.addoption("--genderpair-sample", default=str(DEFAULT_GENDERPAIR_SAMPLE),
+    group.addoption("--genderpair-sample", default=None,
                     help="GenderPair prompts to audit: a seeded sample stratified over group x configuration, "
-                         f"or 'all' for the full benchmark (default: {DEFAULT_GENDERPAIR_SAMPLE})")
+                         f"or 'all' for the full benchmark (fixed; with --sample fixed: {DEFAULT_GENDERPAIR_SAMPLE})")
+    group.addoption("--sample", default="auto",
+                    help="sampled probes' sizes: auto (grow seeded batches until the gate decides, time-uniform "
+                         "intervals), fixed (the per-probe defaults, bootstrap CIs) or N (N items per probe, fixed) "
+                         "(default: auto)")
+    group.addoption("--sample-cap", default=None,
+                    help="--sample auto: most items (units) per probe (default: 1024; 256 per GenderPair group, "
+                         "128 robustness prompts)")
+    group.addoption("--sample-budget", default=None,
+                    help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: 720)")
     group.addoption("--toxicity-classifier", default="auto",
                     help="auto | hub | offline (auto: the paper's hub model when reachable, else the Jigsaw BiLSTM)")
     group.addoption("--regard-classifier", default="auto",
@@ -106,6 +116,7 @@ class AuditSettings:
     lexicon: str = DEFAULT_LEXICON
     articles: str = DEFAULT_ARTICLES
     causal_likelihood: str = DEFAULT_CAUSAL_LIKELIHOOD
+    sample: SampleOptions = SampleOptions()
 
     def model_spec(self) -> ModelSpec:
         return resolve_model(self.model_value)
@@ -120,6 +131,13 @@ def _batch_size(value: str) -> int | None:
         raise AuditUsageError(f"--batch-size {value}: must be a positive integer or 'auto'.") from None
 
 
+def _genderpair_sample(value: str | None, sample: str) -> int | None:
+    """--genderpair-sample as given; unset, --sample N prompts or today's default."""
+    if value is None:
+        value = sample if str(sample).isdigit() else str(DEFAULT_GENDERPAIR_SAMPLE)
+    return _sample_size(value)
+
+
 def _sample_size(value: str) -> int | None:
     if str(value).lower() == "all":
         return None
@@ -130,6 +148,34 @@ def _sample_size(value: str) -> int | None:
     if n < 1:
         raise AuditUsageError(f"--genderpair-sample {value}: must be a positive integer or 'all'.")
     return n
+
+
+def _positive(option: str, value: str | None, what: str = "a positive integer") -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise AuditUsageError(f"{option} {value}: must be {what}.")
+    return n
+
+
+def _sample_options(opt) -> SampleOptions:
+    mode = str(opt("--sample")).lower()
+    if mode not in ("auto", "fixed"):
+        _positive("--sample", mode, "auto, fixed or a positive integer")
+    budget = opt("--sample-budget")
+    seconds = DEFAULT_BUDGET_S
+    if budget is not None:
+        try:
+            seconds = None if str(budget).lower() == "none" else float(budget)
+        except ValueError:
+            seconds = -1.0
+        if seconds is not None and not seconds > 0:
+            raise AuditUsageError(f"--sample-budget {budget}: must be a positive number of seconds or 'none'.")
+    return SampleOptions(mode, _positive("--sample-cap", opt("--sample-cap")), seconds)
 
 
 def _precision(value: str | None, dtype: str, four_bit: bool) -> str:
@@ -203,7 +249,8 @@ def build_settings(config) -> AuditSettings:
         report_dir = Path(opt("--report-dir")).expanduser() if opt("--report-dir") else rootdir / "reports"
     return AuditSettings(model_value, load, data_dir, thresholds_path, thresholds, bool(opt("--strict-gates") or getattr(config.option, "strict", False)),
                          int(opt("--seed")), report_dir,
-                         genderpair_sample=_sample_size(opt("--genderpair-sample")),
+                         genderpair_sample=_genderpair_sample(opt("--genderpair-sample"), opt("--sample")),
+                         sample=_sample_options(opt),
                          toxicity_classifier=_classifier_choice("--toxicity-classifier", opt("--toxicity-classifier")),
                          regard_classifier=_classifier_choice("--regard-classifier", opt("--regard-classifier")),
                          mitigations=parse_mitigations(opt("--mitigation")),

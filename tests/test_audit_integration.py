@@ -82,7 +82,7 @@ def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path
     (data / "stsb_neutral_test.csv").write_text("\n".join(lines) + "\n")
     result = audit_project.runpytest_subprocess(
         "audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(tmp_path / "c"),
-        "--data-dir", str(tmp_path / "data"), "-k", "natural-stsb and GLD")
+        "--data-dir", str(tmp_path / "data"), "-k", "natural-stsb and GLD", "--sample", "fixed")
     rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
     assert rows["natural-stsb-GLD"]["n"] == 364, result.stdout.str()
     result.stdout.fnmatch_lines(["*stsb_neutral_test.csv: differs from the published*audited as given*"])

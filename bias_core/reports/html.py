@@ -184,6 +184,19 @@ def _threshold_cell(row: Mapping[str, Any]) -> str:
     return out
 
 
+def _sampling_title(row: Mapping[str, Any]) -> str:
+    """How the sample was sized (--sample, bias_core/adaptive.py), on hover over n."""
+    if row.get("items_used") is None:
+        return ""
+    return (f' title="items used {esc(row["items_used"])}; stop: {esc(row.get("stop_reason") or "")}; '
+            f'interval: {esc(row.get("interval") or "")}"')
+
+
+def _sampling_note(row: Mapping[str, Any]) -> str:
+    reason = row.get("stop_reason")
+    return f'<div class="src">{esc(reason)}</div>' if reason and reason != "fixed sample" else ""
+
+
 def _results_table(rows: Sequence[Mapping[str, Any]], anchors: Mapping[int, str], has_examples: set[int],
                    comparison: Mapping[str, Mapping[str, Any]] | None) -> str:
     head = [("Test", ""), ("Family", "secondary"), ("Value", "num"), ("95% CI", "num"), ("n", "num secondary"),
@@ -210,7 +223,7 @@ def _results_table(rows: Sequence[Mapping[str, Any]], anchors: Mapping[int, str]
             f'<td class="secondary">{esc(r.get("family") or "")}</td>',
             f'<td class="num" data-label="value"{value_title}>{esc(sig(r.get("value")))}{p_html}</td>',
             f'<td class="num" data-label="95% CI">{esc(ci_text(r))}</td>',
-            f'<td class="num secondary">{esc(sig(r.get("n")))}</td>',
+            f'<td class="num secondary"{_sampling_title(r)}>{esc(sig(r.get("n")))}{_sampling_note(r)}</td>',
             f'<td class="c-gate" data-label="limit">{_threshold_cell(r)}</td>',
             f'<td class="c-verdict">{_badge(v)}</td>',
         ]

@@ -8,7 +8,7 @@ Metric names say which regard scorer produced them: ``regard_*`` for the paper's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,6 +31,10 @@ class GenderPairAudit(Suite):
     decoding: DecodingConfig = GENERATION
     _runs: dict[str, Any] = field(default_factory=dict, repr=False)
     _scorers: dict[str, Any] = field(default_factory=dict, repr=False)
+    SHARED_MEMOS: ClassVar[tuple[str, ...]] = ("_scorers",)
+
+    def sampled_parts(self, probe_name: str) -> tuple[str, ...]:
+        return GROUP_PROBES if probe_name == ACROSS_GROUPS else (probe_name,)
 
     # ----- probes and responses ----------------------------------------------------------------
     def load_probe(self, name: str) -> Any:
