@@ -41,7 +41,8 @@ BOOTSTRAP_KIND = "bootstrap percentile CI (fixed sample)"
 
 DEFAULT_FIRST = 64
 DEFAULT_CAP = 1024
-DEFAULT_BUDGET_S = 720.0
+# No time budget by default: a budget that binds makes the items used depend on the machine.
+DEFAULT_BUDGET_S: float | None = None
 # Per-probe item caps where an item is expensive (a 64-token generation and two classifiers per
 # GenderPair prompt): sized so the default audit stays within its time target (benchmarks/).
 PROBE_CAPS = {"genderpair-group1": 256, "genderpair-group2": 256, "genderpair-group3": 256,

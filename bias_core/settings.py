@@ -69,7 +69,7 @@ def add_options(parser) -> None:
                     help="--sample auto: most items (units) per probe (default: 1024; 256 per GenderPair group, "
                          "128 robustness prompts)")
     group.addoption("--sample-budget", default=None,
-                    help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: 720)")
+                    help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: none; item caps only, so runs are deterministic)")
     group.addoption("--toxicity-classifier", default="auto",
                     help="auto | hub | offline (auto: the paper's hub model when reachable, else the Jigsaw BiLSTM)")
     group.addoption("--regard-classifier", default="auto",
