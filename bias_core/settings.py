@@ -66,7 +66,8 @@ def add_options(parser) -> None:
                     help="auto | hub | offline (offline: a VADER sentiment proxy, reported as such)")
     group.addoption("--mitigation", default=None,
                     help="mitigate the model and re-audit it: comma-separated names from hyperparameter, instruction, "
-                         "debias-tuning, debias-tuning-no-Ld, debias-tuning-no-Lg, debias-tuning-no-Ll, gendercare-cda")
+                         "debias-tuning, debias-tuning-no-Ld, debias-tuning-no-Lg, debias-tuning-no-Ll, gendercare-cda, "
+                         "cds, er, sentence-debias")
     group.addoption("--mitigation-steps", type=int, default=None,
                     help="override the training steps of fine-tuning mitigations (smoke runs; default: the method's configuration)")
     group.addoption("--mitigation-instruction", default=None,

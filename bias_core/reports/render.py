@@ -34,7 +34,20 @@ def mitigation_sections(rows: list[dict], csv_path: str | Path | None = None) ->
     note = ('<p class="note">Mean GAS, GLD and ADD per probe group (template, naturally sourced, '
             "LLM-generated) for the original model and each mitigation, on the same items; also in "
             "<code>mitigation_table.csv</code>. Significance of each change: the mitigation rows above.</p>")
-    return [("mitigation", "Mitigation results", note + table_html(frame))]
+    return [("mitigation", "Mitigation results", note + _corpus_note(rows) + table_html(frame))]
+
+
+def _corpus_note(rows: list[dict]) -> str:
+    """Which text corpus CDS / ER / SentenceDebias used, visibly when it is the GAP stand-in."""
+    from html import escape
+
+    used = {}
+    for r in rows:
+        info = (r.get("breakdown") or {}).get("variant") or {}
+        if isinstance(info, dict) and "stand_in" in info and info.get("training_data"):
+            used.setdefault(str(info["training_data"]), bool(info["stand_in"]))
+    return "".join(f'<p class="note"><strong>{"Stand-in corpus" if stand_in else "Corpus"}</strong>: '
+                   f"{escape(label)}</p>" for label, stand_in in used.items())
 
 
 def render_run(run_dir: str | Path, out: str | Path | None = None, previous: str | Path | None = None,
