@@ -172,3 +172,47 @@ def test_sweep_guards_table_and_point_to_take(tiny_lm, tmp_path, monkeypatch):
     [(anchor, title, body)] = tradeoff_sections(tmp_path / "run")
     assert anchor == "tradeoff" and body.count("<svg") == 2 and "SEAT-v2 not measured" in body
     assert "Stand-in corpus" in body
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("fast", "--mitigation-sweep fast: 'fast' is not METHOD=STRENGTH[,STRENGTH...]; choose quick, paper"),
+    ("cds=1.2", "cds strength 1.2 is out of range; it takes a swap rate in [0, 1]"),
+    ("sentence-debias=0", "sentence-debias strength 0.0 is out of range; it takes a ratio of pairs in (0, 1]"),
+    ("er=-1", "er strength -1.0 is out of range; it takes a weight λ >= 0"),
+    ("inlp=0.1", "unknown method 'inlp'; choose from cds, er, sentence-debias"),
+    ("er=high", "--mitigation-sweep er=high: er's strengths must be numbers"),
+    ("er=0.5;er=1", "give er once, with at least one strength"),
+    ("er=", "'er=' is not METHOD=STRENGTH"),
+])
+def test_bad_sweep_values_name_the_problem(value, expected):
+    from bias_core.errors import AuditUsageError
+    from bias_core.mitigation.tradeoff import parse_grid
+
+    with pytest.raises(AuditUsageError) as info:
+        parse_grid(value)
+    assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["--mitigation-sweep", "cds=1.2"], "*--mitigation-sweep cds=1.2*out of range*swap rate*"),
+    (["--mitigation", "cds,sd"], "*--mitigation sd: unknown; choose from*sentence-debias*"),
+])
+def test_bad_sweep_and_method_are_usage_errors_before_any_model_loads(audit_project, tiny_model_dir, args,  # noqa: F811
+                                                                       expected):
+    result = audit_project.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
+                                                *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+    assert "Loading weights" not in result.stderr.str() + result.stdout.str()
+
+
+def test_named_grids_are_the_documented_ones():
+    from bias_core.mitigation.tradeoff import PAPER_GRID, QUICK_GRID, parse_grid
+
+    assert parse_grid("quick") == QUICK_GRID and parse_grid("paper") == PAPER_GRID and parse_grid(None) is None
+    assert parse_grid(" cds=0.6, 0.95 ; sentence-debias=1 ") == {"cds": (0.6, 0.95), "sentence-debias": (1.0,)}
+    # Table 11's ranges bound both grids
+    for grid in (QUICK_GRID, PAPER_GRID):
+        assert min(grid["cds"]) == 0.6 and max(grid["cds"]) == 0.95
+        assert min(grid["er"]) == 0.2 and max(grid["er"]) == 2.0
+        assert min(grid["sentence-debias"]) == 0.01 and max(grid["sentence-debias"]) == 1.0
