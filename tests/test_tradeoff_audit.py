@@ -87,8 +87,8 @@ def test_sweep_runs_in_the_audit_and_embeds_its_figures(audit_project, tiny_mode
     with (run / "tradeoff.csv").open() as fh:
         table = {r["variant"]: r for r in csv.DictReader(fh)}
     assert list(table) == ["base", "sentence-debias@1"]
-    for guard in ("DA_score_drop", "perplexity_rise"):
-        row = rows[f"sentence-debias@1-{guard}"]
+    for guard, probe in (("DA_score_drop", "da-gender"), ("perplexity_rise", "heldout-neutral-text")):
+        row = rows[f"sentence-debias@1-{probe}-{guard}"]
         assert float(table["sentence-debias@1"][guard]) == pytest.approx(row["value"], rel=1e-9)
         assert row["limit"] == LIMITS[guard]
     info = json.loads((run / "tradeoff_info.json").read_text())
