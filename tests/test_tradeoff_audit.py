@@ -216,3 +216,33 @@ def test_named_grids_are_the_documented_ones():
         assert min(grid["cds"]) == 0.6 and max(grid["cds"]) == 0.95
         assert min(grid["er"]) == 0.2 and max(grid["er"]) == 2.0
         assert min(grid["sentence-debias"]) == 0.01 and max(grid["sentence-debias"]) == 1.0
+
+
+@pytest.mark.slow
+def test_smollm2_stronger_debiasing_removes_more_bias(smollm2_lm, tmp_path):
+    """The paper's premise on the real model: along each method's strength grid (three points
+    inside Table 11's ranges, CPU quick training), the bias left falls with the strength: a
+    Spearman correlation of at most -0.5 between strength and |effect| on at least one of
+    SEAT-v1 and logprob_effect, for each method. Uses the offline stand-in corpus."""
+    from scipy.stats import spearmanr
+
+    from bias_core.mitigation.corpus import load_debias_corpus
+    from bias_core.mitigation.sweep import default_config, strength_variant
+    from bias_core.suites.association import AssociationAudit
+    from test_audit_integration import SHARED_DATA
+
+    if not (SHARED_DATA / "GenderCARE-ccs24").is_dir():
+        pytest.skip(f"needs the BOLD prompts of {SHARED_DATA}/GenderCARE-ccs24 for the stand-in corpus")
+    corpus = load_debias_corpus(SHARED_DATA)
+    grid = {"cds": (0.6, 0.8, 0.95), "er": (0.2, 1.1, 2.0), "sentence-debias": (0.01, 0.1, 1.0)}
+    axes = {"SEAT-v1": ("seat-v1", "SEAT_effect"), "logprob_effect": ("logprob-professions", "logprob_effect")}
+    for method, strengths in grid.items():
+        left = {name: [] for name in axes}
+        for strength in strengths:
+            with strength_variant(smollm2_lm, method, strength, corpus=corpus, cache_dir=tmp_path,
+                                  config=default_config(smollm2_lm), progress=False) as (handle, _):
+                suite = AssociationAudit(handle, data_dir=SHARED_DATA)
+                for name, (probe, metric) in axes.items():
+                    left[name].append(abs(suite.result(probe, metric).value))
+        trends = {name: spearmanr(strengths, values).statistic for name, values in left.items()}
+        assert min(trends.values()) <= -0.5, f"{method}: bias left by strength {left}, Spearman {trends}"
