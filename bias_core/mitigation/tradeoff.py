@@ -102,7 +102,10 @@ def parse_grid(value: str | None, option: str = "--mitigation-sweep") -> dict[st
         grid[method] = tuple(dict.fromkeys(strengths))
     if not grid:
         raise AuditUsageError(f"{option} {value!r}: choose {example}.")
-    check_grid(grid)
+    try:
+        check_grid(grid)
+    except AuditUsageError as exc:
+        raise AuditUsageError(f"{option} {value}: {exc}") from None
     return grid
 
 
