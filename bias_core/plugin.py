@@ -421,6 +421,25 @@ def mitigation_audit(pytestconfig, audit_model, audit_settings, disclosure_audit
     return _WithTerminal(suite, pytestconfig)
 
 
+@pytest.fixture(scope="session")
+def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
+    """--mitigation-sweep: DA-Gender's methods over a strength grid (bias_core/suites/tradeoff.py)."""
+    from bias_core.suites.tradeoff import TradeoffSweep
+
+    settings = audit_settings
+    lm = audit_model.fp32() if getattr(audit_model, "precision", None) == "exact" else audit_model  # as mitigation_audit
+    run = pytestconfig.stash[RUN]
+    out_dir = run["run_dir"] or (settings.report_dir / run["run_id"] if settings.report_dir else None)  # xdist workers
+    limit = None
+    if settings.thresholds is not None:
+        limit = lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value).limit  # noqa: E731
+    suite = TradeoffSweep(lm, dict(settings.mitigation_sweep), data_dir=settings.data_dir, seed=settings.seed,
+                          cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps, progress=interactive(),
+                          causal_likelihood=settings.causal_likelihood, articles=settings.articles, limit=limit,
+                          out_dir=out_dir)
+    return _WithTerminal(suite, pytestconfig)
+
+
 @pytest.fixture
 def gate(request, audit_settings):
     """gate(result, family=..., probe=..., metric=...): judge a MetricResult against its threshold."""
@@ -673,7 +692,10 @@ class _Reporter:
         """The papers' Tables 1-3 layout (methods x probe groups x GAS/GLD/ADD), as CSV and HTML."""
         from bias_core.reports.render import mitigation_sections
 
-        return mitigation_sections(self.table.rows, Path(self.run["run_dir"]) / "mitigation_table.csv")
+        from bias_core.reports.render import tradeoff_sections
+
+        run_dir = Path(self.run["run_dir"])
+        return mitigation_sections(self.table.rows, run_dir / "mitigation_table.csv") + tradeoff_sections(run_dir)
 
     def _drop_auto_junit(self) -> None:
         # Its "generated xml file" line would point at the folder just removed.

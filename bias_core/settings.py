@@ -14,6 +14,7 @@ from bias_core.errors import AuditUsageError, ThresholdsError
 from bias_core.gates import Thresholds, load_thresholds
 from bias_core.lexicon import DEFAULT_LEXICON, LEXICONS
 from bias_core.mitigation.names import parse_mitigations
+from bias_core.mitigation.tradeoff import parse_grid
 from bias_core.models.loading import LoadOptions, check_options
 from bias_core.models.registry import DEFAULT_MODEL, REGISTRY, ModelSpec, resolve_model
 from bias_core.models.scored_tokens import CAUSAL_LIKELIHOODS, DEFAULT_CAUSAL_LIKELIHOOD
@@ -76,7 +77,12 @@ def add_options(parser) -> None:
                     help="auto | hub | offline (offline: a VADER sentiment proxy, reported as such)")
     group.addoption("--mitigation", default=None,
                     help="mitigate the model and re-audit it: comma-separated names from hyperparameter, instruction, "
-                         "debias-tuning, debias-tuning-no-Ld, debias-tuning-no-Lg, debias-tuning-no-Ll, gendercare-cda")
+                         "debias-tuning, debias-tuning-no-Ld, debias-tuning-no-Lg, debias-tuning-no-Ll, gendercare-cda, "
+                         "cds, er, sentence-debias")
+    group.addoption("--mitigation-sweep", default=None,
+                    help="DA-Gender's debiasing / over-debiasing trade-off: CDS, ER and SentenceDebias over a strength "
+                         "grid: quick (the CPU grid), paper (Table 11's ranges) or 'cds=0.6,0.95;er=2;sentence-debias=1'; "
+                         "writes tradeoff.csv and tradeoff_<metric>.svg into the run folder")
     group.addoption("--mitigation-steps", type=int, default=None,
                     help="override the training steps of fine-tuning mitigations (smoke runs; default: the method's configuration)")
     group.addoption("--mitigation-instruction", default=None,
@@ -111,6 +117,7 @@ class AuditSettings:
     mitigations: tuple[str, ...] = ()
     mitigation_instruction: str | None = None
     mitigation_steps: int | None = None
+    mitigation_sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (method, strengths) of --mitigation-sweep
     # What the run works around (e.g. a read-only cache); the plugin shows each as a warning.
     notices: tuple[str, ...] = ()
     lexicon: str = DEFAULT_LEXICON
@@ -256,6 +263,7 @@ def build_settings(config) -> AuditSettings:
                          mitigations=parse_mitigations(opt("--mitigation")),
                          mitigation_instruction=opt("--mitigation-instruction"),
                          mitigation_steps=_steps(opt("--mitigation-steps")),
+                         mitigation_sweep=tuple((parse_grid(opt("--mitigation-sweep")) or {}).items()),
                          lexicon=_choice("--lexicon", opt("--lexicon"), tuple(LEXICONS)),
                          articles=_choice("--articles", opt("--articles"), ARTICLES),
                          causal_likelihood=_choice("--causal-likelihood", opt("--causal-likelihood"), CAUSAL_LIKELIHOODS),

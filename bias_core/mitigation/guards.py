@@ -185,8 +185,17 @@ def perplexity_rise(lm_original, lm_mitigated, texts: Sequence[str], seed: int =
     Both models must tokenize alike (same token counts), or per-token NLL is not comparable.
     """
     texts = list(texts)
-    mean_o, counts_o = perplexity(lm_original, texts)
-    mean_m, counts_m = perplexity(lm_mitigated, texts)
+    return perplexity_rise_from(texts, perplexity(lm_original, texts), perplexity(lm_mitigated, texts),
+                                pseudo=lm_original.kind != "causal", seed=seed, n_resamples=n_resamples)
+
+
+def perplexity_rise_from(texts: Sequence[str], original: tuple[np.ndarray, np.ndarray],
+                         mitigated: tuple[np.ndarray, np.ndarray], *, pseudo: bool, seed: int = 0,
+                         n_resamples: int = MIN_PERMUTATIONS) -> MetricResult:
+    """``perplexity_rise`` from both models' ``perplexity()`` output, for callers that score the
+    original once and several variants after it (the trade-off sweep)."""
+    texts = list(texts)
+    (mean_o, counts_o), (mean_m, counts_m) = original, mitigated
     if not np.array_equal(counts_o, counts_m):
         k = int(np.argmax(counts_o != counts_m))
         raise AuditUsageError(
@@ -203,7 +212,6 @@ def perplexity_rise(lm_original, lm_mitigated, texts: Sequence[str], seed: int =
     p = paired_permutation_pvalue(total_m - total_o, n_resamples=max(int(n_resamples), MIN_PERMUTATIONS),
                                   seed=seed, alternative="greater")
     ppl_o, ppl_m = float(np.exp(total_o.sum() / tokens)), float(np.exp(total_m.sum() / tokens))
-    pseudo = lm_original.kind != "causal"
     details = tuple({"id": k, "prompt": t, "score": float(mean_m[k] - mean_o[k]), "nll_original": float(mean_o[k]),
                      "nll_mitigated": float(mean_m[k]), "tokens": int(counts_o[k])} for k, t in enumerate(texts))
     breakdown = {

@@ -28,7 +28,7 @@ from bias_core.mitigation.corpus import DebiasCorpus
 from bias_core.mitigation.corpus_tuning import CorpusTuningConfig, train_cds_adapter, train_er_adapter
 from bias_core.mitigation.sentence_debias import SubspaceEstimator, sentence_debiased
 from bias_core.mitigation.swap import GenderSwapper
-from bias_core.mitigation.tradeoff import BASE, METHODS, SweepPoint, point_from_results, variant_name
+from bias_core.mitigation.tradeoff import BASE, METHODS, SweepPoint, check_grid, point_from_results, variant_name
 
 log = logging.getLogger(__name__)
 
@@ -39,20 +39,6 @@ def default_config(lm: Any) -> CorpusTuningConfig:
     """The paper-like schedule on CUDA, the CPU quick one elsewhere (as the other mitigations)."""
     on_cuda = str(getattr(lm, "device", "cpu")).startswith("cuda")
     return CorpusTuningConfig.paper() if on_cuda else CorpusTuningConfig.cpu_quick()
-
-
-def check_grid(grid: Mapping[str, Sequence[float]]) -> None:
-    """A usage error naming a bad method or strength, before anything loads or trains."""
-    limits = {"cds": (0.0, 1.0, "a swap rate in [0, 1]"), "er": (0.0, float("inf"), "a weight λ >= 0"),
-              "sentence-debias": (0.0, 1.0, "a ratio of pairs in (0, 1]")}
-    for method, strengths in grid.items():
-        if method not in METHODS:
-            raise AuditUsageError(f"trade-off sweep: unknown method {method!r}; choose from {', '.join(METHODS)}.")
-        low, high, what = limits[method]
-        for s in strengths:
-            bad = not (low <= s <= high) or (method == "sentence-debias" and s == 0)
-            if bad:
-                raise AuditUsageError(f"trade-off sweep: {method} strength {s} is out of range; it takes {what}.")
 
 
 @contextlib.contextmanager

@@ -57,6 +57,58 @@ def variant_name(method: str, strength: float) -> str:
     return f"{method}@{strength:g}"
 
 
+def check_grid(grid: Mapping[str, Sequence[float]]) -> None:
+    """A usage error naming a bad method or strength, before anything loads or trains."""
+    from bias_core.errors import AuditUsageError
+
+    limits = {"cds": (0.0, 1.0, "a swap rate in [0, 1]"), "er": (0.0, float("inf"), "a weight λ >= 0"),
+              "sentence-debias": (0.0, 1.0, "a ratio of pairs in (0, 1]")}
+    for method, strengths in grid.items():
+        if method not in METHODS:
+            raise AuditUsageError(f"trade-off sweep: unknown method {method!r}; choose from {', '.join(METHODS)}.")
+        low, high, what = limits[method]
+        for s in strengths:
+            bad = not (low <= s <= high) or (method == "sentence-debias" and s == 0)
+            if bad:
+                raise AuditUsageError(f"trade-off sweep: {method} strength {s} is out of range; it takes {what}.")
+
+
+def parse_grid(value: str | None, option: str = "--mitigation-sweep") -> dict[str, tuple[float, ...]] | None:
+    """``quick`` / ``paper`` -> that grid; ``cds=0.6,0.95;sentence-debias=1`` -> that grid; a usage
+    error naming the problem otherwise (checked when the command line is read)."""
+    from bias_core.errors import AuditUsageError
+
+    if value is None or not value.strip():
+        return None
+    named = {"quick": QUICK_GRID, "paper": PAPER_GRID}
+    if value.strip() in named:
+        return dict(named[value.strip()])
+    example = "quick, paper, or a grid such as 'cds=0.6,0.95;er=0.2,2;sentence-debias=0.1,1'"
+    grid: dict[str, tuple[float, ...]] = {}
+    for part in (p.strip() for p in value.split(";") if p.strip()):
+        method, eq, values = part.partition("=")
+        method = method.strip()
+        if not eq or not values.strip():
+            raise AuditUsageError(f"{option} {value}: {part!r} is not METHOD=STRENGTH[,STRENGTH...]; choose {example}.")
+        if method not in METHODS:
+            raise AuditUsageError(f"{option} {value}: unknown method {method!r}; choose from {', '.join(METHODS)} "
+                                  f"({example}).")
+        try:
+            strengths = tuple(float(v) for v in values.split(",") if v.strip())
+        except ValueError:
+            raise AuditUsageError(f"{option} {value}: {method}'s strengths must be numbers; choose {example}.") from None
+        if method in grid or not strengths:
+            raise AuditUsageError(f"{option} {value}: give {method} once, with at least one strength.")
+        grid[method] = tuple(dict.fromkeys(strengths))
+    if not grid:
+        raise AuditUsageError(f"{option} {value!r}: choose {example}.")
+    try:
+        check_grid(grid)
+    except AuditUsageError as exc:
+        raise AuditUsageError(f"{option} {value}: {exc}") from None
+    return grid
+
+
 @dataclass(frozen=True)
 class Estimate:
     value: float

@@ -12,6 +12,10 @@ adapter merged in), optionally a prompt transform (instruction guiding) and a de
   paper's ablations (one loss switched off).
 - ``gendercare-cda``: GenderCARE's reduction, LoRA fine-tuning on counterfactual (CDA) examples
   with the loss on response tokens only.
+- ``cds`` / ``er`` / ``sentence-debias``: DA-Gender's methods ("Unmasking the Trade-off") at the
+  strength of the paper's released GPT-2 runs (``sweep.DEFAULT_STRENGTH``), on the debiasing
+  corpus (``corpus.load_debias_corpus``: GAP, else a stand-in named as such). CDS and ER train a
+  LoRA adapter; SentenceDebias hooks a projection onto a copy of the model (no training).
 
 Training configuration: the paper's on CUDA (QLoRA when the model was loaded with
 ``--load-in-4bit``), the documented quick configuration on CPU.
@@ -28,7 +32,8 @@ from typing import Any, Callable, Sequence
 from bias_core.errors import AuditUsageError
 from bias_core.lexicon import PAPER_PAIRS
 from bias_core.models.causal import DecodingConfig
-from bias_core.mitigation.names import MITIGATIONS, PROJECT_TRAIT_PAIRS, WEIGHT_CHANGING
+from bias_core.mitigation.names import CORPUS_METHODS, MITIGATIONS, PROJECT_TRAIT_PAIRS, WEIGHT_CHANGING
+
 
 @dataclass
 class Variant:
@@ -84,6 +89,28 @@ def cda_examples(data_dir: Path | None) -> tuple[list[Any], str]:
     return examples, "built from the project's GenderPair set (anti-biased descriptors x targets)"
 
 
+def corpus_label(corpus: Any) -> str:
+    """The corpus's name, flagged when it is the offline stand-in for GAP (every report shows it)."""
+    if corpus.stand_in:
+        return f"STAND-IN for the paper's GAP corpus (GAP not in --data-dir): {corpus.name}"
+    return f"{corpus.name} (as in the paper)"
+
+
+def corpus_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache_dir: Path, progress: bool = True,
+                   steps: int | None = None) -> Variant:
+    """CDS / ER / SentenceDebias at the paper's released strength (``sweep.DEFAULT_STRENGTH``)."""
+    from bias_core.mitigation.corpus import load_debias_corpus
+    from bias_core.mitigation.sweep import default_config, lasting_variant
+
+    started = time.perf_counter()
+    corpus = load_debias_corpus(data_dir)
+    config = _with_steps(default_config(lm), steps)
+    handle, info = lasting_variant(lm, name, corpus=corpus, cache_dir=cache_dir, seed=seed, config=config,
+                                   progress=progress)
+    info = {**info, "training_data": corpus_label(corpus), "seconds": round(time.perf_counter() - started, 1)}
+    return Variant(name, handle, info=info)
+
+
 def build_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache_dir: Path,
                   progress: bool = True, instruction: str | None = None, steps: int | None = None,
                   pairs: Sequence[tuple[str, str]] = PAPER_PAIRS) -> Variant:
@@ -98,6 +125,8 @@ def build_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache
     if name == "instruction":
         guide = InstructionGuide(instruction) if instruction else InstructionGuide()
         return Variant(name, lm, prompt_transform=guide, info={"prefix": guide.prefix})
+    if name in CORPUS_METHODS:  # these handle causal, masked and seq2seq models alike
+        return corpus_variant(name, lm, data_dir=data_dir, seed=seed, cache_dir=cache_dir, progress=progress, steps=steps)
     if getattr(lm, "kind", "causal") != "causal":
         raise AuditUsageError(f"--mitigation {name} fine-tunes a causal LM; {lm.name} is {lm.kind}.")
     started = time.perf_counter()

@@ -34,7 +34,64 @@ def mitigation_sections(rows: list[dict], csv_path: str | Path | None = None) ->
     note = ('<p class="note">Mean GAS, GLD and ADD per probe group (template, naturally sourced, '
             "LLM-generated) for the original model and each mitigation, on the same items; also in "
             "<code>mitigation_table.csv</code>. Significance of each change: the mitigation rows above.</p>")
-    return [("mitigation", "Mitigation results", note + table_html(frame))]
+    return [("mitigation", "Mitigation results", note + _corpus_note(rows) + table_html(frame))]
+
+
+def _corpus_note(rows: list[dict]) -> str:
+    """Which text corpus CDS / ER / SentenceDebias used, visibly when it is the GAP stand-in."""
+    from html import escape
+
+    used = {}
+    for r in rows:
+        info = (r.get("breakdown") or {}).get("variant") or {}
+        if isinstance(info, dict) and "stand_in" in info and info.get("training_data"):
+            used.setdefault(str(info["training_data"]), bool(info["stand_in"]))
+    return "".join(f'<p class="note"><strong>{"Stand-in corpus" if stand_in else "Corpus"}</strong>: '
+                   f"{escape(label)}</p>" for label, stand_in in used.items())
+
+
+def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
+    """The trade-off figures a --mitigation-sweep run left in ``run_dir``, inline (the report
+    stays one self-contained file), with the corpus and the point to take per bias metric."""
+    import csv
+    import re
+    from html import escape
+
+    from bias_core.mitigation.tradeoff import BIAS_METRICS
+    from bias_core.suites.tradeoff import INFO_FILE
+
+    run_dir = Path(run_dir)
+    figures = [(m, run_dir / f"tradeoff_{m}.svg") for m in BIAS_METRICS if (run_dir / f"tradeoff_{m}.svg").is_file()]
+    if not figures:
+        return []
+    parts = ['<p class="note">Each method over its strength grid: the bias left (distance of the metric from its '
+             "ideal) against 1 − DA_score (genuine gender knowledge lost); nearer the origin is better. The ringed "
+             "point is the one to take: nearest the origin, on axes scaled by the model before debiasing, among the "
+             "points whose guards (DA_score_drop, perplexity_rise, lm_score_drop) are within their thresholds. "
+             "Numbers: <code>tradeoff.csv</code>; how each point was made: <code>tradeoff_info.json</code>.</p>"]
+    try:
+        info = json.loads((run_dir / INFO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = {}
+    corpus = (info.get("corpus") or {})
+    if corpus.get("label"):
+        kind = "Stand-in corpus" if corpus.get("stand_in") else "Corpus"
+        parts.append(f'<p class="note"><strong>{kind}</strong>: {escape(str(corpus["label"]))}</p>')
+    for metric, reason in (info.get("missing") or {}).items():
+        parts.append(f'<p class="note">{escape(metric)} not measured: {escape(str(reason))}</p>')
+    try:
+        with (run_dir / "tradeoff.csv").open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except OSError:
+        rows = []
+    for metric, path in figures:
+        take = next((r["variant"] for r in rows if metric in (r.get("take_for") or "").split(";")), None)
+        svg = path.read_text(encoding="utf-8")
+        svg = svg[svg.find("<svg"):]  # drop the XML declaration and DOCTYPE: not allowed inside HTML
+        svg = re.sub(r"<svg ", '<svg role="img" ', svg, count=1)
+        caption = f"{metric}: take {take}" if take else f"{metric}: no point within the guards"
+        parts.append(f'<figure class="tradeoff">{svg}<figcaption>{escape(caption)}</figcaption></figure>')
+    return [("tradeoff", "Debiasing / over-debiasing trade-off", "".join(parts))]
 
 
 def render_run(run_dir: str | Path, out: str | Path | None = None, previous: str | Path | None = None,
@@ -51,7 +108,7 @@ def render_run(run_dir: str | Path, out: str | Path | None = None, previous: str
     comparison = compare(previous, src) if previous is not None else None
     target = Path(out) if out is not None else src.parent / "report.html"
     return write_html(rows, doc.get("run") or {}, target, comparison=comparison, generated=generated,
-                      extra_sections=mitigation_sections(rows))
+                      extra_sections=mitigation_sections(rows) + tradeoff_sections(src.parent))
 
 
 def main(argv: list[str] | None = None) -> int:

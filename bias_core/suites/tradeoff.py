@@ -1,0 +1,158 @@
+"""The trade-off sweep in the audit run (``--mitigation-sweep``, DA-Gender's Figure 2).
+
+The whole sweep runs once, on the first test that needs it (``sweep.run_sweep``: the base model,
+then every method at every strength of the grid, one debiased model held at a time). Each
+point is measured on the association probes: SEAT-v1, SEAT-v2, logprob_effect and stereo_score
+(the bias axes; a probe whose data is missing is left out and named in the report) and DA_score
+(the knowledge axis), plus the over-debiasing guards DA_score_drop, perplexity_rise and
+lm_score_drop against the base model. The audit gates every point's guards like any
+mitigation's (``audits/test_tradeoff.py``); "within the guards" for the point to take means
+every measured guard's value at most its thresholds.toml limit.
+
+Outputs, in the run folder: ``tradeoff.csv``, ``tradeoff_<metric>.svg`` per bias metric and
+``tradeoff_info.json`` (the corpus, and per point how it was made and how long it took), which
+the HTML report embeds (``reports.render.tradeoff_sections``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from bias_core.errors import AuditUsageError, DataSourceMissing, ProbeNotApplicable
+from bias_core.metrics import MetricResult
+from bias_core.suites import MITIGATION_GUARDS
+
+# A bias axis or the LM-score guard that cannot be measured (data missing, a prompt longer than
+# the model's context) is left out and named, rather than ending the whole sweep.
+OPTIONAL_FAILURES = (DataSourceMissing, ProbeNotApplicable, AuditUsageError)
+# bias axis -> the association probe it is measured on (its metric: tradeoff.BIAS_METRICS)
+BIAS_PROBES = {"SEAT-v1": "seat-v1", "SEAT-v2": "seat-v2", "logprob_effect": "logprob-professions",
+               "stereo_score": "stereoset-gender"}
+INFO_FILE = "tradeoff_info.json"
+
+
+@dataclass
+class TradeoffSweep:
+    lm: Any
+    grid: Mapping[str, tuple[float, ...]]
+    data_dir: Path | None = None
+    seed: int = 0
+    cache_dir: Path = Path(".")
+    steps: int | None = None  # --mitigation-steps: CDS / ER training steps
+    progress: bool = True
+    causal_likelihood: str | None = None
+    articles: str | None = None
+    limit: Callable[[str, str], float] | None = None  # (guard metric, its probe) -> thresholds.toml limit
+    out_dir: Path | None = None  # the run folder; None with --no-report
+    _outcome: Any = field(default=None, repr=False)
+    _guards: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+    _base: dict[str, Any] = field(default_factory=dict, repr=False)
+    missing: dict[str, str] = field(default_factory=dict)
+
+    # ----- what the audit asks -----------------------------------------------------------------
+    def guard(self, variant: str, metric: str) -> MetricResult:
+        """The guard ``metric`` of the sweep point ``variant`` (``cds@0.6``); runs the sweep once."""
+        self.points()
+        found = self._guards.get((variant, metric))
+        if found is None:
+            raise KeyError(f"trade-off sweep: no point {variant} in the grid")
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def points(self) -> list[Any]:
+        if self._outcome is None:
+            try:
+                self._outcome = self._run()
+            except Exception as exc:  # remembered: every other test of the sweep reports the same cause
+                self._outcome = exc
+        if isinstance(self._outcome, Exception):
+            raise self._outcome
+        return self._outcome
+
+    def limits(self) -> dict[str, float]:
+        if self.limit is None:
+            return {}
+        return {metric: float(self.limit(metric, probe)) for metric, probe in MITIGATION_GUARDS.items()}
+
+    # ----- the sweep ---------------------------------------------------------------------------
+    def _run(self) -> list[Any]:
+        import dataclasses
+
+        from bias_core.mitigation.corpus import load_debias_corpus
+        from bias_core.mitigation.sweep import default_config, run_sweep
+        from bias_core.mitigation.tradeoff import BASE, variant_name, write_outputs
+        from bias_core.mitigation.variants import corpus_label
+
+        started = time.perf_counter()
+        corpus = load_debias_corpus(self.data_dir)
+        config = default_config(self.lm)
+        if self.steps is not None:
+            config = dataclasses.replace(config, steps=self.steps, epochs=0)
+        names = [BASE] + [variant_name(m, float(s)) for m, strengths in self.grid.items() for s in strengths]
+        measured: list[dict[str, Any]] = []
+
+        def measure(handle: Any, base: Mapping[str, Any] | None):
+            results, guards = self._measure(handle, base)
+            measured.append(guards)
+            return results, {k: v for k, v in guards.items() if not isinstance(v, Exception)}
+
+        points = run_sweep(self.lm, dict(self.grid), measure, corpus=corpus, cache_dir=self.cache_dir, seed=self.seed,
+                           config=config, progress=self.progress)
+        for name, guards in zip(names, measured):
+            for metric in MITIGATION_GUARDS:
+                if name != BASE:
+                    self._guards[(name, metric)] = guards.get(metric, ProbeNotApplicable(f"{metric}: not measured"))
+        # A guard no point could measure (StereoSet missing) is left out of "within the guards",
+        # or no point would ever qualify; the report names it.
+        measured_guards = {name for p in points for name in p.guards}
+        limits = {k: v for k, v in self.limits().items() if k in measured_guards}
+        if isinstance(self._base.get("results", {}).get("lm_score"), Exception):
+            self.missing["lm_score_drop"] = str(self._base["results"]["lm_score"])
+        if self.out_dir is not None:
+            label = corpus_label(corpus)
+            write_outputs(points, self.out_dir, limits, note=f"corpus: {label}")
+            info = {"corpus": {**corpus.provenance(), "label": label}, "grid": {k: list(v) for k, v in self.grid.items()},
+                    "limits": limits, "config": config.hyperparameters(), "missing": self.missing,
+                    "seconds": round(time.perf_counter() - started, 1),
+                    "points": [{"variant": p.variant, **p.info} for p in points]}
+            (Path(self.out_dir) / INFO_FILE).write_text(json.dumps(info, indent=1, default=str), encoding="utf-8")
+        return points
+
+    def _measure(self, handle: Any, base: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        from bias_core.mitigation import guards as g
+        from bias_core.mitigation.tradeoff import BIAS_METRICS
+        from bias_core.suites.association import AssociationAudit
+
+        options = {k: v for k, v in (("causal_likelihood", self.causal_likelihood), ("articles", self.articles)) if v}
+        suite = AssociationAudit(handle, data_dir=self.data_dir, seed=self.seed, **options)
+        results: dict[str, Any] = {"DA_score": suite.result("da-gender", "DA_score")}
+        for name, probe in BIAS_PROBES.items():
+            try:
+                results[name] = suite.result(probe, BIAS_METRICS[name][0])
+            except OPTIONAL_FAILURES as exc:
+                self.missing[name] = str(exc)
+        try:
+            results["lm_score"] = suite.result("stereoset-gender", "lm_score")
+        except OPTIONAL_FAILURES as exc:
+            results["lm_score"] = exc
+        texts = g.load_heldout_text()
+        nll = g.perplexity(handle, texts)
+        if base is None:  # the base model: what every point's guards compare against
+            self._base = {"nll": nll, "results": results}
+            return results, {}
+        before = self._base["results"]
+        guards: dict[str, Any] = {
+            "DA_score_drop": g.da_score_drop(before["DA_score"], results["DA_score"], seed=self.seed),
+            "perplexity_rise": g.perplexity_rise_from(texts, self._base["nll"], nll, pseudo=handle.kind != "causal",
+                                                      seed=self.seed),
+        }
+        if isinstance(results["lm_score"], Exception):
+            guards["lm_score_drop"] = results["lm_score"]
+        else:
+            guards["lm_score_drop"] = g.lm_score_drop(before["lm_score"], results["lm_score"], seed=self.seed)
+        return results, guards
