@@ -414,6 +414,17 @@ class _Hooks:
                 state.items_started = True
             append_block(path, block_from_json(payload["block"]))
 
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        state: RegressionState = self.config.stash[STATE]
+        judged = [r for r in state.rows if r.get("kind") == "regression" and r.get("config")]
+        if not judged:
+            return
+        counts = {v: sum(r["verdict"] == v for r in judged) for v in (FAIL, INCONCLUSIVE, "pass")}
+        terminalreporter.write_sep("-", f"candidate vs baseline ({state.options.label()}): {len(judged)} paired "
+                                        f"comparisons, {counts[FAIL]} worse beyond the margin, {counts[INCONCLUSIVE]} "
+                                        f"inconclusive, {counts['pass']} passed")
+        terminalreporter.line(f"  {judged[0]['config']}; p-values adjusted by {judged[0]['adjustment']}")
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         if getattr(self.config, "workerinput", None) is not None:
