@@ -8,7 +8,8 @@ baseline on the same items, prompts and decoding; a non-inferiority gate on the 
 
 import pytest
 
-NO_BASELINE = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no --baseline given"), id="none")
+NO_BASELINE = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no --baseline given"),
+                           id="no-baseline")
 
 
 def pytest_generate_tests(metafunc):
