@@ -7,6 +7,11 @@ through the audit suites (with the shared result cache, a warm cache makes this 
 each result into its per-item block (``items_from_result``, which also checks that the metric's
 ``PairedSpec`` reproduces the reported value from the items), writes ``items.jsonl.gz``, reads it
 back and checks the round trip. Prints a Markdown table: blocks, items, bytes, write/read time.
+
+``--synthetic`` needs no model: every pairable probe x metric of the default audit is loaded from
+its data alone, each item gets a seeded random value and, where the metric keeps the model's text
+(GAS, GenderPair), a 40-word output drawn from the probes' own vocabulary (about a 50-token
+continuation). It bounds the file's size for any model in seconds.
 """
 
 from __future__ import annotations
@@ -42,11 +47,48 @@ def suites(lm, data_dir, seed):
             (gp, genderpair_cases(proxy))]
 
 
+def synthetic_blocks(data_dir, seed: int = 0) -> tuple[list, list[str]]:
+    """The default audit's per-item blocks with made-up values and outputs (module doc)."""
+    import random
+    from types import SimpleNamespace
+
+    from bias_core.plugin import make_suite
+    from bias_core.regression import MetricItems, ItemValue, probe_sha256
+    from bias_core.regression.session import regression_cases
+
+    settings = SimpleNamespace(data_dir=data_dir, seed=seed, lexicon="paper", articles="paper",
+                               causal_likelihood="mean", genderpair_sample=216, toxicity_classifier="offline",
+                               regard_classifier="offline", load=SimpleNamespace(precision="fp32"))
+    rng = random.Random(seed)
+    suites, probes, skipped = {}, {}, []
+    for family, name, metric in regression_cases(True):
+        try:
+            probes[(family, name)] = suites.setdefault(family, make_suite(family, None, settings)).probe(name)
+        except (DataSourceMissing, ProbeNotApplicable) as exc:
+            skipped.append(f"{name} ({type(exc).__name__})")
+    vocabulary = sorted({w for p in probes.values() for it in p.items for w in it.prompt.split()})
+    blocks = []
+    for family, name, metric in regression_cases(True):
+        probe = probes.get((family, name))
+        if probe is None:
+            continue
+        texts = bool(PAIRED[metric].output_field)
+        items = tuple(ItemValue(str(it.id), rng.random(), it.prompt,
+                                " ".join(rng.choices(vocabulary, k=40)) if texts else None,
+                                "t" if PAIRED[metric].group_field else None) for it in probe.items)
+        blocks.append(MetricItems(name, metric, str(probe.version), probe_sha256(probe), 0.5, items))
+    return blocks, sorted(set(skipped))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--synthetic", action="store_true", help="no model: made-up values and outputs (module doc)")
     args = ap.parse_args()
+    if args.synthetic:
+        blocks, skipped = synthetic_blocks(args.data_dir)
+        return report(blocks, skipped, RunConfig(model="synthetic"), None)
     lm = load_model(resolve_model(args.model), LoadOptions(cache_dir=default_cache_dir(), progress=False))
     blocks, skipped = [], []
     t0 = time.perf_counter()
@@ -65,6 +107,10 @@ def main() -> int:
     audit_s = time.perf_counter() - t0
     run = RunConfig(model=lm.name, model_fingerprint=lm.fingerprint, tokenizer_fingerprint=lm.tokenizer_fingerprint,
                     dtype=str(lm.model.dtype), lexicon_sha256=lexicon_sha256())
+    return report(blocks, skipped, run, audit_s)
+
+
+def report(blocks, skipped, run, audit_s) -> int:
     path = Path(tempfile.mkdtemp(prefix="items-")) / "items.jsonl.gz"
     t0 = time.perf_counter()
     write_items(path, run, blocks)
@@ -79,7 +125,8 @@ def main() -> int:
     print(f"| measure | figure |\n|---|---|\n| probe x metric blocks | {len(blocks)} |\n| items | {n_items} |\n"
           f"| file size | {size / 1e6:.2f} MB ({size / max(1, n_items):.0f} bytes per item; {raw / 1e6:.2f} MB "
           f"uncompressed) |\n"
-          f"| write / read | {write_s:.2f} s / {read_s:.2f} s |\n| audit (suites, shared cache) | {audit_s:.0f} s |")
+          f"| write / read | {write_s:.2f} s / {read_s:.2f} s |"
+          + (f"\n| audit (suites, shared cache) | {audit_s:.0f} s |" if audit_s is not None else ""))
     print("skipped:", ", ".join(skipped) or "none")
     return 0
 

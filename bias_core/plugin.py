@@ -106,6 +106,9 @@ def pytest_configure(config) -> None:
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS] = settings
+    from bias_core.regression.session import STATE as REGRESSION, configure as configure_regression
+
+    configure_regression(config, settings)  # --baseline etc.: checked before any model loads
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         config.stash[RUN] = {"run_id": worker.get("bias_run_id", ""), "run_dir": None}
@@ -125,6 +128,7 @@ def pytest_configure(config) -> None:
         raise pytest.UsageError(str(exc)) from None
     _interrupt_on_sigterm(config)
     run_dir = settings.report_dir / run_id if settings.report_dir else None
+    config.stash[REGRESSION].run_dir = run_dir  # the per-item file goes beside results.json
     config.stash[RUN] = {"run_id": run_id, "run_dir": run_dir, "auto_junit": False,
                          "started": _dt.datetime.now().isoformat(timespec="seconds")}
     if config.pluginmanager.hasplugin("xdist"):
@@ -162,7 +166,9 @@ def _plan(config):
 
         settings = config.stash[SETTINGS]
         gp_fixed = config.getoption("--genderpair-sample") is not None or settings.sample.mode.isdigit()
-        run["plan"] = plan_for(settings.sample, genderpair_fixed=gp_fixed, paired=bool(settings.mitigations))
+        # paired comparisons (--mitigation variants, a --baseline) need both sides on the same items
+        paired = bool(settings.mitigations) or config.getoption("--baseline", None) is not None
+        run["plan"] = plan_for(settings.sample, genderpair_fixed=gp_fixed, paired=paired)
     return run["plan"]
 
 
@@ -351,40 +357,50 @@ def _precision_check(lm, settings):
                      fp32_metrics=PROPAGATED if settings.mitigations else ())
 
 
-@pytest.fixture(scope="session")
-def disclosure_audit(pytestconfig, audit_model, audit_settings):
-    from bias_core.suites.disclosure import DisclosureAudit
-
+def make_suite(family: str, lm, settings: AuditSettings, config=None):
+    """The audit suite of ``family`` on ``lm`` (the session model, or a live regression baseline);
+    with ``config``, its computations show progress bars. ``lm`` None: for loading probes only."""
     from bias_core.lexicon import get_lexicon
 
-    suite = DisclosureAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            lexicon=get_lexicon(audit_settings.lexicon), articles=audit_settings.articles,
-                            precision_check=_precision_check(audit_model, audit_settings),
-                            **_sampling(pytestconfig, audit_settings))
-    return _WithTerminal(suite, pytestconfig)
+    common = {"data_dir": settings.data_dir, "seed": settings.seed}
+    if config is not None:  # --sample: the run's plan (a live baseline shares the candidate's)
+        common.update(_sampling(config, settings))
+    if family == "disclosure":
+        from bias_core.suites.disclosure import DisclosureAudit
+
+        suite = DisclosureAudit(lm, **common, lexicon=get_lexicon(settings.lexicon), articles=settings.articles,
+                                precision_check=_precision_check(lm, settings))
+    elif family == "association":
+        from bias_core.suites.association import AssociationAudit
+
+        suite = AssociationAudit(lm, **common, causal_likelihood=settings.causal_likelihood, articles=settings.articles,
+                                 precision_check=_precision_check(lm, settings))
+    elif family == "genderpair":
+        from bias_core.suites.genderpair import GenderPairAudit
+
+        from bias_core.suites import GROUP_PROBES
+
+        sampled = config is not None and _plan(config).samples(GROUP_PROBES[0])
+        suite = GenderPairAudit(lm, **common, sample=None if sampled else settings.genderpair_sample,
+                                toxicity=settings.toxicity_classifier, regard=settings.regard_classifier)
+    else:
+        raise KeyError(family)
+    return suite if config is None else _WithTerminal(suite, config)
+
+
+@pytest.fixture(scope="session")
+def disclosure_audit(pytestconfig, audit_model, audit_settings):
+    return make_suite("disclosure", audit_model, audit_settings, pytestconfig)
 
 
 @pytest.fixture(scope="session")
 def association_audit(pytestconfig, audit_model, audit_settings):
-    from bias_core.suites.association import AssociationAudit
-
-    suite = AssociationAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                             causal_likelihood=audit_settings.causal_likelihood, articles=audit_settings.articles,
-                             precision_check=_precision_check(audit_model, audit_settings),
-                             **_sampling(pytestconfig, audit_settings))
-    return _WithTerminal(suite, pytestconfig)
+    return make_suite("association", audit_model, audit_settings, pytestconfig)
 
 
 @pytest.fixture(scope="session")
 def genderpair_audit(pytestconfig, audit_model, audit_settings):
-    from bias_core.suites import GROUP_PROBES
-    from bias_core.suites.genderpair import GenderPairAudit
-
-    suite = GenderPairAudit(audit_model, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            sample=None if _plan(pytestconfig).samples(GROUP_PROBES[0]) else audit_settings.genderpair_sample,
-                            toxicity=audit_settings.toxicity_classifier, regard=audit_settings.regard_classifier,
-                            **_sampling(pytestconfig, audit_settings))
-    return _WithTerminal(suite, pytestconfig)
+    return make_suite("genderpair", audit_model, audit_settings, pytestconfig)
 
 
 class _WithTerminal:
@@ -488,6 +504,9 @@ def gate(request, audit_settings):
         if variant:
             row["variant"] = variant
         request.node.stash[ROW] = row
+        from bias_core.regression.session import record
+
+        record(request, result, family=family, probe=probe, metric=metric, variant=variant)
         lm = request.config.stash.get(MODEL, None)
         if lm is not None:
             from bias_core.models.precision import test_precision_fields

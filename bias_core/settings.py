@@ -99,6 +99,9 @@ def add_options(parser) -> None:
     group.addoption("--causal-likelihood", default=DEFAULT_CAUSAL_LIKELIHOOD,
                     help="how DA-Gender and StereoSet compare a causal LM's sentences: mean (per-token log-likelihood, "
                          f"the papers' GPT-2 code) or total (default: {DEFAULT_CAUSAL_LIKELIHOOD})")
+    from bias_core.regression.options import add_options as add_regression_options
+
+    add_regression_options(group)  # --adapter, --baseline, --baseline-adapter, --summary-md
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,7 @@ def build_settings(config) -> AuditSettings:
         trust_remote_code=bool(opt("--trust-remote-code")),
         device_map=opt("--device-map"),
         precision=_precision(opt("--precision"), opt("--dtype"), bool(opt("--load-in-4bit"))),
+        adapter=opt("--adapter"),
     )
     check_options(load)
     notices: list[str] = []

@@ -123,11 +123,14 @@ def probe_sha256(probe: Any) -> str:
                          "items": [[str(i.id), i.prompt, i.meta] for i in probe.items]})
 
 
-def lexicon_sha256() -> str:
-    """Hash of the gender word pairs the disclosure metrics count (another lexicon, other numbers)."""
-    from bias_core.lexicon import GENDER_PAIRS
+def lexicon_sha256(pairs: Iterable[Sequence[str]] | None = None) -> str:
+    """Hash of the gender word pairs the disclosure metrics count (another lexicon, other numbers);
+    default: the extended lexicon's pairs."""
+    if pairs is None:
+        from bias_core.lexicon import GENDER_PAIRS
 
-    return _sha256_json([list(p) for p in GENDER_PAIRS])
+        pairs = GENDER_PAIRS
+    return _sha256_json([list(p) for p in pairs])
 
 
 # ----- from a metric's result ----------------------------------------------------------------------

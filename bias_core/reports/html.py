@@ -517,6 +517,12 @@ def render_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] |
     HTML body) appended before the breakdowns, e.g. the mitigation results table."""
     rows = sorted((jsonable(dict(r)) for r in rows), key=_sort_key)
     run_info = jsonable(dict(run_info or {}))
+    # candidate-vs-baseline rows get their own section; the verdict banner counts them too
+    from bias_core.reports.regression_html import is_regression, regression_section
+
+    all_rows, rows = rows, [r for r in rows if not is_regression(r)]
+    regression = regression_section(all_rows, _badge)
+    extra_sections = ([regression] if regression else []) + list(extra_sections)
     comp: dict[str, Mapping[str, Any]] | None = None
     if comparison is not None:
         records = comparison.to_dict("records") if hasattr(comparison, "to_dict") else list(comparison)
@@ -535,7 +541,7 @@ def render_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] |
     for i, r in enumerate(rows):
         anchors_by_test.setdefault(str(r.get("test_id") or r.get("nodeid") or "?"), anchors[i])
 
-    banner = banner_for_run(rows, run_info)
+    banner = banner_for_run(all_rows, run_info)
     meta, more_meta = _meta_rows(run_info, rows, banner)
     model = meta[0][1]
     counts = {v: sum(1 for r in rows if _verdict(r) == v) for v in VERDICTS}

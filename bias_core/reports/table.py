@@ -55,7 +55,7 @@ COLUMNS: tuple[str, ...] = (
 NUMERIC_COLUMNS = ("value", "ci_low", "ci_high", "n", "limit", "ideal", "p_value", "duration_s")
 INTEGER_COLUMNS = ("n",)  # nullable Int64 in frames, written without ".0" in the CSV
 TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in NUMERIC_COLUMNS)
-EXCLUDED_FROM_CSV = ("examples", "breakdown")
+EXCLUDED_FROM_CSV = ("examples", "breakdown", "moved")
 
 #: What a report says until the run records how it ended (a killed run keeps saying it).
 NOT_FINISHED = "the run did not finish: still running, or killed before it could record why"

@@ -1,0 +1,30 @@
+"""Release gate: the candidate (``--model``, ``--adapter``) against a baseline (``--baseline``).
+
+One paired test per probe x metric that can be compared item by item: per-item candidate minus
+baseline on the same items, prompts and decoding; a non-inferiority gate on the metric's margin
+(``[regression.<metric>]`` in thresholds.toml); p-values adjusted across the run. Without
+``--baseline`` there is nothing to compare and the placeholder skips.
+"""
+
+import pytest
+
+NO_BASELINE = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no --baseline given"),
+                           id="no-baseline")
+
+
+def pytest_generate_tests(metafunc):
+    from bias_core.classifiers import get_regard
+    from bias_core.regression.session import regression_cases
+
+    if metafunc.config.getoption("--baseline") is None:
+        metafunc.parametrize(("family", "probe", "metric"), [NO_BASELINE])
+        return
+    proxy = get_regard(metafunc.config.getoption("--regard-classifier")).is_proxy
+    metafunc.parametrize(("family", "probe", "metric"),
+                         [pytest.param(f, p, m, id=f"{p}-{m}") for f, p, m in regression_cases(proxy)])
+
+
+@pytest.mark.regression
+@pytest.mark.xdist_group("regression")
+def test_regression(family, probe, metric, regression_gate):
+    regression_gate(family, probe, metric)
