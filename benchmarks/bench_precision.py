@@ -157,7 +157,7 @@ def finish_audit(proc, started: float, cache: Path, precision: str) -> tuple[flo
     dt = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)
     results = next((cache / f"reports-{precision}").glob("*/results.json"))
-    rows = json.loads(results.read_text())["rows"]
+    rows = json.loads(results.read_text())["results"]
     lines = [ln for ln in (cache / "stdout.txt").read_text().splitlines() if ln.strip()]
     return dt, usage.ru_utime + usage.ru_stime, {r["test_id"]: r["verdict"] for r in rows}, (lines[-1:] or ["?"])[0]
 
@@ -200,6 +200,16 @@ def bench_audit(model: str, data_dir: Path | None, side_by_side: bool = False) -
     return rows
 
 
+class Rows(list):
+    """The table's rows, each also printed as it is added (flushed), so a run cut short keeps
+    the parts it finished."""
+
+    def __iadd__(self, rows):
+        for r in rows:
+            print("partial: | " + " | ".join(r) + " |", flush=True)
+        return super().__iadd__(rows)
+
+
 def main() -> None:
     import torch
 
@@ -219,7 +229,7 @@ def main() -> None:
         from bias_core.settings import default_cache_dir
 
         (cache / "models").symlink_to(default_cache_dir() / "models")
-        rows = []
+        rows = Rows()
         if parts & {"crows", "generation"}:
             fp32, load32 = timed(lambda: load(args.model, "fp32", cache))
             exact, load_exact = timed(lambda: load(args.model, "exact", cache))  # calibrates (cold)
