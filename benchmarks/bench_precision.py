@@ -9,8 +9,9 @@
   loaded once before); identical pair decisions against fp32 and against lm-eval.
 - generation: greedy, 50 new tokens, 32 prompts of one width at batch 32 (bench_audit.py's
   setting), fp32 vs exact interleaved: new tokens/s and identical continuations.
-- audit: the default audit from a cold result cache (converted model reused), fp32 then exact,
-  as two pytest processes; wall time and identical verdicts per test. Offline probes, as
+- audit: the default audit from a cold result cache (converted model reused), fp32 then exact
+  (``--audit-side-by-side``: both at once), as two pytest processes; wall and CPU time and
+  identical verdicts per test. Offline probes, as
   bench_audit.py measures it (``--audit-with-data`` adds ``--data-dir``).
 
 Prints markdown tables with medians over the repeats and the ratios; the calibration is timed
@@ -140,43 +141,73 @@ def bench_generation(repeats: int, fp32, exact, batch: int = 32, new: int = 50) 
     ]
 
 
-def run_audit(model: str, data_dir: Path | None, precision: str, cache: Path) -> tuple[float, dict[str, str], str]:
+def start_audit(model: str, data_dir: Path | None, precision: str, cache: Path):
     report = cache / f"reports-{precision}"
     cmd = [sys.executable, "-m", "pytest", str(ROOT / "audits"), "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
            "--model", model, "--precision", precision, "--cache-dir", str(cache), "--report-dir", str(report)]
     if data_dir:
         cmd += ["--data-dir", str(data_dir)]
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    dt = time.perf_counter() - t
-    results = next(report.glob("*/results.json"))
-    rows = json.loads(results.read_text())["rows"]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    return dt, {r["test_id"]: r["verdict"] for r in rows}, (lines[-1:] or ["?"])[0]
+    out = open(cache / "stdout.txt", "w")
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True), time.perf_counter()
 
 
-def bench_audit(model: str, data_dir: Path | None) -> list[tuple[str, str, str]]:
+def finish_audit(proc, started: float, cache: Path, precision: str) -> tuple[float, float, dict[str, str], str]:
+    """(wall s, CPU s of the pytest process, verdicts, pytest's last line) once ``proc`` ends."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    dt = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    results = next((cache / f"reports-{precision}").glob("*/results.json"))
+    rows = json.loads(results.read_text())["results"]
+    lines = [ln for ln in (cache / "stdout.txt").read_text().splitlines() if ln.strip()]
+    return dt, usage.ru_utime + usage.ru_stime, {r["test_id"]: r["verdict"] for r in rows}, (lines[-1:] or ["?"])[0]
+
+
+def bench_audit(model: str, data_dir: Path | None, side_by_side: bool = False) -> list[tuple[str, str, str]]:
+    """The two audits one after the other, or with ``side_by_side`` at the same time (on a
+    machine whose load changes, both then meet the same load); CPU seconds are reported too,
+    as they depend less on what else the machine runs."""
     from bias_core.settings import default_cache_dir
 
     rows = []
     out = {}
-    for precision in ("fp32", "exact"):
-        cache = Path(tempfile.mkdtemp(prefix=f"bias-bench-{precision}-"))
-        try:
+    caches = {}
+    running = {}
+    try:
+        for precision in ("fp32", "exact"):
+            cache = caches[precision] = Path(tempfile.mkdtemp(prefix=f"bias-bench-{precision}-"))
             (cache / "models").symlink_to(default_cache_dir() / "models")
             if (default_cache_dir() / "hashes").exists():
                 (cache / "hashes").symlink_to(default_cache_dir() / "hashes")
-            out[precision] = run_audit(model, data_dir, precision, cache)
-        finally:
+            running[precision] = start_audit(model, data_dir, precision, cache)
+            if not side_by_side:
+                out[precision] = finish_audit(*running.pop(precision), cache, precision)
+        for precision, (proc, started) in running.items():
+            out[precision] = finish_audit(proc, started, caches[precision], precision)
+    finally:
+        for cache in caches.values():
             shutil.rmtree(cache, ignore_errors=True)
-        rows.append((f"default audit, {precision}, cold result cache", f"{out[precision][0]:.0f} s", out[precision][2]))
-    verdicts = {k: out[k][1] for k in out}
+    how = "side by side" if side_by_side else "one after the other"
+    for precision in ("fp32", "exact"):
+        rows.append((f"default audit, {precision}, cold result cache ({how})",
+                     f"{out[precision][0]:.0f} s wall, {out[precision][1]:.0f} s CPU", out[precision][3]))
+    verdicts = {k: out[k][2] for k in out}
     same = sum(verdicts["exact"].get(t) == v for t, v in verdicts["fp32"].items())
-    rows += [("fp32 / exact audit time", f"{out['fp32'][0] / out['exact'][0]:.2f}", "target >= 2"),
+    rows += [("fp32 / exact audit time", f"{out['fp32'][0] / out['exact'][0]:.2f} wall, "
+              f"{out['fp32'][1] / out['exact'][1]:.2f} CPU", "target >= 2"),
              ("verdicts identical", f"{same}/{len(verdicts['fp32'])}", "must be all"),
              ("verdicts that differ", ", ".join(f"{t}: {v} vs {verdicts['exact'].get(t)}" for t, v in
                                                 verdicts["fp32"].items() if verdicts["exact"].get(t) != v) or "none", "")]
     return rows
+
+
+class Rows(list):
+    """The table's rows, each also printed as it is added (flushed), so a run cut short keeps
+    the parts it finished."""
+
+    def __iadd__(self, rows):
+        for r in rows:
+            print("partial: | " + " | ".join(r) + " |", flush=True)
+        return super().__iadd__(rows)
 
 
 def main() -> None:
@@ -189,6 +220,8 @@ def main() -> None:
     ap.add_argument("--parts", default="crows,generation,audit")
     ap.add_argument("--audit-with-data", action="store_true",
                     help="run the audit part with --data-dir too (default: offline probes, as bench_audit.py)")
+    ap.add_argument("--audit-side-by-side", action="store_true",
+                    help="run the fp32 and exact audits at the same time, so a changing machine load hits both alike")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     cache = Path(tempfile.mkdtemp(prefix="bias-bench-precision-"))
@@ -196,7 +229,7 @@ def main() -> None:
         from bias_core.settings import default_cache_dir
 
         (cache / "models").symlink_to(default_cache_dir() / "models")
-        rows = []
+        rows = Rows()
         if parts & {"crows", "generation"}:
             fp32, load32 = timed(lambda: load(args.model, "fp32", cache))
             exact, load_exact = timed(lambda: load(args.model, "exact", cache))  # calibrates (cold)
@@ -209,7 +242,7 @@ def main() -> None:
         if "generation" in parts:
             rows += bench_generation(args.repeats, fp32, exact)
         if "audit" in parts:
-            rows += bench_audit(args.model, args.data_dir if args.audit_with_data else None)
+            rows += bench_audit(args.model, args.data_dir if args.audit_with_data else None, args.audit_side_by_side)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

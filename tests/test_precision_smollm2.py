@@ -78,3 +78,31 @@ def test_bound_covers_what_crows_pairs_sentences_move(handles):
     bounds = np.array([exact.bound.of_sum(len(fp32.tokenizer(s, add_special_tokens=False)["input_ids"]))
                        for s in sentences])
     assert np.all(diff <= bounds), float(np.max(diff / bounds))
+
+
+def test_per_token_mean_decisions_equal_fp32(handles):
+    """DA-Gender and StereoSet compare per-token mean log-likelihoods (the default): the re-check
+    weighs each pair's margin and bounds by 1 / tokens, and every comparison comes out as fp32's."""
+    from bias_core.probes.da_gender import da_margins, load_da_gender
+    from bias_core.probes.stereoset import stereoset_probe
+    from bias_core.metrics.preference import run_stereoset
+
+    fp32, exact = handles
+    probe = load_da_gender()
+    ref, got = da_margins(fp32, probe, "mean"), da_margins(exact, probe, "mean")
+    assert ((ref > 0) == (got > 0)).all()
+
+    def comparisons(result):
+        d = result.details
+        return [(x["ll_stereotype"] > x["ll_anti_stereotype"], x["ll_stereotype"] > x["ll_unrelated"],
+                 x["ll_anti_stereotype"] > x["ll_unrelated"]) for x in d]
+
+    stereo = stereoset_probe(SHARED_DATA if SHARED_DATA.is_dir() else None)
+    before = exact.rechecks.snapshot()
+    ref, got = run_stereoset(fp32, stereo, causal="mean"), run_stereoset(exact, stereo, causal="mean")
+    assert comparisons(ref["stereo_score"]) == comparisons(got["stereo_score"])
+    assert got["stereo_score"].value == ref["stereo_score"].value and got["lm_score"].value == ref["lm_score"].value
+    from bias_core.models.precision import Rechecks
+
+    checked, seen = Rechecks.delta(before, exact.rechecks.snapshot())["sentences"]
+    assert 0 < checked < seen
