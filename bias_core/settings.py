@@ -151,13 +151,7 @@ def _genderpair_sample(value: str | None, sample: str) -> int | None:
 def _sample_size(value: str) -> int | None:
     if str(value).lower() == "all":
         return None
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise AuditUsageError(f"--genderpair-sample {value}: must be a positive integer or 'all'.")
-    return n
+    return _positive("--genderpair-sample", value, "a positive integer or 'all'")
 
 
 def _positive(option: str, value: str | None, what: str = "a positive integer") -> int | None:
