@@ -118,3 +118,19 @@ def test_gate_text():
     assert gate_text({"limit": 0.8, "direction": "max", "ideal": 0}) == "|x| ≤ 0.8"
     assert gate_text({"limit": 10, "direction": "max", "ideal": 50}) == "50 ± 10"
     assert gate_text({}) == "—"
+
+
+@pytest.mark.parametrize(("reason", "says"), [
+    ("fixed sample", "a fixed item set"),
+    ("pool exhausted", "every item of the data set was used"),
+    ("item cap", "--sample-cap raises it"),
+    ("budget", "--sample-budget raises it"),
+    ("decided", None),
+])
+def test_the_hint_says_where_more_items_would_come_from(reason, says):
+    text = what_decides({**row("x", "inconclusive", 0.045, (0.03, 0.06), 0.05), "stop_reason": reason})
+    assert text.startswith("passes once the CI ends at or below 0.05")
+    if says is None:
+        assert text.endswith("the items at this value")
+    else:
+        assert text.endswith(")") and says in text.rsplit("(", 1)[1]

@@ -108,7 +108,21 @@ def what_decides(row: Mapping[str, Any]) -> str:
         factor = _factor(hi - v, a - v)
     if math.isinf(factor):
         return f"{outcome}; the value sits on the limit, so more items alone cannot decide it"
-    return f"{outcome}: about {sig(factor, 2)}× the items at this value"
+    return f"{outcome}: about {sig(factor, 2)}× the items at this value{_where_more(row)}"
+
+
+# Where more items would come from, by the row's stopping reason (bias_core.adaptive): a reader
+# should not be told to "add items" to a probe that has no more.
+_MORE_ITEMS = {
+    "fixed sample": " (a fixed item set: more items need more data, or --sample auto for a sampled probe)",
+    "pool exhausted": " (every item of the data set was used)",
+    "item cap": " (the item cap was reached: --sample-cap raises it)",
+    "budget": " (the time budget ran out: --sample-budget raises it)",
+}
+
+
+def _where_more(row: Mapping[str, Any]) -> str:
+    return _MORE_ITEMS.get(str(row.get("stop_reason") or ""), "")
 
 
 def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, complete: bool = True,
