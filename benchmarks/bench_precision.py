@@ -175,6 +175,7 @@ def bench_audit(model: str, data_dir: Path | None, side_by_side: bool = False) -
     try:
         for precision in ("fp32", "exact"):
             cache = caches[precision] = Path(tempfile.mkdtemp(prefix=f"bias-bench-{precision}-"))
+            (default_cache_dir() / "models").mkdir(parents=True, exist_ok=True)  # a fresh machine has none
             (cache / "models").symlink_to(default_cache_dir() / "models")
             if (default_cache_dir() / "hashes").exists():
                 (cache / "hashes").symlink_to(default_cache_dir() / "hashes")
@@ -228,6 +229,8 @@ def main() -> None:
     try:
         from bias_core.settings import default_cache_dir
 
+        # converted models are shared with the user's cache (converted once); results are not
+        (default_cache_dir() / "models").mkdir(parents=True, exist_ok=True)
         (cache / "models").symlink_to(default_cache_dir() / "models")
         rows = Rows()
         if parts & {"crows", "generation"}:

@@ -42,8 +42,9 @@ def add_options(parser) -> None:
     group.addoption("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     group.addoption("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (auto: as --precision decides; an explicit dtype computes in it, unchecked)")
     group.addoption("--precision", default=None,
-                    help="exact | fp32 | half (default: exact: half-precision speed, decisions, continuations and "
-                         "verdicts re-checked to equal fp32's; fp32: the reference; half: fastest, values drift)")
+                    help="auto | exact | fp32 | half (default: auto: exact on CUDA, fp32 on CPU; exact: half-precision "
+                         "speed, decisions, continuations and verdicts re-checked to equal fp32's; fp32: the "
+                         "reference; half: fastest, values drift)")
     group.addoption("--load-in-4bit", action="store_true", help="4-bit NF4 weights via bitsandbytes (CUDA only)")
     group.addoption("--device-map", default=None,
                     help="spread a model too large for one GPU over all visible GPUs with accelerate (auto)")
@@ -183,10 +184,11 @@ def _sample_options(opt) -> SampleOptions:
 
 
 def _precision(value: str | None, dtype: str, four_bit: bool) -> str:
-    """--precision as given; unset, exact, unless --dtype or --load-in-4bit chose the dtype."""
+    """--precision as given; unset, auto (exact on CUDA, fp32 on CPU), unless --dtype or
+    --load-in-4bit chose the dtype."""
     if value is not None:
         return value
-    return "fp32" if dtype != "auto" or four_bit else "exact"
+    return "fp32" if dtype != "auto" or four_bit else "auto"
 
 
 def _steps(value: int | None) -> int | None:

@@ -401,15 +401,15 @@ def test_nan_model_outputs_are_a_test_error(project, tiny_copy, metric):
 
 
 def test_nan_model_stops_at_load_under_exact_precision(project, tiny_copy):
-    """The default --precision exact calibrates its bound on the model at load: NaN outputs end
-    the run there, as a failure with the reason, before any test computes a number."""
+    """--precision exact (the default on CUDA) calibrates its bound on the model at load: NaN
+    outputs end the run there, as a failure with the reason, before any test computes a number."""
     from bias_core.models.half import half_dtype
 
     if half_dtype("cpu")[0] is None:
         pytest.skip("this CPU has no bf16: exact precision runs in fp32 and calibrates nothing")
     _nan_weights(tiny_copy)
     project.real_load = True
-    result, out = project.run("--model", str(tiny_copy), select="template-color and GLD")
+    result, out = project.run("--model", str(tiny_copy), "--precision", "exact", select="template-color and GLD")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
     assert "model error:" in out and "NaN or infinity" in out and "Fix: check the weights" in out
     no_traceback(out)

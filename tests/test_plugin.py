@@ -144,7 +144,7 @@ def test_unknown_probe_in_thresholds_is_a_usage_error(pytester):
         (["--thresholds", "missing.toml"], "*missing.toml*"),
         (["--batch-size", "many"], "*--batch-size many*"),
         (["--dtype", "float8"], "*--dtype float8*"),
-        (["--precision", "bf16"], "*--precision bf16: choose one of exact, fp32, half*"),
+        (["--precision", "bf16"], "*--precision bf16: choose one of auto, exact, fp32, half*"),
         (["--precision", "half", "--dtype", "bfloat16"], "*--precision half with --dtype bfloat16*drop one*"),
         (["--mitigation", "debias-tuning,lora"], "*--mitigation lora: unknown; choose from hyperparameter*"),
         (["--mitigation-steps", "0"], "*--mitigation-steps 0: must be a positive integer*"),
@@ -195,7 +195,8 @@ def test_missing_thresholds_file_stops_before_any_test(pytester):
 
 @pytest.mark.parametrize(("args", "device", "dtype"), [(["--precision", "fp32"], "cpu", "float32"),
                                                        (["--dtype", "bfloat16"], "cpu", "bfloat16"),
-                                                       ([], "cpu", None)])
+                                                       ([], "cpu", "float32"),
+                                                       (["--precision", "exact"], "cpu", None)])
 def test_header_junit_json_and_html_name_the_device_and_dtype(audit_dir, args, device, dtype):
     import torch
 
@@ -203,7 +204,7 @@ def test_header_junit_json_and_html_name_the_device_and_dtype(audit_dir, args, d
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: --device auto resolves to it")
-    if dtype is None:  # the default, --precision exact: half precision where this CPU has it
+    if dtype is None:  # --precision exact: half precision where this CPU has it (the default, auto, is fp32 on CPU)
         half, _ = half_dtype("cpu")
         dtype = "float32" if half is None else "bfloat16, fp32 re-checks (--precision exact)"
     result = audit_dir.runpytest("-p", "no:cacheprovider", *args)

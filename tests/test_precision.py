@@ -287,3 +287,20 @@ def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tin
     direct = ExactGate(lambda metric, probe: pytest.fail("fp32 straight away: no gate needed"))
     suite = DisclosureAudit(exact_lm, precision_check=direct)
     assert direct(suite, "natural-default", "GAS").value == DisclosureAudit(tiny_lm).result("natural-default", "GAS").value
+
+
+def test_auto_is_fp32_on_cpu_and_exact_on_cuda(tiny_lm):
+    from bias_core.models.precision import AUTO_CPU_NOTE, effective_precision
+
+    assert effective_precision("auto", "cpu") == "fp32" and effective_precision("auto", "cuda") == "exact"
+    assert effective_precision("auto", "cuda:1") == "exact"
+    for mode in ("exact", "fp32", "half"):
+        assert effective_precision(mode, "cpu") == mode == effective_precision(mode, "cuda")
+    saved = {k: tiny_lm.__dict__[k] for k in ("precision", "precision_note") if k in tiny_lm.__dict__}
+    try:
+        handle = apply_precision(tiny_lm, "auto", "cpu", None)
+        assert handle is tiny_lm and handle.precision == "fp32" and handle.precision_note == AUTO_CPU_NOTE
+    finally:  # the model is shared by the session's tests
+        for k in ("precision", "precision_note"):
+            tiny_lm.__dict__.pop(k, None)
+        tiny_lm.__dict__.update(saved)

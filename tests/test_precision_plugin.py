@@ -37,8 +37,20 @@ def _run(pytester, model, cache, precision):
     return run
 
 
-def test_exact_is_the_default_and_is_reported(audit_project, tiny_model_dir, tmp_path):
+def test_auto_is_the_default_and_is_fp32_on_cpu(audit_project, tiny_model_dir, tmp_path):
+    """Unset, --precision is auto: fp32 on a CPU (exact measured slower there), saying why."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: auto resolves to exact")
     run = _run(audit_project, tiny_model_dir, tmp_path / "cache", "")
+    info = json.loads((run / "results.json").read_text())["run"]["precision"]
+    assert info["mode"] == "fp32" and "--precision auto chose fp32" in info["note"]
+    assert info["note"] in (run / "report.html").read_text()
+
+
+def test_exact_is_reported_and_equals_fp32(audit_project, tiny_model_dir, tmp_path):
+    run = _run(audit_project, tiny_model_dir, tmp_path / "cache", "exact")
     doc = json.loads((run / "results.json").read_text())
     info = doc["run"]["precision"]
     assert info["mode"] == "exact" and info["bound"]["safety"] == 2.0 and info["bound"]["margin"] > 0

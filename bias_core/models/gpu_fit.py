@@ -1,6 +1,6 @@
 """Will the weights fit on the GPU? Said before loading, not as a CUDA out-of-memory traceback.
 
-``--precision exact`` (the default) and ``half`` load the model in fp32 and add a half-precision
+``--precision exact`` (auto's choice on CUDA) and ``half`` load the model in fp32 and add a half-precision
 copy of its linear layers: about 6 bytes per parameter, so a 13B model needs ~78 GB before any
 activation, more than an 80 GB card leaves free. The parameter count comes from the
 safetensors headers (no tensor is read).

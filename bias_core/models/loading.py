@@ -7,6 +7,7 @@ read from the model's config.json (registry aliases also declare it up front).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from bias_core.models import integrity
 from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
 from bias_core.models.gpu_fit import check_gpu_fit
 from bias_core.models.masked import MaskedLM
-from bias_core.models.precision import apply_precision, check_precision
+from bias_core.models.precision import apply_precision, check_precision, effective_precision
 from bias_core.models.registry import ModelSpec, detect_kind
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,8 @@ class LoadOptions:
     progress: bool = True
     trust_remote_code: bool = False
     device_map: str | None = None  # accelerate's placement over several GPUs, e.g. "auto"
-    # exact | fp32 | half (models/precision.py); applies with dtype "auto". The command line's
-    # default is exact; the library's stays fp32, the reference its callers were written against.
+    # auto | exact | fp32 | half (models/precision.py); applies with dtype "auto". The command
+    # line's default is auto; the library's stays fp32, the reference its callers were written against.
     precision: str = "fp32"
     adapter: str | None = None  # --adapter DIR: a PEFT adapter folder applied to the loaded model
 
@@ -62,7 +63,7 @@ def check_options(opts: LoadOptions) -> None:
     if opts.dtype not in DTYPES:
         raise AuditUsageError(f"--dtype {opts.dtype}: choose one of {', '.join(DTYPES)}.")
     check_precision(opts.precision)
-    if opts.precision != "fp32" and (opts.dtype != "auto" or opts.load_in_4bit):
+    if opts.precision in ("exact", "half") and (opts.dtype != "auto" or opts.load_in_4bit):
         raise AuditUsageError(
             f"--precision {opts.precision} with {'--load-in-4bit' if opts.load_in_4bit else '--dtype ' + opts.dtype}: "
             "the precision mode chooses the dtypes itself. Fix: drop one of the two options "
@@ -223,7 +224,8 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> Any:
         fingerprint += ":nf4"
     if opts.device_map:
         kwargs["device_map"] = opts.device_map
-    check_gpu_fit(Path(source), opts, device, spec.name)
+    check_gpu_fit(Path(source), dataclasses.replace(opts, precision=effective_precision(opts.precision, device)),
+                  device, spec.name)
     with _unreadable_weights(spec, source):
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=opts.trust_remote_code)
         model = _model_class(kind).from_pretrained(source, **kwargs)

@@ -37,17 +37,18 @@ def describe(opts: Any, workers: int = 0) -> dict[str, str]:
     """{"device": ..., "dtype": ...} a run with these LoadOptions uses, resolved ("auto" never
     shows): e.g. "cuda:0 (NVIDIA H100 80GB HBM3)" and "bfloat16", or "cpu" and "float32"."""
     from bias_core.models.loading import resolve_device, resolve_dtype
+    from bias_core.models.precision import effective_precision
 
     device = resolve_device(opts)
     dtype = str(resolve_dtype(opts, device)).removeprefix("torch.")
     if getattr(opts, "load_in_4bit", False):
         dtype = f"nf4 weights, {dtype} compute"
-    elif opts.dtype == "auto" and getattr(opts, "precision", "fp32") != "fp32":
+    elif opts.dtype == "auto" and effective_precision(getattr(opts, "precision", "fp32"), device) != "fp32":
         from bias_core.models.half import half_dtype
 
         half, _ = half_dtype(device)
         if half is not None:
-            dtype = _with_precision(str(half).removeprefix("torch."), opts.precision)
+            dtype = _with_precision(str(half).removeprefix("torch."), effective_precision(opts.precision, device))
     if device == "cuda":
         import torch
 
