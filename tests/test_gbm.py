@@ -28,7 +28,7 @@ from bias_core.probes.sentiment_templates import (
     dump_sentiment_words,
     sentiment_templates_probe,
 )
-from bias_core.probes.sources import project_data
+from bias_core.data_access import project_data
 
 # ---------------------------------------------------------------------------- lexicon
 

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats as _st
 
 from bias_core.metrics.result import MetricResult
-from bias_core.stats import _rng_kwargs, bootstrap_ci
+from bias_core.stats import rng_kwargs, bootstrap_ci
 
 N_PERMUTATIONS = 10_000
 N_BOOTSTRAP = 2000
@@ -97,7 +97,7 @@ def permutation_pvalue(
         vectorized=True,
         n_resamples=n_resamples,
         alternative=alternative,
-        **_rng_kwargs(_st.permutation_test, seed),
+        **rng_kwargs(_st.permutation_test, seed),
     )
     return float(res.pvalue), exact
 
@@ -116,7 +116,7 @@ def effect_ci(x, y, seed: int = 0, ddof: int = 0, n_resamples: int = N_BOOTSTRAP
         confidence_level=level,
         method="percentile",
         vectorized=True,
-        **_rng_kwargs(_st.bootstrap, seed),
+        **rng_kwargs(_st.bootstrap, seed),
     )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return min(low, point), max(high, point)

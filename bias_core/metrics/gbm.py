@@ -28,7 +28,7 @@ from scipy import stats as _st
 
 from bias_core.lexicon import GENDER_CLASSES, classify_gender
 from bias_core.metrics.result import MetricResult
-from bias_core.stats import _rng_kwargs
+from bias_core.stats import rng_kwargs
 
 SENTIMENTS = ("positive", "negative")
 SCALE = (
@@ -103,7 +103,7 @@ def _bootstrap_ci(pos: np.ndarray, neg: np.ndarray, value: float, seed: int, n_r
             n_resamples=n_resamples,
             method="percentile",
             vectorized=True,
-            **_rng_kwargs(_st.bootstrap, seed),
+            **rng_kwargs(_st.bootstrap, seed),
         )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     low = -np.inf if np.isnan(low) else low

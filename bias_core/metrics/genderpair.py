@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats as _st
 
 from bias_core.metrics.result import MetricResult
-from bias_core.stats import _rng_kwargs, bootstrap_ci
+from bias_core.stats import rng_kwargs, bootstrap_ci
 
 LABELS = ("biased", "anti", "both", "neither")
 DECIDED = ("biased", "anti")
@@ -322,13 +322,6 @@ def run_bpr(lm: Any, prompts: Sequence[Any], responses: Sequence[str], seed: int
     return bpr(decide_choices(lm, prompts, responses, contexts, normalize), seed=seed)
 
 
-def bpr_by_group(records: Sequence[Mapping[str, Any]], seed: int = 0) -> dict[int, MetricResult]:
-    groups: dict[int, list] = defaultdict(list)
-    for r in records:
-        groups[int(r["group"])].append(r)
-    return {g: bpr(rs, seed=seed) for g, rs in sorted(groups.items())}
-
-
 # --------------------------------------------------------------------------------------------
 # spreads across groups and across prompt variants
 
@@ -343,7 +336,7 @@ def _percentile_ci(samples: Sequence[np.ndarray], statistic, point: float, seed:
         # A rare resample set can still be degenerate; scipy then warns and returns NaN.
         warnings.simplefilter("ignore", getattr(_st, "DegenerateDataWarning", RuntimeWarning))
         res = _st.bootstrap(tuple(samples), statistic, paired=paired, vectorized=True, n_resamples=n_resamples,
-                            confidence_level=0.95, method="percentile", **_rng_kwargs(_st.bootstrap, seed))
+                            confidence_level=0.95, method="percentile", **rng_kwargs(_st.bootstrap, seed))
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     if not (np.isfinite(low) and np.isfinite(high)):
         return point, point

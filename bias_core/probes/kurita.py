@@ -23,7 +23,7 @@ from bias_core.metrics.association import association_effect, kurita_association
 from bias_core.metrics.result import MetricResult
 from bias_core.models.causal import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.sources import project_data
+from bias_core.data_access import project_data
 
 PROBE_NAME = "logprob-professions"
 # CONTEXT_MASK marks a masked position whose prediction is NOT scored (Kurita's masked

@@ -15,6 +15,7 @@ import numpy as np
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
 from bias_core.models.causal import DecodingConfig
+from bias_core.probes.genderpair import DEFAULT_SAMPLE
 from bias_core.suites import ACROSS_GROUPS, GROUP_PROBES, ROBUSTNESS, genderpair_cases, regard_prefix
 from bias_core.suites.base import Suite
 
@@ -25,7 +26,7 @@ GENERATION = DecodingConfig(max_new_tokens=64, do_sample=False)
 
 @dataclass
 class GenderPairAudit(Suite):
-    sample: int | None = 216  # prompts over the three groups; None: the full benchmark
+    sample: int | None = DEFAULT_SAMPLE  # prompts over the three groups; None: the full benchmark
     toxicity: str = "auto"
     regard: str = "auto"
     decoding: DecodingConfig = GENERATION
