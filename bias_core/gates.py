@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
 from bias_core.errors import ThresholdsError
+from bias_core.verdicts import FAIL, INCONCLUSIVE, PASS
 
 __all__ = [
     "FAIL",
@@ -45,10 +46,6 @@ __all__ = [
     "load_thresholds",
     "verdict",
 ]
-
-PASS = "pass"
-FAIL = "fail"
-INCONCLUSIVE = "inconclusive"
 
 Direction = Literal["max", "min"]
 

@@ -18,9 +18,10 @@ from bias_core.lexicon import (
     NONBINARY_WORDS,
     classify_gender,
 )
-from bias_core.metrics.gbm import causal_text, completion_shares, gbm, gbm_value, run_gbm
+from bias_core.metrics.gbm import causal_text, completion_shares, gbm, gbm_value
 from bias_core.metrics.result import MetricResult
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.runners.gbm import run_gbm
 from bias_core.probes.sentiment_templates import (
     PROBE_NAME,
     TEMPLATES,

@@ -28,6 +28,7 @@ import torch
 
 from bias_core.cache import ResultCache, canonical_key
 from bias_core.errors import AuditUsageError, NonFiniteScores
+from bias_core.placeholders import MASK
 from bias_core.progress import progress_bar
 
 
@@ -37,13 +38,6 @@ PAD_MULTIPLE = 4
 GEN_PAD_MULTIPLE = 16
 # Most logits one extension pass may hold (fp32: 256 MB, twice that with the log-softmax).
 LOGIT_BUDGET = 2**26
-
-
-# The placeholder probes write for the slot a model fills; each model kind maps it to its own form.
-MASK = "[MASK]"
-# A masked-out word that is not scored (Kurita's prior: the attribute hidden while the target
-# is scored); masked models put their own mask token there.
-CONTEXT_MASK = "[MASK_CONTEXT]"
 
 
 def padded_width(n: int, multiple: int = PAD_MULTIPLE) -> int:

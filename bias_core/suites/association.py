@@ -24,15 +24,18 @@ PAPER_SPLIT = "test"
 
 def _probe_table() -> dict[str, tuple[Callable[[Path | None], Any], Callable[..., Any]]]:
     """probe -> (loader(data_dir), runner(lm, probe, seed) -> MetricResult or {metric: MetricResult})."""
-    from bias_core.metrics.gbm import run_gbm
-    from bias_core.metrics.preference import run_crows, run_stereoset
     from bias_core.probes import crows_pairs, da_gender, kurita, seat, sentiment_templates, stereoset
+    from bias_core.runners.da_gender import run_da_score
+    from bias_core.runners.gbm import run_gbm
+    from bias_core.runners.kurita import run_logprob_effect
+    from bias_core.runners.preference import run_crows, run_stereoset
+    from bias_core.runners.seat import run_seat_effect
 
     return {
-        "da-gender": (lambda d: da_gender.load_da_gender(), da_gender.run_da_score),
-        "logprob-professions": (lambda d: kurita.load_logprob_professions(PAPER_SPLIT), kurita.run_logprob_effect),
-        "seat-v1": (lambda d: seat.load_seat_v1(PAPER_SPLIT), seat.run_seat_effect),
-        "seat-v2": (lambda d: seat.load_seat_v2(PAPER_SPLIT), seat.run_seat_effect),
+        "da-gender": (lambda d: da_gender.load_da_gender(), run_da_score),
+        "logprob-professions": (lambda d: kurita.load_logprob_professions(PAPER_SPLIT), run_logprob_effect),
+        "seat-v1": (lambda d: seat.load_seat_v1(PAPER_SPLIT), run_seat_effect),
+        "seat-v2": (lambda d: seat.load_seat_v2(PAPER_SPLIT), run_seat_effect),
         "stereoset-gender": (stereoset.stereoset_probe, run_stereoset),
         "crows-pairs-gender": (crows_pairs.crows_pairs_probe, run_crows),
         "sentiment-templates": (lambda d: sentiment_templates.sentiment_templates_probe(), run_gbm),

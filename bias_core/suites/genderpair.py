@@ -56,8 +56,8 @@ class GenderPairAudit(Suite):
         return self._remembered(self._runs, name, lambda: self._respond(name))
 
     def _respond(self, name: str) -> dict[str, Any]:
-        from bias_core.metrics import genderpair as gm
         from bias_core.probes import genderpair as gp
+        from bias_core.runners.genderpair import decide_choices
 
         if getattr(self.lm, "kind", "causal") != "causal":
             raise ProbeNotApplicable(f"GenderPair needs a generative (causal) model; {self.lm.name} is {self.lm.kind}")
@@ -65,7 +65,7 @@ class GenderPairAudit(Suite):
         prompts = [gp.prompt_from_item(item) for item in probe.items]
         contexts = [gp.render_for_model(p.text, self.lm.tokenizer) for p in prompts]
         responses = self.lm.generate(contexts, self.decoding, seed=self.seed, desc=f"{name}: generating")
-        records = gm.decide_choices(self.lm, probe.items, responses, contexts=contexts)
+        records = decide_choices(self.lm, probe.items, responses, contexts=contexts)
         return {"probe": probe, "prompts": prompts, "contexts": contexts, "responses": responses, "records": records}
 
     # ----- classifiers ---------------------------------------------------------------------------
