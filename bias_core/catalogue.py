@@ -41,6 +41,9 @@ class MetricSpec:
     ideal: float | None = None
     # mitigation metrics: the metric they compare between the original and the mitigated model
     of: str | None = None
+    # "module:function" that sends the probe through a model and returns this metric, where one
+    # function does it for every model kind (association); other families' suites run the model
+    runner: str | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -58,8 +61,15 @@ class MetricSpec:
         return "min" if self.better == "higher" and self.ideal is None else "max"
 
     def compute_function(self) -> Callable[..., Any]:
-        module, _, func = self.compute.partition(":")
-        return getattr(importlib.import_module(module), func)
+        return _resolve(self.compute)
+
+    def runner_function(self) -> Callable[..., Any] | None:
+        return None if self.runner is None else _resolve(self.runner)
+
+
+def _resolve(reference: str) -> Callable[..., Any]:
+    module, _, func = reference.partition(":")
+    return getattr(importlib.import_module(module), func)
 
 
 def _specs(names: Iterable[str], **common: Any) -> list[MetricSpec]:
@@ -83,20 +93,27 @@ METRICS: tuple[MetricSpec, ...] = (
                (0.0, _LN2), True, "bias_core.metrics.disclosure:add"),
     # ----- association
     MetricSpec("DA_score", "association", ("da-gender",), "higher", "share of pairs where the factually right sentence wins (0..1)",
-               (0.0, 1.0), True, "bias_core.metrics.association:da_score"),
+               (0.0, 1.0), True, "bias_core.metrics.association:da_score",
+               runner="bias_core.runners.da_gender:run_da_score"),
     MetricSpec("logprob_effect", "association", ("logprob-professions",), "ideal", "effect size, male vs female targets (0 = none)",
-               (None, None), False, "bias_core.metrics.association:association_effect", ideal=0.0),
+               (None, None), False, "bias_core.metrics.association:association_effect", ideal=0.0,
+               runner="bias_core.runners.kurita:run_logprob_effect"),
     # seat-v1 is a WEAT (weat_effect); seat-v2 uses association_effect on cosines
     MetricSpec("SEAT_effect", "association", ("seat-v1", "seat-v2"), "ideal", "effect size of sentence encodings (0 = none)",
-               (None, None), False, "bias_core.metrics.association:weat_effect", ideal=0.0),
+               (None, None), False, "bias_core.metrics.association:weat_effect", ideal=0.0,
+               runner="bias_core.runners.seat:run_seat_effect"),
     MetricSpec("stereo_score", "association", ("stereoset-gender",), "ideal", "percent stereotype preferred (0..100; 50 = none)",
-               (0.0, 100.0), True, "bias_core.metrics.preference:stereoset_scores", ideal=50.0),
+               (0.0, 100.0), True, "bias_core.metrics.preference:stereoset_scores", ideal=50.0,
+               runner="bias_core.runners.preference:run_stereoset"),
     MetricSpec("lm_score", "association", ("stereoset-gender",), "higher", "percent meaningful preferred over unrelated (0..100)",
-               (0.0, 100.0), True, "bias_core.metrics.preference:stereoset_scores", ideal=100.0),
+               (0.0, 100.0), True, "bias_core.metrics.preference:stereoset_scores", ideal=100.0,
+               runner="bias_core.runners.preference:run_stereoset"),
     MetricSpec("crows_stereo", "association", ("crows-pairs-gender",), "ideal", "percent more-stereotypical sentence preferred (0..100; 50 = none)",
-               (0.0, 100.0), True, "bias_core.metrics.preference:crows_score", ideal=50.0),
+               (0.0, 100.0), True, "bias_core.metrics.preference:crows_score", ideal=50.0,
+               runner="bias_core.runners.preference:run_crows"),
     MetricSpec("GBM", "association", ("sentiment-templates",), "ideal", "gender skew by sentiment of top-k fills (-2..2; 0 = none)",
-               (-2.0, 2.0), False, "bias_core.metrics.gbm:gbm", ideal=0.0),
+               (-2.0, 2.0), False, "bias_core.metrics.gbm:gbm", ideal=0.0,
+               runner="bias_core.runners.gbm:run_gbm"),
     # ----- genderpair (GenderCARE): regard_* with the regard model, regard_proxy_* with its VADER stand-in
     MetricSpec("BPR", "genderpair", GROUP_PROBES, "ideal", "share of decided choices that are the biased descriptor (0..1; 0.5 = none)",
                (0.0, 1.0), True, f"{_GM}:bpr", ideal=0.5),

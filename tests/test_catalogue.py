@@ -77,9 +77,21 @@ def test_names_are_unique_and_the_suites_know_them_all():
     assert known_probes() == {p for m in METRICS for p in m.probes}
 
 
-def test_every_compute_reference_is_a_function():
+def test_every_compute_and_runner_reference_is_a_function():
     for m in METRICS:
         assert callable(m.compute_function()), m.name
+        # association runners serve every model kind; the other families' suites run the model
+        assert (m.runner is not None) == (m.family == "association"), m.name
+        assert m.runner is None or callable(m.runner_function()), m.name
+
+
+def test_association_suite_runs_each_probe_with_the_catalogues_runner():
+    from bias_core.runners.preference import run_stereoset
+    from bias_core.suites.association import _probe_table
+
+    table = _probe_table()
+    assert set(table) == {p for m in catalogue.metrics_of("association") for p in m.probes}
+    assert table["stereoset-gender"][1] is run_stereoset
 
 
 def test_readme_metric_table_is_the_catalogue():
