@@ -44,6 +44,9 @@ class MetricSpec:
     # "module:function" that sends the probe through a model and returns this metric, where one
     # function does it for every model kind (association); other families' suites run the model
     runner: str | None = None
+    # "module:function(data_dir)" that loads the metric's one probe, for association probes the
+    # suite does not load itself: a new association metric declares its probe here
+    probe_loader: str | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -54,6 +57,8 @@ class MetricSpec:
             raise ValueError(f"{self.name}: better='ideal' needs an ideal")
         if not self.probes:
             raise ValueError(f"{self.name}: no probes")
+        if self.probe_loader is not None and len(self.probes) != 1:
+            raise ValueError(f"{self.name}: a probe_loader loads one probe, but it has {len(self.probes)}")
 
     @property
     def gate_direction(self) -> Literal["max", "min"]:
@@ -65,6 +70,9 @@ class MetricSpec:
 
     def runner_function(self) -> Callable[..., Any] | None:
         return None if self.runner is None else _resolve(self.runner)
+
+    def probe_loader_function(self) -> Callable[..., Any] | None:
+        return None if self.probe_loader is None else _resolve(self.probe_loader)
 
 
 def _resolve(reference: str) -> Callable[..., Any]:

@@ -59,7 +59,8 @@ class PairedSpec:
             raise ValueError(f"PairedSpec: item_scale must be a positive number, got {self.item_scale!r}")
 
 
-# How each paired metric's items are shaped; the catalogue says which metrics are paired.
+# How each paired metric's items are shaped; the catalogue says which metrics are paired. A
+# metric not listed has the default shape: bounded item values ("score"), value = their mean.
 _ITEMS: dict[str, dict[str, Any]] = {
     # disclosure (Dong et al.): GAS is 0/1 per continuation, GLD and ADD per prompt
     "GAS": {"kind": "binary", "output_field": "continuation"},
@@ -79,7 +80,7 @@ _ITEMS: dict[str, dict[str, Any]] = {
 
 PAIRED: dict[str, PairedSpec] = {
     # lm_score's ideal (100) is its best value: paired, higher is simply better
-    m.name: PairedSpec(m.better, m.ideal if m.better == "ideal" else None, **_ITEMS[m.name])
+    m.name: PairedSpec(m.better, m.ideal if m.better == "ideal" else None, **_ITEMS.get(m.name, {}))
     for m in METRICS if m.paired
 }
 

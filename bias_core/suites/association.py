@@ -7,6 +7,7 @@ models; runners choose the paper's method for the model kind themselves.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +29,8 @@ def _loaders() -> dict[str, Callable[[Path | None], Any]]:
     """probe -> loader(data_dir)."""
     from bias_core.probes import crows_pairs, da_gender, kurita, seat, sentiment_templates, stereoset
 
-    return {
+    declared = {m.probes[0]: m.probe_loader_function() for m in catalogue.metrics_of("association") if m.probe_loader}
+    return {**declared,
         "da-gender": lambda d: da_gender.load_da_gender(),
         "logprob-professions": lambda d: kurita.load_logprob_professions(PAPER_SPLIT),
         "seat-v1": lambda d: seat.load_seat_v1(PAPER_SPLIT),
@@ -55,9 +57,10 @@ def _probe_table() -> dict[str, tuple[Callable[[Path | None], Any], Callable[...
     return {probe: (loaders[probe], _runner(metrics)) for probe, metrics in ASSOCIATION_CASES.items()}
 
 
-# Probes whose papers compare a causal LM's sentences by likelihood: their runners take
-# ``causal`` ("mean" per token, the papers' GPT-2 code, or "total").
-CAUSAL_LIKELIHOOD_PROBES = ("da-gender", "stereoset-gender")
+def _takes_causal(runner: Callable[..., Any]) -> bool:
+    """Runners of probes whose papers compare a causal LM's sentences by likelihood take
+    ``causal`` ("mean" per token, the papers' GPT-2 code, or "total"): --causal-likelihood."""
+    return "causal" in inspect.signature(runner).parameters
 
 
 @dataclass
@@ -76,7 +79,7 @@ class AssociationAudit(Suite):
 
     def _run(self, probe_name: str) -> Any:
         runner = self._table[probe_name][1]
-        options = {"causal": self.causal_likelihood} if probe_name in CAUSAL_LIKELIHOOD_PROBES else {}
+        options = {"causal": self.causal_likelihood} if _takes_causal(runner) else {}
         return runner(self.lm, self.probe(probe_name), seed=self.seed, **options)
 
     def compute(self, probe_name: str, metric: str) -> MetricResult:
