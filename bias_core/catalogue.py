@@ -122,6 +122,11 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("GBM", "association", ("sentiment-templates",), "ideal", "gender skew by sentiment of top-k fills (-2..2; 0 = none)",
                (-2.0, 2.0), False, "bias_core.metrics.gbm:gbm", ideal=0.0,
                runner="bias_core.runners.gbm:run_gbm"),
+    MetricSpec("pronoun_stereo", "association", ("occupation-pronouns",), "ideal",
+               "share of pairs where the occupation's stereotyped pronoun is preferred (0..1; 0.5 = none)",
+               (0.0, 1.0), True, "bias_core.metrics.association:pronoun_stereo", ideal=0.5,
+               runner="bias_core.runners.occupation_pronoun:run_pronoun_stereo",
+               probe_loader="bias_core.probes.occupation_pronoun:load_occupation_pronouns"),
     # ----- genderpair (GenderCARE): regard_* with the regard model, regard_proxy_* with its VADER stand-in
     MetricSpec("BPR", "genderpair", GROUP_PROBES, "ideal", "share of decided choices that are the biased descriptor (0..1; 0.5 = none)",
                (0.0, 1.0), True, f"{_GM}:bpr", ideal=0.5),
