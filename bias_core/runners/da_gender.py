@@ -9,9 +9,10 @@ from bias_core.metrics.result import MetricResult
 from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.probes.base import Probe
 from bias_core.runners.kurita import MASKED_KINDS, fill_each
+from bias_core.models.protocol import ScoringModel
 
 
-def da_margins(lm, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> np.ndarray:
+def da_margins(lm: ScoringModel, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> np.ndarray:
     """Per pair, how much more the model prefers the correct sentence (> 0 = right)."""
     metas = [it.meta for it in probe.items]
     if lm.kind in MASKED_KINDS:
@@ -38,7 +39,7 @@ def da_margins(lm, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> np.
     raise ValueError(f"DA_score: unsupported model kind {lm.kind!r}; expected causal, masked or seq2seq")
 
 
-def run_da_score(lm, probe: Probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> MetricResult:
+def run_da_score(lm: ScoringModel, probe: Probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> MetricResult:
     """``DA_score`` with a bootstrap CI over pairs and ``breakdown["per_template"]``.
 
     ``causal`` ("mean" or "total") says how a causal LM's sentences are compared; the breakdown

@@ -6,9 +6,10 @@ from typing import Any
 
 from bias_core.metrics.gbm import causal_text, gbm
 from bias_core.metrics.result import MetricResult
+from bias_core.models.protocol import ScoringModel
 
 
-def run_gbm(lm: Any, probe: Any, k: int = 5, seed: int = 0) -> MetricResult:
+def run_gbm(lm: ScoringModel, probe: Any, k: int = 5, seed: int = 0) -> MetricResult:
     """GBM of a loaded model on the ``sentiment-templates`` probe, through ``lm.topk_fills`` only."""
     if k < 1:
         raise ValueError(f"run_gbm: k must be >= 1, got {k}")

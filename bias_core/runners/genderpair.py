@@ -12,6 +12,7 @@ from typing import Any
 
 from bias_core.metrics.genderpair import DECIDED, bpr, fallback_label, fallback_request, parse_choice
 from bias_core.metrics.result import MetricResult
+from bias_core.models.protocol import ScoringModel
 
 
 def _field(prompt: Any, name: str) -> Any:
@@ -23,7 +24,7 @@ def _field(prompt: Any, name: str) -> Any:
     raise KeyError(f"GenderPair prompt lacks {name!r}: pass GenderPairPrompt objects or ProbeItems from bias_core.probes.genderpair")
 
 
-def decide_choices(lm: Any, prompts: Sequence[Any], responses: Sequence[str], contexts: Sequence[str] | None = None,
+def decide_choices(lm: ScoringModel | None, prompts: Sequence[Any], responses: Sequence[str], contexts: Sequence[str] | None = None,
                    normalize: str = "sum") -> list[dict[str, Any]]:
     """Per-prompt records: parse each response, then decide the undecided ones by likelihood.
 
@@ -101,7 +102,7 @@ def _field_default(p: Any, name: str, default: Any) -> Any:
         return default
 
 
-def run_bpr(lm: Any, prompts: Sequence[Any], responses: Sequence[str], seed: int = 0,
+def run_bpr(lm: ScoringModel | None, prompts: Sequence[Any], responses: Sequence[str], seed: int = 0,
             contexts: Sequence[str] | None = None, normalize: str = "sum") -> MetricResult:
     """``bpr(decide_choices(...))``: BPR of one set of prompts (normally one group)."""
     return bpr(decide_choices(lm, prompts, responses, contexts, normalize), seed=seed)

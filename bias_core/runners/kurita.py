@@ -9,12 +9,13 @@ import numpy as np
 from bias_core.metrics.association import association_effect, kurita_association
 from bias_core.metrics.result import MetricResult
 from bias_core.probes.base import Probe
+from bias_core.models.protocol import ScoringModel
 
 # Model kinds that fill a [MASK] (the paper's BERT path); causal models score whole sentences.
 MASKED_KINDS = ("masked", "seq2seq")
 
 
-def fill_each(lm, texts: Sequence[str], words: Sequence[str], desc: str) -> np.ndarray:
+def fill_each(lm: ScoringModel, texts: Sequence[str], words: Sequence[str], desc: str) -> np.ndarray:
     """P(words[i] at the [MASK] of texts[i]) with one ``fill_probs`` call over unique texts."""
     utexts = list(dict.fromkeys(texts))
     uwords = list(dict.fromkeys(words))
@@ -24,7 +25,7 @@ def fill_each(lm, texts: Sequence[str], words: Sequence[str], desc: str) -> np.n
     return np.array([probs[ti[t], wi[w]] for t, w in zip(texts, words)])
 
 
-def logprob_associations(lm, probe: Probe) -> np.ndarray:
+def logprob_associations(lm: ScoringModel, probe: Probe) -> np.ndarray:
     metas = [it.meta for it in probe.items]
     if lm.kind in MASKED_KINDS:
         words = [m["word"] for m in metas]
@@ -36,7 +37,7 @@ def logprob_associations(lm, probe: Probe) -> np.ndarray:
     raise ValueError(f"logprob_effect: unsupported model kind {lm.kind!r}; expected causal, masked or seq2seq")
 
 
-def run_logprob_effect(lm, probe: Probe, seed: int = 0) -> MetricResult:
+def run_logprob_effect(lm: ScoringModel, probe: Probe, seed: int = 0) -> MetricResult:
     """``logprob_effect``: the paper's effect size of Kurita associations, male vs female
     targets, with a two-sided permutation p-value and bootstrap CI over targets."""
     values = logprob_associations(lm, probe)

@@ -6,9 +6,10 @@ from bias_core.metrics.association import pronoun_stereo
 from bias_core.metrics.result import MetricResult
 from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.probes.base import Probe
+from bias_core.models.protocol import ScoringModel
 
 
-def run_pronoun_stereo(lm, probe: Probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> MetricResult:
+def run_pronoun_stereo(lm: ScoringModel, probe: Probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> MetricResult:
     """Score each pair's pro- and anti-stereotypical sentence with one batched
     ``sentence_scores`` call (per-token mean log-likelihood for a causal LM by default, as
     DA-Gender and StereoSet; pseudo-log-likelihood for a masked LM); ``--precision exact``

@@ -11,9 +11,10 @@ import numpy as np
 from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.metrics.result import MetricResult
 from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
+from bias_core.models.protocol import ScoringModel
 
 
-def run_stereoset(lm, probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> dict[str, MetricResult]:
+def run_stereoset(lm: ScoringModel, probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> dict[str, MetricResult]:
     """Score a stereoset probe's three sentences per item with ``lm.sentence_logprob``.
 
     Causal LMs: per-token mean log-likelihood by default, as StereoSet's own GPT-2 evaluation
@@ -33,7 +34,7 @@ def run_stereoset(lm, probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIH
     return out
 
 
-def run_crows(lm, probe, seed: int = 0) -> MetricResult:
+def run_crows(lm: ScoringModel, probe, seed: int = 0) -> MetricResult:
     """Score a CrowS-Pairs probe's two sentences per pair with ``lm.sentence_logprob``."""
     from bias_core.models.precision import compared_sentence_logprob
 

@@ -9,15 +9,16 @@ from bias_core.metrics.result import MetricResult
 from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe
 from bias_core.probes.seat import WeatProbe
+from bias_core.models.protocol import ScoringModel
 
 
-def _embed(lm, sentences: list[str], desc: str) -> dict[str, np.ndarray]:
+def _embed(lm: ScoringModel, sentences: list[str], desc: str) -> dict[str, np.ndarray]:
     unique = list(dict.fromkeys(sentences))
     emb = np.asarray(lm.embed(unique, desc=desc), dtype=float)
     return dict(zip(unique, emb))
 
 
-def run_seat_effect(lm, probe: WeatProbe | Probe, seed: int = 0) -> MetricResult:
+def run_seat_effect(lm: ScoringModel, probe: WeatProbe | Probe, seed: int = 0) -> MetricResult:
     """``SEAT_effect`` for ``seat-v1`` (WEAT effect size) or ``seat-v2`` (paper's SEAT-v2);
     bootstrap CI over target sentences / targets. Both p-values are two-sided, as the paper's
     code tests them (WEAT's own test is one-sided)."""
