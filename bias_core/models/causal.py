@@ -33,7 +33,6 @@ from bias_core.models.batching import (  # noqa: F401 - re-exported: half.py, mi
     GEN_PAD_MULTIPLE,
     LOGIT_BUDGET,
     PAD_MULTIPLE,
-    cache_lookup,
     cached_map,
     finite_rows,
     left_pad,
@@ -243,16 +242,14 @@ class CausalLM:
     # ----- public API -------------------------------------------------------------------------
     def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
         """log P(continuation | context) for each (context, continuation), cached per request."""
-        keys = [self._key("loglikelihood", context=ctx, continuation=cont) for ctx, cont in requests]
-        out, missing, call = cache_lookup(self.cache, keys)
-        if missing:
-            toks = self.split_requests([requests[i] for i in missing])
-            for i, (ctx_ids, cont_ids) in zip(missing, toks):
+        def compute(idx: list[int]) -> list[float]:
+            toks = self.split_requests([requests[i] for i in idx])
+            for i, (ctx_ids, cont_ids) in zip(idx, toks):
                 self._check_length(ctx_ids + cont_ids, 0, requests[i][0])
-            for i, score in zip(missing, self._score_tokens(toks, desc)):
-                out[i] = score
-                self.cache.put(keys[i], score, call)
-        return [float(x) for x in out]
+            return self._score_tokens(toks, desc)
+
+        keys = [self._key("loglikelihood", context=ctx, continuation=cont) for ctx, cont in requests]
+        return [float(x) for x in cached_map(self.cache, keys, compute)]
 
     def word_probs(self, prompts: Sequence[str], words: Sequence[str], desc: str = "word probabilities") -> np.ndarray:
         """P(word is the next word after prompt), shape (len(prompts), len(words)).
@@ -261,22 +258,21 @@ class CausalLM:
         word of several tokens gets the product of its tokens' conditional probabilities.
         """
         words = list(words)
-        result = np.zeros((len(prompts), len(words)), dtype=np.float64)
-        keys = [self._key("word_probs", prompt=prompt, words=words) for prompt in prompts]
-        hits, missing, call = cache_lookup(self.cache, keys)
-        for i, hit in enumerate(hits):
-            if hit is not None:
-                result[i] = hit
-        if missing:
-            owners = [(i, j) for i in missing for j in range(len(words))]
+
+        def compute(idx: list[int]) -> list[list[float]]:
+            owners = [(i, j) for i in idx for j in range(len(words))]
             requests = self.split_requests([(prompts[i], " " + words[j]) for i, j in owners])
             for (i, _), (ctx_ids, cont_ids) in zip(owners, requests):
                 self._check_length(ctx_ids + cont_ids, 0, prompts[i])
-            scores = self._score_tokens(requests, desc)
-            for (i, j), score in zip(owners, scores):
-                result[i, j] = float(np.exp(score))
-            for i in missing:
-                self.cache.put(keys[i], result[i].tolist(), call)
+            rows = {i: np.zeros(len(words), dtype=np.float64) for i in idx}
+            for (i, j), score in zip(owners, self._score_tokens(requests, desc)):
+                rows[i][j] = float(np.exp(score))
+            return [rows[i].tolist() for i in idx]
+
+        keys = [self._key("word_probs", prompt=prompt, words=words) for prompt in prompts]
+        result = np.zeros((len(prompts), len(words)), dtype=np.float64)
+        for i, row in enumerate(cached_map(self.cache, keys, compute)):
+            result[i] = row
         return result
 
     # ----- the scoring protocol shared with masked LMs -------------------------------------------
@@ -404,17 +400,14 @@ class CausalLM:
         self, prompts: Sequence[str], config: DecodingConfig = DecodingConfig(), seed: int = 0, desc: str = "generating"
     ) -> list[str]:
         """Continuations (without the prompt), cached per prompt, config and seed."""
-        keys = [self._key("generate", prompt=prompt, config=config.as_key(), seed=seed) for prompt in prompts]
-        out, missing, call = cache_lookup(self.cache, keys)
-        if missing:
-            encoded = [self.encode(prompts[i]) for i in missing]
-            for i, ids in zip(missing, encoded):
+        def compute(idx: list[int]) -> list[str]:
+            encoded = [self.encode(prompts[i]) for i in idx]
+            for i, ids in zip(idx, encoded):
                 self._check_length(ids, config.max_new_tokens, prompts[i])
-            texts = self._generate_ids(encoded, config, seed, [prompts[i] for i in missing], desc)
-            for i, text in zip(missing, texts):
-                out[i] = text
-                self.cache.put(keys[i], text, call)
-        return [str(x) for x in out]
+            return self._generate_ids(encoded, config, seed, [prompts[i] for i in idx], desc)
+
+        keys = [self._key("generate", prompt=prompt, config=config.as_key(), seed=seed) for prompt in prompts]
+        return [str(x) for x in cached_map(self.cache, keys, compute)]
 
     # ----- decoding ---------------------------------------------------------------------------
     def _row_generators(self, prompts: Sequence[str], seed: int) -> list[torch.Generator]:
