@@ -49,8 +49,8 @@ class MetricSpec:
     probe_loader: str | None = None
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"{self.name}: family must be one of {FAMILIES}, got {self.family!r}")
+        if not (isinstance(self.family, str) and self.family):
+            raise ValueError(f"{self.name}: family must be a name, got {self.family!r}")
         if self.better not in ("lower", "higher", "ideal"):
             raise ValueError(f"{self.name}: better must be lower, higher or ideal, got {self.better!r}")
         if (self.better == "ideal") and self.ideal is None:
@@ -156,9 +156,26 @@ METRICS: tuple[MetricSpec, ...] = (
                (-100.0, 100.0), False, "bias_core.mitigation.guards:lm_score_drop", of="lm_score"),
 )
 
+for _m in METRICS:  # an installed package may bring a family of its own (register), the project not
+    if _m.family not in FAMILIES:  # pragma: no cover - caught by the tests at once
+        raise ValueError(f"{_m.name}: family must be one of {FAMILIES}, got {_m.family!r}")
+
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}
 if len(BY_NAME) != len(METRICS):  # pragma: no cover - caught by the tests at once
     raise RuntimeError("catalogue: a metric is declared twice")
+
+
+def register(added: MetricSpec) -> None:
+    """Add an installed package's metric (bias_core.extensions); the project's own are above."""
+    known = BY_NAME.get(added.name)
+    if known is not None and known != added:
+        raise ValueError(f"catalogue: metric {added.name!r} is already declared")
+    BY_NAME[added.name] = added
+
+
+def declared() -> tuple[MetricSpec, ...]:
+    """The project's metrics, then those installed packages registered."""
+    return METRICS + tuple(m for m in BY_NAME.values() if m not in METRICS)
 
 
 def spec(name: str) -> MetricSpec:
@@ -176,7 +193,7 @@ def guards() -> dict[str, str]:
 
 
 def metrics_of(family: str) -> tuple[MetricSpec, ...]:
-    return tuple(m for m in METRICS if m.family == family)
+    return tuple(m for m in declared() if m.family == family)
 
 
 def cases(family: str, exclude: Callable[[MetricSpec], bool] = lambda m: False) -> dict[str, tuple[str, ...]]:

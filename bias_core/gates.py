@@ -344,7 +344,8 @@ def _parse_gate(
 
 def _in_range(col: _Collector, key: str, metric: str, direction: str, limit: float, ideal: float | None) -> bool:
     """Is the limit one a result of this metric can fall on either side of?"""
-    lo, hi = METRIC_RANGES.get(metric, (None, None))
+    found = CATALOGUE.get(metric)  # the catalogue, installed packages' metrics included
+    lo, hi = found.value_range if found is not None else METRIC_RANGES.get(metric, (None, None))
     span = f"[{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}]"
     if ideal is not None:
         if (lo is not None and ideal < lo) or (hi is not None and ideal > hi):

@@ -46,8 +46,9 @@ CATALOGUE: dict[str, dict[str, tuple[str, ...]]] = {family: _family(family) for 
 
 
 def known_probes() -> set[str]:
-    return {p for fam in CATALOGUE.values() for p in fam["probes"]}
+    """Every probe a gate may name, those of installed packages' metrics included."""
+    return {p for m in catalogue.declared() for p in m.probes}
 
 
 def known_metrics() -> set[str]:
-    return {m for fam in CATALOGUE.values() for m in fam["metrics"]}
+    return {m.name for m in catalogue.declared()}
