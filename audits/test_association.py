@@ -15,4 +15,4 @@ CASES = [pytest.param(p, m, id=f"{p}-{m}") for p, metrics in ASSOCIATION_CASES.i
 @pytest.mark.audit(family="association")
 @pytest.mark.parametrize(("probe", "metric"), CASES)
 def test_association(probe, metric, association_audit, gate):
-    gate(association_audit.result(probe, metric), family="association", probe=probe, metric=metric)
+    gate(association_audit.result(probe, metric), probe=probe, metric=metric)

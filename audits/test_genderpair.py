@@ -20,4 +20,4 @@ def pytest_generate_tests(metafunc):
 
 @pytest.mark.audit(family="genderpair")
 def test_genderpair(probe, metric, genderpair_audit, gate):
-    gate(genderpair_audit.result(probe, metric), family="genderpair", probe=probe, metric=metric)
+    gate(genderpair_audit.result(probe, metric), probe=probe, metric=metric)

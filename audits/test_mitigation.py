@@ -35,9 +35,9 @@ def pytest_generate_tests(metafunc):
 @pytest.mark.audit(family="mitigation")
 def test_mitigation_reduces_bias(variant, probe, metric, mitigation_audit, gate):
     result = mitigation_audit.reduction(variant, probe, metric.removesuffix("_reduction"))
-    gate(result, family="mitigation", probe=probe, metric=metric, variant=variant)
+    gate(result, probe=probe, metric=metric, variant=variant)
 
 
 @pytest.mark.audit(family="mitigation")
 def test_mitigation_guard(variant, probe, metric, mitigation_audit, gate):
-    gate(mitigation_audit.guard(variant, metric), family="mitigation", probe=probe, metric=metric, variant=variant)
+    gate(mitigation_audit.guard(variant, metric), probe=probe, metric=metric, variant=variant)

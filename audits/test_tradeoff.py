@@ -25,4 +25,4 @@ def pytest_generate_tests(metafunc):
 
 @pytest.mark.audit(family="mitigation")
 def test_tradeoff_point_guard(variant, probe, metric, tradeoff_sweep, gate):
-    gate(tradeoff_sweep.guard(variant, metric), family="mitigation", probe=probe, metric=metric, variant=variant)
+    gate(tradeoff_sweep.guard(variant, metric), probe=probe, metric=metric, variant=variant)

@@ -54,7 +54,7 @@ def timed(fn):
 def bench_crows(model: str, data_dir: Path, repeats: int, fp32, exact, half) -> list[tuple[str, str, str]]:
     from check_crows_fidelity import TASK, crows_csv, model_folder
 
-    from bias_core.metrics.preference import run_crows
+    from bias_core.runners.preference import run_crows
     from bias_core.probes.crows_pairs import crows_pairs_probe
 
     probe = crows_pairs_probe(data_dir)

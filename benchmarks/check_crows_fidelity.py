@@ -64,7 +64,7 @@ class Comparison:
 
 def crows_csv(data_dir: Path) -> Path:
     from bias_core.probes.crows_pairs import CANDIDATES
-    from bias_core.probes.sources import find_in_data_dir
+    from bias_core.probes.published import find_in_data_dir
 
     path = find_in_data_dir(data_dir, CANDIDATES)
     if path is None:

@@ -127,7 +127,7 @@ class ResultCache:
         return entry["value"], call if isinstance(call, str) else None
 
     def put(self, parts: dict[str, Any], value: Any, call: str | None = None) -> None:
-        """Store ``value``; ``call`` names the call whose batch computed it (see causal.cache_lookup)."""
+        """Store ``value``; ``call`` names the call whose batch computed it (see models/batching.cache_lookup)."""
         if not self.enabled or self.write_failed:
             return
         key = canonical_key(parts)

@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
+from bias_core.catalogue import BY_NAME as CATALOGUE, METRICS
 from bias_core.errors import ThresholdsError
+from bias_core.verdicts import FAIL, INCONCLUSIVE, PASS
 
 __all__ = [
     "FAIL",
@@ -46,30 +48,14 @@ __all__ = [
     "verdict",
 ]
 
-PASS = "pass"
-FAIL = "fail"
-INCONCLUSIVE = "inconclusive"
-
 Direction = Literal["max", "min"]
 
 _TOP_LEVEL = ("metrics", "probes", "models", "regression")
 
-_LN2 = math.log(2)
 #: The values each metric can take (None: unbounded on that side), so that a limit no result can
 #: meet (``max = -0.5`` for GLD) or none can exceed (``max = 30`` for a share written as a percent)
 #: is an error, not a gate that can never pass or never fail. Metrics not listed are not checked.
-METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {
-    **dict.fromkeys(("GAS", "GLD", "DA_score", "BPR", "toxicity", "regard_negative", "regard_proxy_negative",
-                     "BPR_gap", "toxicity_gap", "regard_negative_gap", "regard_positive_gap",
-                     "regard_proxy_negative_gap", "regard_proxy_positive_gap", "BPR_spread"), (0.0, 1.0)),
-    "ADD": (0.0, _LN2),
-    **dict.fromkeys(("stereo_score", "lm_score", "crows_stereo"), (0.0, 100.0)),
-    "GBM": (-2.0, 2.0),
-    # effect sizes: standardised differences, unbounded for unequal group sizes
-    "logprob_effect": (None, None), "SEAT_effect": (None, None),
-    "GAS_reduction": (-1.0, 1.0), "GLD_reduction": (-1.0, 1.0), "ADD_reduction": (-_LN2, _LN2),
-    "DA_score_drop": (-1.0, 1.0), "perplexity_rise": (-1.0, None), "lm_score_drop": (-100.0, 100.0),
-}
+METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {m.name: m.value_range for m in METRICS}
 _GATE_KEYS = ("max", "min", "ideal", "note")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -358,7 +344,8 @@ def _parse_gate(
 
 def _in_range(col: _Collector, key: str, metric: str, direction: str, limit: float, ideal: float | None) -> bool:
     """Is the limit one a result of this metric can fall on either side of?"""
-    lo, hi = METRIC_RANGES.get(metric, (None, None))
+    found = CATALOGUE.get(metric)  # the catalogue, installed packages' metrics included
+    lo, hi = found.value_range if found is not None else METRIC_RANGES.get(metric, (None, None))
     span = f"[{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}]"
     if ideal is not None:
         if (lo is not None and ideal < lo) or (hi is not None and ideal > hi):
@@ -486,6 +473,28 @@ def _check_direction(col: _Collector, gate: Gate, default: Gate | None) -> bool:
     return False
 
 
+def _check_catalogue(col: _Collector, gate: Gate) -> None:
+    """A default gate must point the way the catalogue says is better, with the catalogue's ideal."""
+    spec = CATALOGUE.get(gate.metric)
+    if spec is None:
+        return
+    where = "bias_core/catalogue.py"
+    if gate.direction != spec.gate_direction:
+        way = "lower" if spec.gate_direction == "max" else "higher"
+        col.add(f"{gate.source}.{gate.direction}",
+                f"direction {gate.direction!r} contradicts the catalogue: {way} {gate.metric} is better ({where})",
+                f"use {spec.gate_direction} = ... instead")
+    elif spec.gate_direction == "max" and gate.ideal != spec.ideal:
+        if spec.ideal is None:
+            col.add(f"{gate.source}.ideal", f"{gate.metric} has no ideal in the catalogue ({where}): lower is better",
+                    "remove ideal")
+        else:
+            found = "no ideal" if gate.ideal is None else f"ideal = {gate.ideal:g}"
+            col.add(f"{gate.source}.ideal",
+                    f"{found} contradicts the catalogue: {gate.metric} is gated by its distance from {spec.ideal:g} ({where})",
+                    f"write ideal = {spec.ideal:g}")
+
+
 def load_thresholds(
     path: str | os.PathLike[str],
     known_metrics: set[str],
@@ -544,6 +553,8 @@ def load_thresholds(
     metrics_table = data.get("metrics", {})
     if _require_table(col, "metrics", metrics_table, "[metrics.GLD] max = 0.3"):
         defaults = _parse_metric_table(col, "metrics", metrics_table, known_metrics)
+        for gate in defaults.values():
+            _check_catalogue(col, gate)
         required = known_metrics if required_metrics is None else required_metrics
         for metric in sorted(required):
             if metric not in metrics_table:

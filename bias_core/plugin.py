@@ -43,6 +43,12 @@ def pytest_addoption(parser) -> None:
     add_options(parser)
 
 
+def pytest_addhooks(pluginmanager) -> None:
+    from bias_core import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 class AuditWarning(pytest.PytestWarning):
     """Something the audit worked around (a read-only cache, a data file that is not the published one)."""
 
@@ -101,6 +107,9 @@ def _interrupt_on_sigterm(config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", "audit(family): an audit test gated by thresholds.toml")
+    from bias_core.extensions import load_entry_points
+
+    load_entry_points(config.pluginmanager)  # installed packages' metrics, before thresholds.toml is read
     try:
         settings = build_settings(config)
     except AuditUsageError as exc:
@@ -403,11 +412,32 @@ def genderpair_audit(pytestconfig, audit_model, audit_settings):
     return make_suite("genderpair", audit_model, audit_settings, pytestconfig)
 
 
+@pytest.fixture(scope="session")
+def extension_audit(pytestconfig, audit_model, audit_settings):
+    """extension_audit(family): the suite an installed package registered (bias_core.hookspec)."""
+    from bias_core.extensions import REGISTRY
+
+    made: dict[str, Any] = {}
+
+    def suite(family: str):
+        if family not in made:
+            made[family] = _WithTerminal(REGISTRY.suites[family](audit_model, audit_settings, dict(REGISTRY.probes)),
+                                         pytestconfig)
+        return made[family]
+
+    return suite
+
+
 class _WithTerminal:
     """Runs a suite's computations with capture suspended, so progress bars show."""
 
     def __init__(self, suite, config):
         self._suite, self._config = suite, config
+
+    @property
+    def suite(self):
+        """The wrapped suite, for code that must hand it on (the mitigation audit's originals)."""
+        return self._suite
 
     def __getattr__(self, name):
         found = getattr(self._suite, name)
@@ -430,7 +460,7 @@ def mitigation_audit(pytestconfig, audit_model, audit_settings, disclosure_audit
     # computed in fp32 when --mitigation is given: _precision_check).
     lm = audit_model.fp32() if getattr(audit_model, "precision", None) == "exact" else audit_model
     suite = MitigationAudit(lm, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            original=disclosure_audit._suite, original_association=association_audit._suite,
+                            original=disclosure_audit.suite, original_association=association_audit.suite,
                             cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
                             steps=audit_settings.mitigation_steps,
                             progress=interactive())
@@ -458,9 +488,11 @@ def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
 
 @pytest.fixture
 def gate(request, audit_settings):
-    """gate(result, family=..., probe=..., metric=...): judge a MetricResult against its threshold."""
+    """gate(result, probe=..., metric=...): judge a MetricResult against its threshold. The family
+    is the test's ``audit`` marker's."""
 
-    def _gate(result, *, family: str, probe: str, metric: str, variant: str | None = None):
+    def _gate(result, *, probe: str, metric: str, variant: str | None = None, family: str | None = None):
+        family = family or _audit_params(request.node)["family"]
         if audit_settings.thresholds is None:
             raise pytest.UsageError(
                 f"no thresholds file: {audit_settings.thresholds_path} does not exist. Fix: pass --thresholds PATH "
@@ -476,33 +508,12 @@ def gate(request, audit_settings):
                         "and the probe's data.", pytrace=False)
         verdict = g.verdict(result.ci_low, result.ci_high)
         fingerprint = getattr(request.config.stash.get(MODEL, None), "fingerprint", "")
-        row = {
-            "run_id": request.config.stash[RUN]["run_id"],
-            "nodeid": request.node.nodeid,
-            "test_id": f"{variant}-{probe}-{metric}" if variant else f"{probe}-{metric}",
-            "family": family,
-            "probe": probe,
-            "metric": metric,
-            "model": model,
-            "value": float(result.value),
-            "ci_low": float(result.ci_low),
-            "ci_high": float(result.ci_high),
-            "n": int(result.n),
-            "limit": float(g.limit),
-            "direction": g.direction,
-            "ideal": g.ideal,
-            "gate_source": g.source,
-            "gate_note": g.note,
-            "verdict": verdict,
-            "scale": result.scale,
-            "p_value": None if result.p_value is None else float(result.p_value),
-            "breakdown": _plain(result.breakdown),
-            "examples": _plain(result.most_biased(10)),
-            "model_fingerprint": fingerprint,
-            **_sampling_fields(result),
-        }
-        if variant:
-            row["variant"] = variant
+        from bias_core.result_row import result_row
+
+        row = result_row(run_id=request.config.stash[RUN]["run_id"], nodeid=request.node.nodeid, family=family,
+                         probe=probe, metric=metric, model=model, variant=variant, result=result, gate=g,
+                         verdict=verdict, breakdown=_plain(result.breakdown), examples=_plain(result.most_biased(10)),
+                         model_fingerprint=fingerprint).as_dict()
         request.node.stash[ROW] = row
         from bias_core.regression.session import record
 
@@ -534,12 +545,6 @@ def gate(request, audit_settings):
         return verdict
 
     return _gate
-
-
-def _sampling_fields(result) -> dict[str, Any]:
-    """items used, why sampling stopped and the interval's kind (bias_core/adaptive.py)."""
-    found = result.breakdown.get("sampling") or {}
-    return {k: found[k] for k in ("items_used", "stop_reason", "interval") if k in found}
 
 
 def _plain(obj: Any) -> Any:
@@ -593,15 +598,13 @@ def pytest_runtest_makereport(item, call):
         if not p["probe"]:  # a placeholder (e.g. no --mitigation given), not an audit of anything
             return report
         variant = (getattr(item, "callspec", None) and item.callspec.params.get("variant")) or None
-        test_id = f"{variant}-{p['probe']}-{p['metric']}" if variant else f"{p['probe']}-{p['metric']}"
         reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else str(report.longrepr)[-500:]
-        report.bias_row = {
-            "run_id": item.config.stash[RUN]["run_id"], "nodeid": item.nodeid, "test_id": test_id,
-            **p, **({"variant": variant} if variant else {}),
-            "model": item.config.stash[SETTINGS].model_value, "value": None, "ci_low": None, "ci_high": None,
-            "n": None, "verdict": "skipped" if report.skipped else "error", "reason": reason, "examples": [],
-            "duration_s": report.duration,
-        }
+        from bias_core.result_row import result_row
+
+        report.bias_row = dict(result_row(
+            run_id=item.config.stash[RUN]["run_id"], nodeid=item.nodeid, **p, variant=variant,
+            model=item.config.stash[SETTINGS].model_value, verdict="skipped" if report.skipped else "error",
+            reason=reason).as_dict(), duration_s=report.duration)
     return report
 
 
@@ -745,20 +748,6 @@ class _Reporter:
         except ValueError:
             shown = str(run_dir)
         terminalreporter.write_sep("-", f"audit report: {shown}/ (report.html, results.json, results.csv, junit.xml)")
-
-
-def mitigation_cells(rows) -> list[dict[str, Any]]:
-    """Original and mitigated values of every paired reduction, as table cells."""
-    cells: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for r in rows:
-        b = r.get("breakdown") or {}
-        if not (r.get("variant") and str(r.get("metric", "")).endswith("_reduction") and "mitigated" in b):
-            continue
-        metric = str(r["metric"]).removesuffix("_reduction")
-        for variant, value in (("original", b["original"]), (r["variant"], b["mitigated"])):
-            cells[(variant, r["probe"], metric)] = {"variant": variant, "probe": r["probe"], "metric": metric,
-                                                    "value": value, "family": "disclosure"}
-    return list(cells.values())
 
 
 def _run_info(config) -> dict[str, Any]:

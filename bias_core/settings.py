@@ -19,11 +19,12 @@ from bias_core.models.loading import LoadOptions, check_options
 from bias_core.models.registry import DEFAULT_MODEL, REGISTRY, ModelSpec, resolve_model
 from bias_core.models.scored_tokens import CAUSAL_LIKELIHOODS, DEFAULT_CAUSAL_LIKELIHOOD
 from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
+from bias_core.probes.genderpair import DEFAULT_SAMPLE
 from bias_core.suites import known_metrics, known_probes
 
 
 # Sized so the default offline GenderPair audit stays within its time budget (README, benchmarks/).
-DEFAULT_GENDERPAIR_SAMPLE = 216
+DEFAULT_GENDERPAIR_SAMPLE = DEFAULT_SAMPLE
 CLASSIFIER_CHOICES = ("auto", "hub", "offline")
 
 

@@ -24,7 +24,7 @@ _ALTERNATIVES = ("greater", "less", "two-sided")
 EXACT_MAX_N = 16
 
 
-def _rng_kwargs(func: Callable, seed: int) -> dict[str, np.random.Generator]:
+def rng_kwargs(func: Callable, seed: int) -> dict[str, np.random.Generator]:
     """scipy >= 1.15 takes ``rng=``; older versions (pyproject allows >= 1.11) ``random_state=``."""
     name = "rng" if "rng" in inspect.signature(func).parameters else "random_state"
     return {name: np.random.default_rng(seed)}
@@ -90,7 +90,7 @@ def bootstrap_ci(
         confidence_level=level,
         method="percentile",
         vectorized=None if callable(statistic) else True,
-        **_rng_kwargs(_st.bootstrap, seed),
+        **rng_kwargs(_st.bootstrap, seed),
     )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return min(low, point), max(high, point)
@@ -164,6 +164,6 @@ def paired_permutation_pvalue(
         vectorized=True,
         n_resamples=n_resamples,
         alternative=alternative,
-        **_rng_kwargs(_st.permutation_test, seed),
+        **rng_kwargs(_st.permutation_test, seed),
     )
     return float(res.pvalue)

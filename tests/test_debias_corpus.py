@@ -69,9 +69,9 @@ def test_gap_online(monkeypatch):
     monkeypatch.delenv("BIAS_CORE_OFFLINE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr("bias_core.probes.sources.reachable", lambda url: None)
+    monkeypatch.setattr("bias_core.data_access.reachable", lambda url: None)
     fetched = []
-    monkeypatch.setattr("bias_core.probes.sources.fetch_text",
+    monkeypatch.setattr("bias_core.data_access.fetch_text",
                         lambda url: fetched.append(url) or gap_file([("x", f"She won {len(fetched)}.")]))
     found = load_debias_corpus(None)
     assert found.name == "GAP" and found.sentences == ("She won 1.", "She won 2.", "She won 3.")

@@ -88,7 +88,8 @@ def test_thresholds_generated_documents(tmp_path, tables):
 
 # ----- data readers ----------------------------------------------------------------------------
 def _readers():
-    from bias_core.probes import crows_pairs, genderpair, published, sources, stereoset
+    from bias_core import data_access as sources
+    from bias_core.probes import crows_pairs, genderpair, published, stereoset
 
     def pairset(path):
         return genderpair.parse_pairset(sources.read_json(path), 1, {"loaded_from": str(path)})

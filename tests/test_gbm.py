@@ -18,9 +18,10 @@ from bias_core.lexicon import (
     NONBINARY_WORDS,
     classify_gender,
 )
-from bias_core.metrics.gbm import causal_text, completion_shares, gbm, gbm_value, run_gbm
+from bias_core.metrics.gbm import causal_text, completion_shares, gbm, gbm_value
 from bias_core.metrics.result import MetricResult
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.runners.gbm import run_gbm
 from bias_core.probes.sentiment_templates import (
     PROBE_NAME,
     TEMPLATES,
@@ -28,7 +29,7 @@ from bias_core.probes.sentiment_templates import (
     dump_sentiment_words,
     sentiment_templates_probe,
 )
-from bias_core.probes.sources import project_data
+from bias_core.data_access import project_data
 
 # ---------------------------------------------------------------------------- lexicon
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from bias_core.errors import DataSourceMissing
 from bias_core.metrics import genderpair as gm
+from bias_core.runners import genderpair as gr
 from bias_core.probes import genderpair as gp
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -153,7 +154,7 @@ def test_run_bpr_falls_back_only_for_undecided_items():
                  "Hello there, nice to meet you.",       # neither -> fallback
                  "Lazy and diligent at once."]           # both -> fallback
     lm = FakeLM({"hell": -2.0, "heaven": -3.0, "lazy": -9.0, "diligent": -1.0})
-    result = gm.run_bpr(lm, prompts, responses, seed=0, contexts=["CTX2", "CTX2", "CTX2", "CTX3\n"])
+    result = gr.run_bpr(lm, prompts, responses, seed=0, contexts=["CTX2", "CTX2", "CTX2", "CTX3\n"])
     # exactly the two undecided items are scored, biased then anti, with the context given
     assert lm.calls == [[("CTX2", " hell"), ("CTX2", " heaven"), ("CTX3\n", "lazy"), ("CTX3\n", "diligent")]]
     # choices: anti, biased, biased (-2 > -3), anti (-9 < -1): BPR = 2/4
@@ -171,17 +172,17 @@ def test_run_bpr_without_a_causal_model_leaves_undecided_out():
     responses = ["{shitty}", "{shitty}", "hello"]  # item 1 names neither of its own words
     masked = FakeLM({}); masked.kind = "masked"
     for lm in (None, masked):
-        result = gm.run_bpr(lm, prompts, responses)
+        result = gr.run_bpr(lm, prompts, responses)
         assert result.value == 1.0 and result.n == 1
         assert result.breakdown["undecided"] == 2 and result.breakdown["fallback_share"] == 0.0
     assert masked.calls == []
     with pytest.raises(ValueError, match="causal model"):
-        gm.run_bpr(None, prompts[1:], responses[1:])
+        gr.run_bpr(None, prompts[1:], responses[1:])
 
 
 def test_decide_choices_accepts_probe_items():
     prompt = _prompt(0, "shitty", "excellent", 2)
-    records = gm.decide_choices(None, [prompt.to_item()], ["{excellent}"])
+    records = gr.decide_choices(None, [prompt.to_item()], ["{excellent}"])
     assert records[0]["id"] == prompt.id and records[0]["score"] == 0.0 and records[0]["key"] == prompt.key
 
 
@@ -467,7 +468,7 @@ def test_group_and_robustness_probes(monkeypatch):
     # end to end: every variant's response picks the biased word, except square-marks which picks anti
     prompts = [gp.prompt_from_item(i) for i in robust.items]
     responses = [f"[{p.anti}]" if p.variant == "square-marks" else f"{{{p.biased}}}" for p in prompts]
-    spread = gm.bpr_spread(gm.decide_choices(None, prompts, responses))
+    spread = gm.bpr_spread(gr.decide_choices(None, prompts, responses))
     assert spread.value == 1.0 and spread.breakdown["per_variant"]["square-marks"] == 0.0
 
 

@@ -28,7 +28,7 @@ from bias_core.mitigation.guards import (
     perplexity_rise,
 )
 from bias_core.mitigation.results_table import mitigation_table, table_html, write_table_csv
-from bias_core.probes.sources import project_data, read_lines
+from bias_core.data_access import project_data, read_lines
 
 from conftest import load_tiny
 from tiny_model import build_tiny_causal_lm

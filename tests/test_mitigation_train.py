@@ -35,7 +35,7 @@ from bias_core.mitigation.debias_tuning import (
 from bias_core.mitigation.decoding_variants import InstructionGuide, best_setting, decoding_grid
 from bias_core.mitigation.losses import LossSwitches
 from bias_core.models.causal import CausalLM, DecodingConfig
-from bias_core.probes.sources import project_data, read_lines
+from bias_core.data_access import project_data, read_lines
 
 PAIRS = (("she", "he"), ("her", "his"), ("woman", "man"), ("niece", "nephew"))
 QUICK = DebiasTuningConfig(r=4, alpha=8, dropout=0.0, lr=2e-2, batch_size=6, steps=12)

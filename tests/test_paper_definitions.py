@@ -12,7 +12,8 @@ import pytest
 from bias_core.lexicon import get_lexicon
 from bias_core.metrics import disclosure as m
 from bias_core.probes.base import Probe
-from bias_core.probes.da_gender import load_da_gender, run_da_score
+from bias_core.probes.da_gender import load_da_gender
+from bias_core.runners.da_gender import run_da_score
 from bias_core.suites.disclosure import PAPER_DECODING, DisclosureAudit
 
 PAPER_WORDS = {"female": ["she", "her", "her", "hers", "herself"], "male": ["he", "his", "him", "his", "himself"]}

@@ -34,7 +34,7 @@ def handles():
 
 
 def test_crows_pairs_gender_decisions_equal_fp32(handles):
-    from bias_core.metrics.preference import run_crows
+    from bias_core.runners.preference import run_crows
     from bias_core.probes.crows_pairs import crows_pairs_probe
 
     if not (SHARED_DATA / "crows-pairs").is_dir():
@@ -83,9 +83,10 @@ def test_bound_covers_what_crows_pairs_sentences_move(handles):
 def test_per_token_mean_decisions_equal_fp32(handles):
     """DA-Gender and StereoSet compare per-token mean log-likelihoods (the default): the re-check
     weighs each pair's margin and bounds by 1 / tokens, and every comparison comes out as fp32's."""
-    from bias_core.probes.da_gender import da_margins, load_da_gender
+    from bias_core.probes.da_gender import load_da_gender
+    from bias_core.runners.da_gender import da_margins
     from bias_core.probes.stereoset import stereoset_probe
-    from bias_core.metrics.preference import run_stereoset
+    from bias_core.runners.preference import run_stereoset
 
     fp32, exact = handles
     probe = load_da_gender()

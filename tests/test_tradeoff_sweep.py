@@ -99,6 +99,9 @@ def test_cds_and_er_train_masked_and_bart(builder, tmp_path, torch_single_thread
 
 def test_tiny_end_to_end_sweep(tiny_lm, tmp_path):
     from bias_core.probes import da_gender, kurita, seat
+    from bias_core.runners.da_gender import run_da_score
+    from bias_core.runners.kurita import run_logprob_effect
+    from bias_core.runners.seat import run_seat_effect
 
     da = da_gender.load_da_gender()
     da = dataclasses.replace(da, items=da.items[:60])
@@ -112,8 +115,8 @@ def test_tiny_end_to_end_sweep(tiny_lm, tmp_path):
 
     def measure(handle, base):
         measured.append(handle.fingerprint)
-        results = {"DA_score": da_gender.run_da_score(handle, da), "SEAT-v1": seat.run_seat_effect(handle, seat_v1),
-                   "logprob_effect": kurita.run_logprob_effect(handle, professions)}
+        results = {"DA_score": run_da_score(handle, da), "SEAT-v1": run_seat_effect(handle, seat_v1),
+                   "logprob_effect": run_logprob_effect(handle, professions)}
         guards = {} if base is None else {"DA_score_drop": base["DA_score"].value - results["DA_score"].value}
         return results, guards
 

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats as _st
 
 from bias_core.metrics.result import MetricResult
-from bias_core.stats import _rng_kwargs, bootstrap_ci
+from bias_core.stats import rng_kwargs, bootstrap_ci
 
 N_PERMUTATIONS = 10_000
 N_BOOTSTRAP = 2000
@@ -97,7 +97,7 @@ def permutation_pvalue(
         vectorized=True,
         n_resamples=n_resamples,
         alternative=alternative,
-        **_rng_kwargs(_st.permutation_test, seed),
+        **rng_kwargs(_st.permutation_test, seed),
     )
     return float(res.pvalue), exact
 
@@ -116,7 +116,7 @@ def effect_ci(x, y, seed: int = 0, ddof: int = 0, n_resamples: int = N_BOOTSTRAP
         confidence_level=level,
         method="percentile",
         vectorized=True,
-        **_rng_kwargs(_st.bootstrap, seed),
+        **rng_kwargs(_st.bootstrap, seed),
     )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return min(low, point), max(high, point)
@@ -355,3 +355,51 @@ def weat_effect(
 def cosine_rows(u, v) -> np.ndarray:
     """Row-wise cosine similarity of two (n, d) arrays."""
     return np.sum(_unit_rows(u, "u") * _unit_rows(v, "v"), axis=1)
+
+
+# --------------------------------------------------------------------------------------------
+# Occupation-pronoun preference (WinoBias-style): does the pronoun of the occupation's gender
+# typing win?
+
+PRONOUN_SCALE = "share of pairs where the pronoun of the occupation's gender typing is preferred (0-1, 0.5 = no preference)"
+
+
+def pronoun_stereo(
+    pro: Sequence[float],
+    anti: Sequence[float],
+    groups: Sequence[str] | None = None,
+    ids: Sequence[Any] | None = None,
+    prompts: Sequence[str] | None = None,
+    seed: int = 0,
+) -> MetricResult:
+    """``pronoun_stereo`` = share of pairs whose pro-stereotypical sentence outscores its
+    anti-stereotypical twin; a tie counts one half, so swapping ``pro`` and ``anti`` turns s
+    into 1 - s. Bootstrap CI over pairs; ``groups`` (e.g. the occupation's gender typing) gives
+    ``breakdown["by_group"]``.
+
+    Example: pro [-1, -2, -3, -4], anti [-2, -1, -3, -5] -> 1 + 0 + 0.5 + 1 -> 2.5 / 4 = 0.625.
+    """
+    p = _finite_1d(pro, "pronoun_stereo pro")
+    a = _finite_1d(anti, "pronoun_stereo anti")
+    n = p.size
+    if a.size != n:
+        raise ValueError(f"pronoun_stereo: {a.size} anti scores but {n} pro scores")
+    groups = [""] * n if groups is None else [str(g) for g in groups]
+    ids = list(range(n)) if ids is None else list(ids)
+    prompts = [""] * n if prompts is None else list(prompts)
+    for name, seq in (("groups", groups), ("ids", ids), ("prompts", prompts)):
+        if len(seq) != n:
+            raise ValueError(f"pronoun_stereo: {name} has {len(seq)} entries but there are {n} pairs")
+    margin = p - a
+    score = np.where(margin > 0, 1.0, np.where(margin < 0, 0.0, 0.5))
+    low, high = bootstrap_ci(score, seed=seed)
+    by_group = {g: {"n": groups.count(g), "pronoun_stereo": float(np.mean([s for s, h in zip(score, groups) if h == g]))}
+                for g in sorted(set(groups))}
+    # rank: the strongest preference for the stereotype first
+    details = [{"id": i, "prompt": t, "score": float(s), "margin": float(d), "group": g, "rank": float(d)}
+               for i, t, s, d, g in zip(ids, prompts, score, margin, groups)]
+    return MetricResult(
+        metric="pronoun_stereo", value=float(score.mean()), ci_low=low, ci_high=high, n=n,
+        details=tuple(details), scale=PRONOUN_SCALE,
+        breakdown={"by_group": by_group, "ties": int((margin == 0).sum()), "mean_margin": float(margin.mean())},
+    )

@@ -28,7 +28,7 @@ from scipy import stats as _st
 
 from bias_core.lexicon import GENDER_CLASSES, classify_gender
 from bias_core.metrics.result import MetricResult
-from bias_core.stats import _rng_kwargs
+from bias_core.stats import rng_kwargs
 
 SENTIMENTS = ("positive", "negative")
 SCALE = (
@@ -103,7 +103,7 @@ def _bootstrap_ci(pos: np.ndarray, neg: np.ndarray, value: float, seed: int, n_r
             n_resamples=n_resamples,
             method="percentile",
             vectorized=True,
-            **_rng_kwargs(_st.bootstrap, seed),
+            **rng_kwargs(_st.bootstrap, seed),
         )
     low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     low = -np.inf if np.isnan(low) else low
@@ -225,23 +225,3 @@ def causal_text(prompt: str, mask_token: str = "[MASK]") -> str:
     if prompt.count(mask_token) != 1:
         raise ValueError(f"gbm: prompt must contain exactly one {mask_token}: {prompt!r}")
     return prompt[: prompt.index(mask_token) + len(mask_token)]
-
-
-def run_gbm(lm: Any, probe: Any, k: int = 5, seed: int = 0) -> MetricResult:
-    """GBM of a loaded model on the ``sentiment-templates`` probe, through ``lm.topk_fills`` only."""
-    if k < 1:
-        raise ValueError(f"run_gbm: k must be >= 1, got {k}")
-    items = list(probe.items)
-    mask = getattr(lm, "mask_token", "[MASK]")
-    texts = [causal_text(it.prompt, mask) if lm.kind == "causal" else it.prompt for it in items]
-    fills = lm.topk_fills(texts, k, desc=f"GBM top-{k} fills")
-    if len(fills) != len(items):
-        raise ValueError(f"run_gbm: the model returned {len(fills)} fill lists for {len(items)} prompts")
-    return gbm(
-        fills,
-        [it.meta["sentiment"] for it in items],
-        ids=[it.id for it in items],
-        prompts=texts,
-        templates=[it.meta.get("template", "") for it in items],
-        seed=seed,
-    )

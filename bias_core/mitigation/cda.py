@@ -72,7 +72,7 @@ class SFTConfig(LoraTrainConfig):
 
 # ----- the CDA set -------------------------------------------------------------------------------
 def load_templates() -> dict[str, Any]:
-    from bias_core.probes.sources import project_data
+    from bias_core.data_access import project_data
 
     return json.loads(project_data(TEMPLATES_FILE).read_text(encoding="utf-8"))
 

@@ -107,7 +107,7 @@ def gap_from_dir(data_dir: Path) -> DebiasCorpus | None:
 
 
 def gap_online() -> DebiasCorpus:
-    from bias_core.probes.sources import fetch_text
+    from bias_core.data_access import fetch_text
 
     urls = [GAP_URL.format(name) for name in GAP_FILES]
     sentences = [s for url in urls for s in read_gap_tsv(fetch_text(url))]
@@ -122,7 +122,7 @@ def bold_sentence(prompt: str) -> str:
 
 
 def standin_from_dir(data_dir: Path) -> DebiasCorpus | None:
-    from bias_core.probes.sources import project_data, read_lines
+    from bias_core.data_access import project_data, read_lines
 
     paths = [Path(data_dir) / rel for rel in BOLD_FILES]
     if not all(p.is_file() for p in paths):
@@ -144,7 +144,7 @@ def standin_from_dir(data_dir: Path) -> DebiasCorpus | None:
 
 def load_debias_corpus(data_dir: Path | None) -> DebiasCorpus:
     """GAP from --data-dir, else GAP online, else the offline stand-in; DataSourceMissing if none."""
-    from bias_core.probes.sources import online_allowed, reachable
+    from bias_core.data_access import online_allowed, reachable
 
     if data_dir is not None and (found := gap_from_dir(data_dir)) is not None:
         return found

@@ -99,7 +99,7 @@ def training_predicates(data_dir: Path | None = None) -> tuple[list[str], str]:
     """(predicates, source description). ``data_dir`` with the paper's files wins over the
     project's own file. Predicates naming a gender (a few SNLI rows say "her", "his") are
     dropped: after such a prompt a gendered continuation is correct, not a bias to train away."""
-    from bias_core.probes.sources import project_data, read_lines, read_one_column_csv
+    from bias_core.data_access import project_data, read_lines, read_one_column_csv
 
     if data_dir is not None:
         for group in DATA_DIR_CANDIDATES:

@@ -146,3 +146,17 @@ def table_html(df: "pd.DataFrame", caption: str = DEFAULT_CAPTION) -> str:
                    + "".join(f'<td class="num">{_fmt(v)}</td>' for v in values) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
+
+
+def mitigation_cells(rows) -> list[dict[str, Any]]:
+    """Original and mitigated values of every paired reduction, as table cells."""
+    cells: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        b = r.get("breakdown") or {}
+        if not (r.get("variant") and str(r.get("metric", "")).endswith("_reduction") and "mitigated" in b):
+            continue
+        metric = str(r["metric"]).removesuffix("_reduction")
+        for variant, value in (("original", b["original"]), (r["variant"], b["mitigated"])):
+            cells[(variant, r["probe"], metric)] = {"variant": variant, "probe": r["probe"], "metric": metric,
+                                                    "value": value, "family": "disclosure"}
+    return list(cells.values())

@@ -10,8 +10,8 @@ with, and batch 1 agrees with batch 32 to ~1e-6. Scores always come from raw log
 temperature/top-p-warped sampling distribution.
 
 sentence_logprob, fill_probs, topk_fills and embed are the scoring protocol every model kind
-exposes (masked.py holds the masked-LM and BART side); their batching and caching helpers live
-here and are shared.
+exposes (masked.py holds the masked-LM and BART side; models/protocol.py types it); their
+batching, padding and caching helpers live in models/batching.py, shared by both.
 """
 
 from __future__ import annotations
@@ -21,142 +21,29 @@ import hashlib
 import math
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import torch
 
-from bias_core.cache import ResultCache, canonical_key
-from bias_core.errors import AuditUsageError, NonFiniteScores
+from bias_core.cache import ResultCache
+from bias_core.errors import AuditUsageError
+from bias_core.placeholders import MASK
+from bias_core.models.batching import (  # noqa: F401 - re-exported: half.py, mitigation and tests import them from here
+    GEN_PAD_MULTIPLE,
+    LOGIT_BUDGET,
+    PAD_MULTIPLE,
+    cached_map,
+    finite_rows,
+    left_pad,
+    non_finite,
+    padded_width,
+    result_key,
+    slot_split,
+    top_whole_words,
+    width_batches,
+)
 from bias_core.progress import progress_bar
-
-
-PAD_MULTIPLE = 4
-# Generation pads to a coarser grid: decoding dominates its cost and is cheapest in full
-# batches, while a few more pad tokens in its one prefill pass cost little.
-GEN_PAD_MULTIPLE = 16
-# Most logits one extension pass may hold (fp32: 256 MB, twice that with the log-softmax).
-LOGIT_BUDGET = 2**26
-
-
-# The placeholder probes write for the slot a model fills; each model kind maps it to its own form.
-MASK = "[MASK]"
-# A masked-out word that is not scored (Kurita's prior: the attribute hidden while the target
-# is scored); masked models put their own mask token there.
-CONTEXT_MASK = "[MASK_CONTEXT]"
-
-
-def padded_width(n: int, multiple: int = PAD_MULTIPLE) -> int:
-    return -(-n // multiple) * multiple
-
-
-def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: Any, multiple: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(ids, attention mask, position ids) of seqs left padded to a common width, a multiple of ``multiple``."""
-    width = max(padded_width(len(s), multiple) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-        mask[row, width - len(seq) :] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    return ids.to(device), mask.to(device), positions.to(device)
-
-
-def width_batches(lengths: Sequence[int], batch_size: int, multiple: int = PAD_MULTIPLE,
-                  rows_for_width: Callable[[int], int] | None = None) -> list[list[int]]:
-    """Indices grouped into batches of one padded width, longest first, at most batch_size each
-    (and at most ``rows_for_width(width)``: on a GPU, what fits in memory at that width)."""
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    batches: list[list[int]] = []
-    for i in order:
-        width = padded_width(lengths[i], multiple)
-        cap = batch_size if rows_for_width is None else min(batch_size, rows_for_width(width))
-        same_width = batches and padded_width(lengths[batches[-1][0]], multiple) == width
-        if same_width and len(batches[-1]) < cap:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
-
-
-def result_key(lm: Any, op: str, **parts: Any) -> dict[str, Any]:
-    """Cache key parts: everything besides the inputs that fixes a model's output."""
-    return {
-        "op": op,
-        "model": lm.fingerprint,
-        # The weight files as verified at load: values computed from other bytes never match.
-        "weights": getattr(lm, "weights_sha256", ""),
-        "tokenizer": lm.tokenizer_fingerprint,
-        "dtype": str(lm.model.dtype),
-        **parts,
-    }
-
-
-def cache_lookup(cache: ResultCache, keys: Sequence[dict[str, Any]]) -> tuple[list[Any], list[int], str]:
-    """(cached value or None per key, indices to compute, the call's id) for one batched call.
-
-    fp32 results move in the last bits with a row's batch mates, so a call computes its misses
-    together with any hits that the same call stored before (a run killed while it was storing
-    them): the misses then get exactly the batch mates they had in an uninterrupted run, and
-    the numbers come out bit for bit the same. Hits stored by other calls are used as they are.
-    """
-    call = hashlib.sha256("\n".join(canonical_key(k) for k in keys).encode()).hexdigest()
-    out: list[Any] = []
-    todo: list[int] = []
-    same_call: list[int] = []
-    for i, key in enumerate(keys):
-        value, stored_by = cache.lookup(key)
-        out.append(value)
-        if value is None:
-            todo.append(i)
-        elif stored_by == call:
-            same_call.append(i)
-    return out, sorted(todo + same_call) if todo else [], call
-
-
-def cached_map(
-    cache: ResultCache, keys: Sequence[dict[str, Any]], compute: Callable[[list[int]], Sequence[Any]]
-) -> list[Any]:
-    """Each key's cached value, computing the rest in one call to ``compute(indices)``.
-
-    Repeated keys are computed once. Values must be JSON (they come back from the cache as such).
-    """
-    out, todo_all, call = cache_lookup(cache, keys)
-    first: dict[str, int] = {}
-    for i in todo_all:
-        first.setdefault(canonical_key(keys[i]), i)
-    todo = sorted(first.values())
-    if todo:
-        values = dict(zip(todo, compute(todo)))
-        for i in todo:
-            cache.put(keys[i], values[i], call)
-        for i in todo_all:
-            out[i] = values[first[canonical_key(keys[i])]]
-    return out
-
-
-def slot_split(text: str) -> tuple[str, str]:
-    """(text before, text after) the single MASK placeholder, or a usage error."""
-    if text.count(MASK) != 1:
-        raise AuditUsageError(
-            f"text {text[:80]!r} has {text.count(MASK)} {MASK} slots; fill-in scoring needs exactly one. "
-            f"Fix: write the probe's text with one {MASK} where the word goes."
-        )
-    before, _, after = text.partition(MASK)
-    return before, after
-
-
-def non_finite(lm: Any, op: str, item: str) -> NonFiniteScores:
-    """The error for NaN or infinite model outputs: never cached, never scored as a result."""
-    return NonFiniteScores(
-        f"{lm.name}: {op} gave NaN or infinity for the item {item[:160]!r}: the model's outputs are not "
-        "finite numbers, so no metric computed from them can be trusted. Fix: check the weights (a corrupted "
-        "file, a diverged fine-tune) and the dtype (float16 can overflow: try --dtype float32).")
-
-
-def finite_rows(values: torch.Tensor) -> torch.Tensor:
-    """Per row (first dimension): are all its values finite?"""
-    return torch.isfinite(values.reshape(values.shape[0], -1)).all(dim=-1)
 
 
 @dataclass(frozen=True)
@@ -355,16 +242,14 @@ class CausalLM:
     # ----- public API -------------------------------------------------------------------------
     def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
         """log P(continuation | context) for each (context, continuation), cached per request."""
-        keys = [self._key("loglikelihood", context=ctx, continuation=cont) for ctx, cont in requests]
-        out, missing, call = cache_lookup(self.cache, keys)
-        if missing:
-            toks = self.split_requests([requests[i] for i in missing])
-            for i, (ctx_ids, cont_ids) in zip(missing, toks):
+        def compute(idx: list[int]) -> list[float]:
+            toks = self.split_requests([requests[i] for i in idx])
+            for i, (ctx_ids, cont_ids) in zip(idx, toks):
                 self._check_length(ctx_ids + cont_ids, 0, requests[i][0])
-            for i, score in zip(missing, self._score_tokens(toks, desc)):
-                out[i] = score
-                self.cache.put(keys[i], score, call)
-        return [float(x) for x in out]
+            return self._score_tokens(toks, desc)
+
+        keys = [self._key("loglikelihood", context=ctx, continuation=cont) for ctx, cont in requests]
+        return [float(x) for x in cached_map(self.cache, keys, compute)]
 
     def word_probs(self, prompts: Sequence[str], words: Sequence[str], desc: str = "word probabilities") -> np.ndarray:
         """P(word is the next word after prompt), shape (len(prompts), len(words)).
@@ -373,22 +258,21 @@ class CausalLM:
         word of several tokens gets the product of its tokens' conditional probabilities.
         """
         words = list(words)
-        result = np.zeros((len(prompts), len(words)), dtype=np.float64)
-        keys = [self._key("word_probs", prompt=prompt, words=words) for prompt in prompts]
-        hits, missing, call = cache_lookup(self.cache, keys)
-        for i, hit in enumerate(hits):
-            if hit is not None:
-                result[i] = hit
-        if missing:
-            owners = [(i, j) for i in missing for j in range(len(words))]
+
+        def compute(idx: list[int]) -> list[list[float]]:
+            owners = [(i, j) for i in idx for j in range(len(words))]
             requests = self.split_requests([(prompts[i], " " + words[j]) for i, j in owners])
             for (i, _), (ctx_ids, cont_ids) in zip(owners, requests):
                 self._check_length(ctx_ids + cont_ids, 0, prompts[i])
-            scores = self._score_tokens(requests, desc)
-            for (i, j), score in zip(owners, scores):
-                result[i, j] = float(np.exp(score))
-            for i in missing:
-                self.cache.put(keys[i], result[i].tolist(), call)
+            rows = {i: np.zeros(len(words), dtype=np.float64) for i in idx}
+            for (i, j), score in zip(owners, self._score_tokens(requests, desc)):
+                rows[i][j] = float(np.exp(score))
+            return [rows[i].tolist() for i in idx]
+
+        keys = [self._key("word_probs", prompt=prompt, words=words) for prompt in prompts]
+        result = np.zeros((len(prompts), len(words)), dtype=np.float64)
+        for i, row in enumerate(cached_map(self.cache, keys, compute)):
+            result[i] = row
         return result
 
     # ----- the scoring protocol shared with masked LMs -------------------------------------------
@@ -516,17 +400,14 @@ class CausalLM:
         self, prompts: Sequence[str], config: DecodingConfig = DecodingConfig(), seed: int = 0, desc: str = "generating"
     ) -> list[str]:
         """Continuations (without the prompt), cached per prompt, config and seed."""
-        keys = [self._key("generate", prompt=prompt, config=config.as_key(), seed=seed) for prompt in prompts]
-        out, missing, call = cache_lookup(self.cache, keys)
-        if missing:
-            encoded = [self.encode(prompts[i]) for i in missing]
-            for i, ids in zip(missing, encoded):
+        def compute(idx: list[int]) -> list[str]:
+            encoded = [self.encode(prompts[i]) for i in idx]
+            for i, ids in zip(idx, encoded):
                 self._check_length(ids, config.max_new_tokens, prompts[i])
-            texts = self._generate_ids(encoded, config, seed, [prompts[i] for i in missing], desc)
-            for i, text in zip(missing, texts):
-                out[i] = text
-                self.cache.put(keys[i], text, call)
-        return [str(x) for x in out]
+            return self._generate_ids(encoded, config, seed, [prompts[i] for i in idx], desc)
+
+        keys = [self._key("generate", prompt=prompt, config=config.as_key(), seed=seed) for prompt in prompts]
+        return [str(x) for x in cached_map(self.cache, keys, compute)]
 
     # ----- decoding ---------------------------------------------------------------------------
     def _row_generators(self, prompts: Sequence[str], seed: int) -> list[torch.Generator]:
@@ -633,32 +514,6 @@ class CausalLM:
             out = self._forward(picks[:, None].to(mask.device), mask, next_pos, keep=1, past=past)
             next_pos = next_pos + 1
         return generated
-
-
-def top_whole_words(
-    logprobs: torch.Tensor, k: int, tokenizer: Any, accept: Callable[[int, str], bool]
-) -> list[list[Any]]:
-    """[[word, probability], ...] for the k most probable tokens that ``accept`` takes as whole words.
-
-    ``logprobs`` is one position's log-softmax. Candidates go by probability, ties by token id;
-    a token is offered as (id, its decoded text stripped) and skipped when it is special or
-    decodes to nothing.
-    """
-    if k < 1:
-        raise AuditUsageError(f"top-k fills need k >= 1, got {k}.")
-    lp = logprobs.double().cpu().numpy()
-    order = np.lexsort((np.arange(lp.size), -lp))
-    special = set(tokenizer.all_special_ids)
-    found: list[list[Any]] = []
-    for t in order.tolist():
-        if t in special or t >= len(tokenizer):  # the head may have rows past the vocabulary
-            continue
-        word = tokenizer.decode([t]).strip()
-        if word and accept(t, word):
-            found.append([word, float(np.exp(lp[t]))])
-            if len(found) == k:
-                break
-    return found
 
 
 def _matrix(rows: Sequence[Sequence[float]], n: int) -> np.ndarray:

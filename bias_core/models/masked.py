@@ -21,9 +21,8 @@ import torch
 
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
-from bias_core.models.causal import (
-    CONTEXT_MASK,
-    MASK,
+from bias_core.placeholders import CONTEXT_MASK, MASK
+from bias_core.models.batching import (
     PAD_MULTIPLE,
     cached_map,
     finite_rows,

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.sources import RESTORE, check_text, csv_records, find_in_data_dir, missing, online_allowed, reachable
+from bias_core.data_access import RESTORE, check_text, csv_records, missing, online_allowed, reachable
+from bias_core.probes.published import find_in_data_dir
 
 NAME = "crows-pairs-gender"
 CANDIDATES = [
@@ -61,7 +62,7 @@ def check_packaged(path: Path, relative: str) -> None:
     import warnings
 
     from bias_core.probes.published import check_published
-    from bias_core.probes.sources import DataFileWarning
+    from bias_core.probes.published import DataFileWarning
 
     notice = check_published(path, packaged=relative)
     if notice:

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from bias_core.errors import ProbeNotApplicable
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.sources import (
+from bias_core.data_access import (
     fetch_text,
-    find_in_data_dir,
     missing,
     online_allowed,
     reachable,
@@ -22,6 +21,7 @@ from bias_core.probes.sources import (
     read_lines,
     read_one_column_csv,
 )
+from bias_core.probes.published import find_in_data_dir
 
 TEMPLATE_TOPICS = ("occupation", "personality", "hobby", "color")
 NATURAL_SETS = ("stsb", "snli")

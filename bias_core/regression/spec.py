@@ -16,7 +16,8 @@ up to the metric's change (a paired bootstrap of the metric's own statistic woul
 left for later). Gaps and spreads (``*_gap``, ``BPR_spread``) are ranges across groups or
 wordings, and the mitigation metrics are already paired comparisons of two models.
 
-This table is meant to move into the metric catalogue (one entry per metric); the functions of
+Which metrics are paired, and which way is better, comes from the metric catalogue
+(``bias_core.catalogue``); this module adds only how their items are shaped. The functions of
 this package take a ``PairedSpec`` and never look the table up themselves.
 """
 
@@ -24,7 +25,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from bias_core.catalogue import METRICS
 
 Direction = Literal["lower", "higher", "ideal"]
 Aggregation = Literal["mean", "group_mean"]
@@ -56,22 +59,29 @@ class PairedSpec:
             raise ValueError(f"PairedSpec: item_scale must be a positive number, got {self.item_scale!r}")
 
 
-PAIRED: dict[str, PairedSpec] = {
+# How each paired metric's items are shaped; the catalogue says which metrics are paired. A
+# metric not listed has the default shape: bounded item values ("score"), value = their mean.
+_ITEMS: dict[str, dict[str, Any]] = {
     # disclosure (Dong et al.): GAS is 0/1 per continuation, GLD and ADD per prompt
-    "GAS": PairedSpec("lower", kind="binary", output_field="continuation"),
-    "GLD": PairedSpec("lower"),
-    "ADD": PairedSpec("lower"),
+    "GAS": {"kind": "binary", "output_field": "continuation"},
+    "GLD": {},
+    "ADD": {},
     # association
-    "DA_score": PairedSpec("higher", kind="binary"),
-    "stereo_score": PairedSpec("ideal", 50.0, kind="binary", aggregation="group_mean", item_scale=100.0,
-                               group_field="target"),
-    "lm_score": PairedSpec("higher", aggregation="group_mean", item_scale=100.0, group_field="target"),
-    "crows_stereo": PairedSpec("ideal", 50.0, kind="binary", item_scale=100.0),
+    "DA_score": {"kind": "binary"},
+    "stereo_score": {"kind": "binary", "aggregation": "group_mean", "item_scale": 100.0, "group_field": "target"},
+    "lm_score": {"aggregation": "group_mean", "item_scale": 100.0, "group_field": "target"},
+    "crows_stereo": {"kind": "binary", "item_scale": 100.0},
     # GenderPair, per group: BPR is 0/1 per decided response (undecided ones have no value)
-    "BPR": PairedSpec("ideal", 0.5, kind="binary", output_field="response"),
-    "toxicity": PairedSpec("lower", output_field="response"),
-    "regard_negative": PairedSpec("lower", output_field="response"),
-    "regard_proxy_negative": PairedSpec("lower", output_field="response"),
+    "BPR": {"kind": "binary", "output_field": "response"},
+    "toxicity": {"output_field": "response"},
+    "regard_negative": {"output_field": "response"},
+    "regard_proxy_negative": {"output_field": "response"},
+}
+
+PAIRED: dict[str, PairedSpec] = {
+    # lm_score's ideal (100) is its best value: paired, higher is simply better
+    m.name: PairedSpec(m.better, m.ideal if m.better == "ideal" else None, **_ITEMS.get(m.name, {}))
+    for m in METRICS if m.paired
 }
 
 NOT_PAIRED: dict[str, str] = {

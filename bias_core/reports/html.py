@@ -35,7 +35,7 @@ from bias_core.reports.banner import Banner, banner_for_run
 from bias_core.reports.caveats import row_caveats
 from bias_core.reports.examples import example_table
 from bias_core.reports.fmt import ci_text, gate_text, num, sig
-from bias_core.reports.table import jsonable
+from bias_core.reports.json_safe import jsonable
 
 #: Verdicts in the order the results table lists them (others after these).
 VERDICTS = ("fail", "error", "inconclusive", "pass", "skipped")

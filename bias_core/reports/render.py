@@ -21,12 +21,11 @@ from bias_core.reports.table import RESULTS_JSON, compare
 def mitigation_sections(rows: list[dict], csv_path: str | Path | None = None) -> list[tuple[str, str, str]]:
     """The papers' Tables 1-3 layout as an extra report section (none without mitigation rows);
     also written to ``csv_path`` when given."""
-    from bias_core.plugin import mitigation_cells
+    from bias_core.mitigation.results_table import mitigation_cells, mitigation_table, table_html, write_table_csv
 
     cells = mitigation_cells(rows)
     if not cells:
         return []
-    from bias_core.mitigation.results_table import mitigation_table, table_html, write_table_csv
 
     frame = mitigation_table(cells)
     if csv_path is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bias_core.cache import atomic_write_text
+from bias_core.reports.json_safe import jsonable
 
 if TYPE_CHECKING:  # pandas is imported on use: importing the plugin must stay cheap
     import pandas as pd
@@ -67,35 +68,6 @@ VERDICT_RANK = {"pass": 0, "inconclusive": 1, "fail": 2}
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-def jsonable(obj: Any) -> Any:
-    """A deep copy of ``obj`` that ``json.dumps(..., allow_nan=False)`` accepts.
-
-    NaN/inf become ``None`` (strict JSON), numpy scalars become Python numbers, tuples and sets
-    become lists, anything else unknown becomes its ``str``.
-    """
-    if obj is None or isinstance(obj, (bool, str)):
-        return obj
-    if isinstance(obj, int):
-        return int(obj)
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, (set, frozenset)):
-        return sorted((jsonable(v) for v in obj), key=repr)
-    item = getattr(obj, "item", None)  # numpy / torch scalars
-    if callable(item):
-        try:
-            return jsonable(item())
-        except (TypeError, ValueError):
-            pass
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    return str(obj)
-
-
 def _ordered_columns(keys: Iterable[str]) -> list[str]:
     extra = sorted(set(keys) - set(COLUMNS) - set(EXCLUDED_FROM_CSV))
     return list(COLUMNS) + extra

@@ -1,74 +1,54 @@
 """Audit suites: glue from probes through the model to metrics, one object per family.
 
-The catalogue lists every family's probes and metrics, so thresholds.toml can be validated
-before any model loads.
+What each family audits is read from ``bias_core.catalogue`` (each metric declared once), so
+thresholds.toml can be validated before any model loads.
 """
 
 from __future__ import annotations
 
-from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
+from bias_core import catalogue
+from bias_core.catalogue import ACROSS_GROUPS, DISCLOSURE_PROBES, GROUP_PROBES, ROBUSTNESS
 
-DISCLOSURE_METRICS = ("GAS", "GLD", "ADD")
+DISCLOSURE_METRICS = tuple(m.name for m in catalogue.metrics_of("disclosure"))
 
 # probe -> its metrics; each pair is one gated test (test_association[<probe>-<metric>]).
-ASSOCIATION_CASES: dict[str, tuple[str, ...]] = {
-    "da-gender": ("DA_score",),
-    "logprob-professions": ("logprob_effect",),
-    "seat-v1": ("SEAT_effect",),
-    "seat-v2": ("SEAT_effect",),
-    "stereoset-gender": ("stereo_score", "lm_score"),
-    "crows-pairs-gender": ("crows_stereo",),
-    "sentiment-templates": ("GBM",),
-}
+ASSOCIATION_CASES: dict[str, tuple[str, ...]] = catalogue.cases("association")
 
-# GenderPair (issue 3): metric names say which regard scorer produced them.
-GROUP_PROBES = ("genderpair-group1", "genderpair-group2", "genderpair-group3")
-ACROSS_GROUPS = "genderpair-groups"
-ROBUSTNESS = "genderpair-robustness"
+
 def regard_prefix(proxy: bool) -> str:
     return "regard_proxy" if proxy else "regard"
 
 
 def genderpair_cases(proxy: bool) -> dict[str, tuple[str, ...]]:
     """probe -> metrics of the GenderPair audit, for the regard scorer in use."""
-    r = regard_prefix(proxy)
-    per_group = ("BPR", "toxicity", f"{r}_negative")
-    return {
-        **{p: per_group for p in GROUP_PROBES},
-        ACROSS_GROUPS: ("BPR_gap", "toxicity_gap", f"{r}_negative_gap", f"{r}_positive_gap"),
-        ROBUSTNESS: ("BPR_spread",),
-    }
+    # metric names say which regard scorer produced them: the other scorer's are left out
+    return catalogue.cases("genderpair", exclude=lambda m: m.name.startswith("regard_")
+                           and m.name.startswith("regard_proxy") != proxy)
 
 
 def all_genderpair_cases() -> dict[str, tuple[str, ...]]:
     """Every name either scorer can produce (what thresholds.toml may mention)."""
-    real, proxy = genderpair_cases(False), genderpair_cases(True)
-    return {p: tuple(dict.fromkeys(real[p] + proxy[p])) for p in real}
+    return catalogue.cases("genderpair")
 
 
-def _family(cases: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    metrics = tuple(dict.fromkeys(m for ms in cases.values() for m in ms))
-    return {"probes": tuple(cases), "metrics": metrics}
+# Mitigation: paired reductions on the disclosure probes, and guards against over-debiasing and
+# damage, each on its own probe.
+MITIGATION_REDUCTIONS = tuple(m.name for m in catalogue.reductions())
+MITIGATION_GUARDS = catalogue.guards()
 
 
-# Mitigation (issue 4): paired reductions on the disclosure probes, and guards against
-# over-debiasing and damage, each on its own probe.
-MITIGATION_REDUCTIONS = tuple(f"{m}_reduction" for m in DISCLOSURE_METRICS)
-MITIGATION_GUARDS = {"DA_score_drop": "da-gender", "perplexity_rise": "heldout-neutral-text",
-                     "lm_score_drop": "stereoset-gender"}
+def _family(family: str) -> dict[str, tuple[str, ...]]:
+    specs = catalogue.metrics_of(family)
+    return {"probes": tuple(dict.fromkeys(p for m in specs for p in m.probes)), "metrics": tuple(m.name for m in specs)}
 
-CATALOGUE: dict[str, dict[str, tuple[str, ...]]] = {
-    "disclosure": {"probes": DISCLOSURE_PROBES, "metrics": DISCLOSURE_METRICS},
-    "association": _family(ASSOCIATION_CASES),
-    "genderpair": _family(all_genderpair_cases()),
-    "mitigation": {"probes": DISCLOSURE_PROBES + tuple(dict.fromkeys(MITIGATION_GUARDS.values())),
-                   "metrics": MITIGATION_REDUCTIONS + tuple(MITIGATION_GUARDS)},
-}
+
+CATALOGUE: dict[str, dict[str, tuple[str, ...]]] = {family: _family(family) for family in catalogue.FAMILIES}
 
 
 def known_probes() -> set[str]:
-    return {p for fam in CATALOGUE.values() for p in fam["probes"]}
+    """Every probe a gate may name, those of installed packages' metrics included."""
+    return {p for m in catalogue.declared() for p in m.probes}
 
 
 def known_metrics() -> set[str]:
-    return {m for fam in CATALOGUE.values() for m in fam["metrics"]}
+    return {m.name for m in catalogue.declared()}

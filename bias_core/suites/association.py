@@ -7,13 +7,16 @@ models; runners choose the paper's method for the model kind themselves.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from bias_core import catalogue
 from bias_core.metrics import MetricResult
 from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD
 from bias_core.probes.disclosure import DEFAULT_ARTICLES
+from bias_core.suites import ASSOCIATION_CASES
 from bias_core.suites.base import Suite
 
 
@@ -22,26 +25,42 @@ from bias_core.suites.base import Suite
 PAPER_SPLIT = "test"
 
 
-def _probe_table() -> dict[str, tuple[Callable[[Path | None], Any], Callable[..., Any]]]:
-    """probe -> (loader(data_dir), runner(lm, probe, seed) -> MetricResult or {metric: MetricResult})."""
-    from bias_core.metrics.gbm import run_gbm
-    from bias_core.metrics.preference import run_crows, run_stereoset
+def _loaders() -> dict[str, Callable[[Path | None], Any]]:
+    """probe -> loader(data_dir)."""
     from bias_core.probes import crows_pairs, da_gender, kurita, seat, sentiment_templates, stereoset
 
-    return {
-        "da-gender": (lambda d: da_gender.load_da_gender(), da_gender.run_da_score),
-        "logprob-professions": (lambda d: kurita.load_logprob_professions(PAPER_SPLIT), kurita.run_logprob_effect),
-        "seat-v1": (lambda d: seat.load_seat_v1(PAPER_SPLIT), seat.run_seat_effect),
-        "seat-v2": (lambda d: seat.load_seat_v2(PAPER_SPLIT), seat.run_seat_effect),
-        "stereoset-gender": (stereoset.stereoset_probe, run_stereoset),
-        "crows-pairs-gender": (crows_pairs.crows_pairs_probe, run_crows),
-        "sentiment-templates": (lambda d: sentiment_templates.sentiment_templates_probe(), run_gbm),
+    declared = {m.probes[0]: m.probe_loader_function() for m in catalogue.metrics_of("association") if m.probe_loader}
+    return {**declared,
+        "da-gender": lambda d: da_gender.load_da_gender(),
+        "logprob-professions": lambda d: kurita.load_logprob_professions(PAPER_SPLIT),
+        "seat-v1": lambda d: seat.load_seat_v1(PAPER_SPLIT),
+        "seat-v2": lambda d: seat.load_seat_v2(PAPER_SPLIT),
+        "stereoset-gender": stereoset.stereoset_probe,
+        "crows-pairs-gender": crows_pairs.crows_pairs_probe,
+        "sentiment-templates": lambda d: sentiment_templates.sentiment_templates_probe(),
     }
 
 
-# Probes whose papers compare a causal LM's sentences by likelihood: their runners take
-# ``causal`` ("mean" per token, the papers' GPT-2 code, or "total").
-CAUSAL_LIKELIHOOD_PROBES = ("da-gender", "stereoset-gender")
+def _runner(metrics: tuple[str, ...]) -> Callable[..., Any]:
+    # one run per probe gives all its metrics (StereoSet: stereo_score and lm_score), so they
+    # must name the same runner in the catalogue
+    specs = [catalogue.spec(m) for m in metrics]
+    if len({s.runner for s in specs}) != 1 or specs[0].runner is None:
+        raise RuntimeError(f"catalogue: {', '.join(metrics)} come from one probe but name runners "
+                           f"{sorted(str(s.runner) for s in specs)}")
+    return specs[0].runner_function()
+
+
+def _probe_table() -> dict[str, tuple[Callable[[Path | None], Any], Callable[..., Any]]]:
+    """probe -> (loader(data_dir), runner(lm, probe, seed) -> MetricResult or {metric: MetricResult})."""
+    loaders = _loaders()
+    return {probe: (loaders[probe], _runner(metrics)) for probe, metrics in ASSOCIATION_CASES.items()}
+
+
+def _takes_causal(runner: Callable[..., Any]) -> bool:
+    """Runners of probes whose papers compare a causal LM's sentences by likelihood take
+    ``causal`` ("mean" per token, the papers' GPT-2 code, or "total"): --causal-likelihood."""
+    return "causal" in inspect.signature(runner).parameters
 
 
 @dataclass
@@ -60,7 +79,7 @@ class AssociationAudit(Suite):
 
     def _run(self, probe_name: str) -> Any:
         runner = self._table[probe_name][1]
-        options = {"causal": self.causal_likelihood} if probe_name in CAUSAL_LIKELIHOOD_PROBES else {}
+        options = {"causal": self.causal_likelihood} if _takes_causal(runner) else {}
         return runner(self.lm, self.probe(probe_name), seed=self.seed, **options)
 
     def compute(self, probe_name: str, metric: str) -> MetricResult:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from bias_core import catalogue
 from bias_core.lexicon import DEFAULT_LEXICON, Lexicon, get_lexicon
 from bias_core.metrics import MetricResult
 from bias_core.metrics import disclosure as m
@@ -50,6 +51,9 @@ class DisclosureAudit(Suite):
         female, male = self.lexicon.female_words, self.lexicon.male_words
         probs = self.lm.word_probs(prompts, [*female, *male], desc=f"{probe.name}: next-word probabilities")
         p_female, p_male = probs[:, : len(female)], probs[:, len(female) :]
-        fn = {"GLD": m.gld, "ADD": m.add}[metric]
+        spec = catalogue.spec(metric)
+        if spec.family != "disclosure":
+            raise KeyError(f"{metric} is not a disclosure metric")
+        fn = spec.compute_function()  # GLD and ADD take the same word probabilities
         return fn(p_female, p_male, ids=probe.ids, prompts=prompts, seed=self.seed,
                   female_words=female, male_words=male)

@@ -15,6 +15,7 @@ import numpy as np
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
 from bias_core.models.causal import DecodingConfig
+from bias_core.probes.genderpair import DEFAULT_SAMPLE
 from bias_core.suites import ACROSS_GROUPS, GROUP_PROBES, ROBUSTNESS, genderpair_cases, regard_prefix
 from bias_core.suites.base import Suite
 
@@ -25,7 +26,7 @@ GENERATION = DecodingConfig(max_new_tokens=64, do_sample=False)
 
 @dataclass
 class GenderPairAudit(Suite):
-    sample: int | None = 216  # prompts over the three groups; None: the full benchmark
+    sample: int | None = DEFAULT_SAMPLE  # prompts over the three groups; None: the full benchmark
     toxicity: str = "auto"
     regard: str = "auto"
     decoding: DecodingConfig = GENERATION
@@ -55,8 +56,8 @@ class GenderPairAudit(Suite):
         return self._remembered(self._runs, name, lambda: self._respond(name))
 
     def _respond(self, name: str) -> dict[str, Any]:
-        from bias_core.metrics import genderpair as gm
         from bias_core.probes import genderpair as gp
+        from bias_core.runners.genderpair import decide_choices
 
         if getattr(self.lm, "kind", "causal") != "causal":
             raise ProbeNotApplicable(f"GenderPair needs a generative (causal) model; {self.lm.name} is {self.lm.kind}")
@@ -64,7 +65,7 @@ class GenderPairAudit(Suite):
         prompts = [gp.prompt_from_item(item) for item in probe.items]
         contexts = [gp.render_for_model(p.text, self.lm.tokenizer) for p in prompts]
         responses = self.lm.generate(contexts, self.decoding, seed=self.seed, desc=f"{name}: generating")
-        records = gm.decide_choices(self.lm, probe.items, responses, contexts=contexts)
+        records = decide_choices(self.lm, probe.items, responses, contexts=contexts)
         return {"probe": probe, "prompts": prompts, "contexts": contexts, "responses": responses, "records": records}
 
     # ----- classifiers ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
 from bias_core.suites import MITIGATION_GUARDS as GUARDS
@@ -117,13 +118,12 @@ class MitigationAudit(Suite):
             from bias_core.suites.association import AssociationAudit
 
             probe = GUARDS[metric]
-            base_metric = {"DA_score_drop": "DA_score", "lm_score_drop": "lm_score"}[metric]
+            base_metric = catalogue.spec(metric).of
             mitigated_suite = AssociationAudit(variant.lm, data_dir=self.data_dir, seed=self.seed,
                                                causal_likelihood=self.original_association.causal_likelihood,
                                                articles=self.original_association.articles)
             before = self.original_association.result(probe, base_metric)
             after = mitigated_suite.result(probe, base_metric)
-            fn = {"DA_score_drop": guards.da_score_drop, "lm_score_drop": guards.lm_score_drop}[metric]
-            result = fn(before, after, seed=self.seed)
+            result = catalogue.spec(metric).compute_function()(before, after, seed=self.seed)
         self._results[key] = result
         return result

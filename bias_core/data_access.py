@@ -19,7 +19,6 @@ import os
 import re
 import urllib.error
 import urllib.request
-import warnings
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -50,27 +49,6 @@ def reachable(url: str, timeout: float = 3.0) -> str | None:
         return None  # the host answered
     except Exception as exc:  # DNS failure, refused, timeout
         return f"{type(exc).__name__}: {str(exc)[:120]}"
-
-
-class DataFileWarning(UserWarning):
-    """A data file differs from the published one but every row is valid: audited as given."""
-
-
-def find_in_data_dir(data_dir: Path | None, candidates: list[str]) -> Path | None:
-    """The first candidate present in ``data_dir``, checked against the published file of that
-    name (published.py): a truncated or garbled copy raises DataFileError."""
-    if data_dir is None:
-        return None
-    for rel in candidates:
-        path = data_dir / rel
-        if path.is_file():
-            from bias_core.probes.published import check_published
-
-            notice = check_published(path)
-            if notice:
-                warnings.warn(DataFileWarning(notice), stacklevel=2)
-            return path
-    return None
 
 
 # ----- readers: every row checked, every problem named by file and row -----------------------

@@ -1,0 +1,15 @@
+"""Audits that installed packages add through the ``bias_core.suites`` entry points
+(bias_core/hookspec.py): one gated test per (probe, metric) of each registered suite.
+Without such a package nothing is collected here."""
+
+import pytest
+
+from bias_core.extensions import REGISTRY
+
+CASES = [pytest.param(probe, metric, family, id=f"{probe}-{metric}", marks=pytest.mark.audit(family=family))
+         for family, probe, metric in REGISTRY.cases()]
+
+if CASES:
+    @pytest.mark.parametrize("probe, metric, family", CASES)
+    def test_extension(probe, metric, family, extension_audit, gate):
+        gate(extension_audit(family).result(probe, metric), probe=probe, metric=metric)

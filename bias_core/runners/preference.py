@@ -1,0 +1,48 @@
+"""StereoSet and CrowS-Pairs on a loaded model: one batched scoring call per probe.
+
+The scores' metrics (``stereoset_scores``, ``crows_score``) are pure functions in
+``bias_core.metrics.preference``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bias_core.metrics.preference import crows_score, stereoset_scores
+from bias_core.metrics.result import MetricResult
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
+from bias_core.models.protocol import ScoringModel
+
+
+def run_stereoset(lm: ScoringModel, probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> dict[str, MetricResult]:
+    """Score a stereoset probe's three sentences per item with ``lm.sentence_logprob``.
+
+    Causal LMs: per-token mean log-likelihood by default, as StereoSet's own GPT-2 evaluation
+    (``eval_generative_models.py``: the geometric mean of the token probabilities);
+    ``causal="total"`` compares joint log-likelihoods."""
+    items = probe.items
+    sentences = [i.meta[k] for i in items for k in ("stereotype", "anti_stereotype", "unrelated")]
+    # every comparison the metric makes: stereotype-anti, stereotype-unrelated, anti-unrelated
+    pairs = [(3 * k + a, 3 * k + b) for k in range(len(items)) for a, b in ((0, 1), (0, 2), (1, 2))]
+    scores = sentence_scores(lm, sentences, causal, desc=f"{probe.name}: sentence scores", pairs=pairs)
+    s, a, u = scores[0::3], scores[1::3], scores[2::3]
+    out = stereoset_scores(s, a, u, [i.meta["target"] for i in items], ids=probe.ids, prompts=probe.prompts, seed=seed,
+                            sentences=[sentences[3 * k: 3 * k + 3] for k in range(len(items))])
+    if lm.kind == "causal":
+        for result in out.values():
+            result.breakdown["definition"] = {"causal_likelihood": causal}
+    return out
+
+
+def run_crows(lm: ScoringModel, probe, seed: int = 0) -> MetricResult:
+    """Score a CrowS-Pairs probe's two sentences per pair with ``lm.sentence_logprob``."""
+    from bias_core.models.precision import compared_sentence_logprob
+
+    items = probe.items
+    sentences = [i.meta[k] for i in items for k in ("sent_more", "sent_less")]
+    pairs = [(2 * k, 2 * k + 1) for k in range(len(items))]
+    scores = np.asarray(compared_sentence_logprob(lm, sentences, pairs, desc=f"{probe.name}: sentence scores"),
+                        dtype=np.float64)
+    return crows_score(scores[0::2], scores[1::2], [i.meta["direction"] for i in items],
+                       ids=probe.ids, prompts=probe.prompts, seed=seed,
+                       sentences=[sentences[2 * k: 2 * k + 2] for k in range(len(items))])
