@@ -133,6 +133,20 @@ def test_items_from_gld_result_carry_the_per_item_score():
     assert blk.metric == "GLD" and blk.probe_sha256 == probe_sha256(p)
 
 
+def test_an_adaptive_run_lists_only_the_items_it_computed():
+    """Under --sample auto the probe is the whole pool; unseen items would only bloat the file."""
+    import dataclasses
+
+    p = probe(5)
+    result = dm.gld(np.array([[0.2, 0.1], [0.3, 0.3]]), np.array([[0.1, 0.0], [0.1, 0.1]]), ids=p.ids[:2],
+                    prompts=p.prompts[:2])
+    fixed = items_from_result(p, result, PAIRED["GLD"], metric="GLD")
+    assert [i.id for i in fixed.items] == list(p.ids) and [i.value for i in fixed.items][2:] == [None] * 3
+    auto = dataclasses.replace(result, breakdown={**result.breakdown, "sampling": {"mode": "auto", "items_used": 2}})
+    blk = items_from_result(p, auto, PAIRED["GLD"], metric="GLD")
+    assert [i.id for i in blk.items] == list(p.ids[:2]) and blk.value == fixed.value
+
+
 def test_items_from_stereoset_keep_the_target_so_the_macro_average_is_reproduced():
     p = probe(5, name="stereoset-gender")
     res = stereoset_scores([1, 2, 0, 5, 1], [0, 3, 1, 1, 2], [-9] * 5, ["a", "a", "a", "b", "b"], ids=p.ids,

@@ -149,7 +149,10 @@ def items_from_result(probe: Any, result: Any, spec: PairedSpec, metric: str | N
     """A ``MetricItems`` block from a probe and one of its ``MetricResult``s.
 
     The per-item value is each detail's ``score``; probe items without a detail (or with a None
-    score) get value None, so both runs list the same items. Raises ``ValueError`` when the
+    score) get value None, so both runs list the same items. Under ``--sample auto`` the probe is
+    the whole pool (GenderPair's is ~100,000 prompts) and only a seeded prefix was computed: the
+    block lists the computed items alone (such a run is never paired; a baseline must use a fixed
+    sample), which keeps the file at the size of what was computed. Raises ``ValueError`` when the
     spec's aggregation of the item values does not give the result's value: the table in
     ``spec.py`` would then describe the metric wrongly, and pairing would test something else.
     """
@@ -160,8 +163,10 @@ def items_from_result(probe: Any, result: Any, spec: PairedSpec, metric: str | N
     if foreign:
         raise ValueError(f"{probe.name} {name}: {len(foreign)} result item(s) are not items of the probe "
                          f"(first: {foreign[:3]}); per-item values must be keyed by the probe's item ids")
+    sampling = (getattr(result, "breakdown", None) or {}).get("sampling") or {}
+    listed = [i for i in prompts if i in details] if sampling.get("mode") == "auto" else list(prompts)
     items = []
-    for item_id in prompts:
+    for item_id in listed:
         d = details.get(item_id, {})
         score = d.get("score")
         value = None if score is None else float(score)
