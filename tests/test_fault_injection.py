@@ -83,10 +83,17 @@ def test_interrupted_runs_resume_to_the_same_numbers(project, tiny_model_dir, tm
     rng = random.Random(SEED)
     cache = tmp_path / "cache"
     outcomes = []
-    for k, how in enumerate(KILLS):
+    # The seeded kills, then (when runs served from the filled cache outpaced them) up to 4
+    # immediate kills right after the first result, so that at least two runs are interrupted
+    # whatever the machine's speed.
+    plan = [(how, rng.randrange(12), rng.uniform(0.0, 1.0)) for how in KILLS]
+    plan += [("SIGKILL", 0, 0.0), ("SIGINT", 0, 0.0)] * 2
+    for k, (how, after, delay) in enumerate(plan):
+        if k >= len(KILLS) and outcomes.count("interrupted") >= 2:
+            break
         reports = tmp_path / f"interrupted-{k}"
         proc = _start(project, tiny_model_dir, cache, reports)
-        outcome = _interrupt(proc, reports, how, after=rng.randrange(12), delay=rng.uniform(0.0, 1.0))
+        outcome = _interrupt(proc, reports, how, after=after, delay=delay)
         outcomes.append(outcome)
         doc = json.loads((_run_folder(reports) / "results.json").read_text())  # always readable
         if outcome == "interrupted" and doc["run"]["complete"] is True:
