@@ -14,5 +14,5 @@ CASES = [pytest.param(p, m, id=f"{p}-{m}") for p, metrics in ASSOCIATION_CASES.i
 
 @pytest.mark.audit(family="association")
 @pytest.mark.parametrize(("probe", "metric"), CASES)
-def test_association(probe, metric, association_audit, gate):
-    gate(association_audit.result(probe, metric), probe=probe, metric=metric)
+def test_association(probe, metric, suite, gate):
+    gate(suite.result(probe, metric), probe=probe, metric=metric)

@@ -13,5 +13,5 @@ CASES = [pytest.param(p, m, id=f"{p}-{m}") for p in DISCLOSURE_PROBES for m in D
 
 @pytest.mark.audit(family="disclosure")
 @pytest.mark.parametrize(("probe", "metric"), CASES)
-def test_disclosure(probe, metric, disclosure_audit, gate):
-    gate(disclosure_audit.result(probe, metric), probe=probe, metric=metric)
+def test_disclosure(probe, metric, suite, gate):
+    gate(suite.result(probe, metric), probe=probe, metric=metric)

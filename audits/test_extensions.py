@@ -11,5 +11,5 @@ CASES = [pytest.param(probe, metric, family, id=f"{probe}-{metric}", marks=pytes
 
 if CASES:
     @pytest.mark.parametrize("probe, metric, family", CASES)
-    def test_extension(probe, metric, family, extension_audit, gate):
-        gate(extension_audit(family).result(probe, metric), probe=probe, metric=metric)
+    def test_extension(probe, metric, family, suite, gate):
+        gate(suite.result(probe, metric), probe=probe, metric=metric)

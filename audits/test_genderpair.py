@@ -19,5 +19,5 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.mark.audit(family="genderpair")
-def test_genderpair(probe, metric, genderpair_audit, gate):
-    gate(genderpair_audit.result(probe, metric), probe=probe, metric=metric)
+def test_genderpair(probe, metric, suite, gate):
+    gate(suite.result(probe, metric), probe=probe, metric=metric)

@@ -52,7 +52,7 @@ def synthetic_blocks(data_dir, seed: int = 0) -> tuple[list, list[str]]:
     import random
     from types import SimpleNamespace
 
-    from bias_core.plugin import make_suite
+    from bias_core.suites.factory import make_suite
     from bias_core.regression import MetricItems, ItemValue, probe_sha256
     from bias_core.regression.session import regression_cases
 

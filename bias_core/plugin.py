@@ -32,11 +32,7 @@ from bias_core.gates import FAIL, INCONCLUSIVE
 from bias_core.progress import interactive
 from bias_core.settings import AuditSettings, add_options, build_settings
 
-SETTINGS = pytest.StashKey[AuditSettings]()
-MODEL = pytest.StashKey[Any]()
-ROW = pytest.StashKey[dict]()
-RUN = pytest.StashKey[dict]()
-RECHECKS = pytest.StashKey[dict]()
+from bias_core.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, USAGE_STOP, plan, terminal
 
 
 def pytest_addoption(parser) -> None:
@@ -167,20 +163,6 @@ def _definitions_line(settings: AuditSettings) -> str:
             f"causal likelihood {settings.causal_likelihood}")
 
 
-def _plan(config):
-    """The run's sample plan (one per process: its time budget counts from the session's start)."""
-    run = config.stash[RUN]
-    if "plan" not in run:
-        from bias_core.adaptive import plan_for
-
-        settings = config.stash[SETTINGS]
-        gp_fixed = config.getoption("--genderpair-sample") is not None or settings.sample.mode.isdigit()
-        # paired comparisons (--mitigation variants, a --baseline) need both sides on the same items
-        paired = bool(settings.mitigations) or config.getoption("--baseline", None) is not None
-        run["plan"] = plan_for(settings.sample, genderpair_fixed=gp_fixed, paired=paired)
-    return run["plan"]
-
-
 def _sampling_line(settings: AuditSettings) -> str:
     from bias_core.adaptive import DEFAULT_CAP, PROBE_CAPS
 
@@ -190,13 +172,6 @@ def _sampling_line(settings: AuditSettings) -> str:
     caps = opts.cap if opts.cap is not None else f"{DEFAULT_CAP} ({', '.join(f'{k} {v}' for k, v in PROBE_CAPS.items())})"
     budget = "none" if opts.budget_s is None else f"{opts.budget_s:g} s"
     return f"auto: item cap {caps}, budget {budget}, time-uniform confidence sequences"
-
-
-def _sampling(config, settings) -> dict[str, Any]:
-    """Suite arguments for --sample: the plan and the gate each look judges by."""
-    thresholds = settings.thresholds
-    gate_for = None if thresholds is None else (lambda metric, probe: thresholds.lookup(metric, probe, settings.model_value))
-    return {"sampling": _plan(config), "gate_for": gate_for}
 
 
 def pytest_report_header(config) -> list[str] | None:
@@ -257,9 +232,6 @@ def pytest_collection_finish(session) -> None:
     session.shouldstop = f"{USAGE_STOP}{problem}"
 
 
-USAGE_STOP = "usage error: "
-
-
 def _gate_problem(session) -> str | None:
     settings = session.config.stash.get(SETTINGS, None)
     audits = [item for item in session.items if item.get_closest_marker("audit")]
@@ -309,17 +281,6 @@ class _XdistRunId:
 
 
 # ----- fixtures --------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _terminal(config):
-    """Let progress bars reach the terminal while pytest captures test output."""
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if capman is None:
-        yield
-        return
-    with capman.global_and_fixture_disabled():
-        yield
-
-
 @pytest.fixture(scope="session")
 def audit_settings(pytestconfig) -> AuditSettings:
     return pytestconfig.stash[SETTINGS]
@@ -330,7 +291,7 @@ def audit_model(pytestconfig, audit_settings):
     """The model under audit, loaded once per session (once per xdist worker)."""
     try:
         spec = audit_settings.model_spec()
-        with _terminal(pytestconfig):
+        with terminal(pytestconfig):
             if not interactive():
                 _quiet_libraries()
             lm = _load(spec, audit_settings)
@@ -356,103 +317,34 @@ def _quiet_libraries() -> None:
         transformers.logging.set_verbosity_error()
 
 
-def _precision_check(lm, settings):
-    """--precision exact: the suites' results must have fp32's verdicts (bias_core/precision_gate.py)."""
-    if getattr(lm, "precision", None) != "exact" or settings.thresholds is None:
-        return None
-    from bias_core.precision_gate import PROPAGATED, ExactGate
-
-    return ExactGate(lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value),
-                     fp32_metrics=PROPAGATED if settings.mitigations else ())
-
-
-def make_suite(family: str, lm, settings: AuditSettings, config=None):
-    """The audit suite of ``family`` on ``lm`` (the session model, or a live regression baseline);
-    with ``config``, its computations show progress bars. ``lm`` None: for loading probes only."""
-    from bias_core.lexicon import get_lexicon
-
-    common = {"data_dir": settings.data_dir, "seed": settings.seed}
-    if config is not None:  # --sample: the run's plan (a live baseline shares the candidate's)
-        common.update(_sampling(config, settings))
-    if family == "disclosure":
-        from bias_core.suites.disclosure import DisclosureAudit
-
-        suite = DisclosureAudit(lm, **common, lexicon=get_lexicon(settings.lexicon), articles=settings.articles,
-                                precision_check=_precision_check(lm, settings))
-    elif family == "association":
-        from bias_core.suites.association import AssociationAudit
-
-        suite = AssociationAudit(lm, **common, causal_likelihood=settings.causal_likelihood, articles=settings.articles,
-                                 precision_check=_precision_check(lm, settings))
-    elif family == "genderpair":
-        from bias_core.suites.genderpair import GenderPairAudit
-
-        from bias_core.suites import GROUP_PROBES
-
-        sampled = config is not None and _plan(config).samples(GROUP_PROBES[0])
-        suite = GenderPairAudit(lm, **common, sample=None if sampled else settings.genderpair_sample,
-                                toxicity=settings.toxicity_classifier, regard=settings.regard_classifier)
-    else:
-        raise KeyError(family)
-    return suite if config is None else _WithTerminal(suite, config)
-
-
 @pytest.fixture(scope="session")
-def disclosure_audit(pytestconfig, audit_model, audit_settings):
-    return make_suite("disclosure", audit_model, audit_settings, pytestconfig)
-
-
-@pytest.fixture(scope="session")
-def association_audit(pytestconfig, audit_model, audit_settings):
-    return make_suite("association", audit_model, audit_settings, pytestconfig)
-
-
-@pytest.fixture(scope="session")
-def genderpair_audit(pytestconfig, audit_model, audit_settings):
-    return make_suite("genderpair", audit_model, audit_settings, pytestconfig)
-
-
-@pytest.fixture(scope="session")
-def extension_audit(pytestconfig, audit_model, audit_settings):
-    """extension_audit(family): the suite an installed package registered (bias_core.hookspec)."""
-    from bias_core.extensions import REGISTRY
+def audit_suites(pytestconfig, audit_model, audit_settings):
+    """audit_suites(family): the family's suite on the session model, made once (bias_core.suites.factory:
+    the project's families and those an installed package registered)."""
+    from bias_core.suites.factory import make_suite
 
     made: dict[str, Any] = {}
 
     def suite(family: str):
         if family not in made:
-            made[family] = _WithTerminal(REGISTRY.suites[family](audit_model, audit_settings, dict(REGISTRY.probes)),
-                                         pytestconfig)
+            made[family] = make_suite(family, audit_model, audit_settings, pytestconfig)
         return made[family]
 
     return suite
 
 
-class _WithTerminal:
-    """Runs a suite's computations with capture suspended, so progress bars show."""
-
-    def __init__(self, suite, config):
-        self._suite, self._config = suite, config
-
-    @property
-    def suite(self):
-        """The wrapped suite, for code that must hand it on (the mitigation audit's originals)."""
-        return self._suite
-
-    def __getattr__(self, name):
-        found = getattr(self._suite, name)
-        if not callable(found):
-            return found
-
-        def with_terminal(*args, **kwargs):
-            with _terminal(self._config):
-                return found(*args, **kwargs)
-
-        return with_terminal
+@pytest.fixture
+def suite(request, audit_suites):
+    """The suite of the requesting test's family (its ``audit`` marker)."""
+    family = _audit_params(request.node)["family"]
+    if not family:
+        raise pytest.UsageError(f"{request.node.nodeid}: the suite fixture needs an audit(family=...) marker")
+    return audit_suites(family)
 
 
 @pytest.fixture(scope="session")
-def mitigation_audit(pytestconfig, audit_model, audit_settings, disclosure_audit, association_audit):
+def mitigation_audit(pytestconfig, audit_model, audit_settings, audit_suites):
+    from bias_core.suites.factory import WithTerminal
     from bias_core.suites.mitigation import MitigationAudit
 
     # Variants are trained and audited in fp32; in exact mode the original's numbers they are
@@ -460,16 +352,17 @@ def mitigation_audit(pytestconfig, audit_model, audit_settings, disclosure_audit
     # computed in fp32 when --mitigation is given: _precision_check).
     lm = audit_model.fp32() if getattr(audit_model, "precision", None) == "exact" else audit_model
     suite = MitigationAudit(lm, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            original=disclosure_audit.suite, original_association=association_audit.suite,
+                            original=audit_suites("disclosure").suite, original_association=audit_suites("association").suite,
                             cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
                             steps=audit_settings.mitigation_steps,
                             progress=interactive())
-    return _WithTerminal(suite, pytestconfig)
+    return WithTerminal(suite, pytestconfig)
 
 
 @pytest.fixture(scope="session")
 def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
     """--mitigation-sweep: DA-Gender's methods over a strength grid (bias_core/suites/tradeoff.py)."""
+    from bias_core.suites.factory import WithTerminal
     from bias_core.suites.tradeoff import TradeoffSweep
 
     settings = audit_settings
@@ -483,7 +376,7 @@ def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
                           cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps, progress=interactive(),
                           causal_likelihood=settings.causal_likelihood, articles=settings.articles, limit=limit,
                           out_dir=out_dir)
-    return _WithTerminal(suite, pytestconfig)
+    return WithTerminal(suite, pytestconfig)
 
 
 @pytest.fixture
@@ -703,21 +596,14 @@ class _Reporter:
             info["precision"] = precision_info(lm)
         self.table.set_run_info(info)
         self.table.write(complete=reason is None, partial_reason=reason)
-        self.table.write_html(extra_sections=self._mitigation_sections())
+        from bias_core.reports.render import run_sections
+
+        self.table.write_html(extra_sections=run_sections(self.table.rows, Path(self.run["run_dir"]), write_csv=True))
         xml = getattr(self.config.option, "xmlpath", None)
         if reason is not None and xml and Path(xml).is_file():
             from bias_core.reports.junit import mark_partial
 
             mark_partial(Path(xml), reason)
-
-    def _mitigation_sections(self) -> list[tuple[str, str, str]]:
-        """The papers' Tables 1-3 layout (methods x probe groups x GAS/GLD/ADD), as CSV and HTML."""
-        from bias_core.reports.render import mitigation_sections
-
-        from bias_core.reports.render import tradeoff_sections
-
-        run_dir = Path(self.run["run_dir"])
-        return mitigation_sections(self.table.rows, run_dir / "mitigation_table.csv") + tradeoff_sections(run_dir)
 
     def _drop_auto_junit(self) -> None:
         # Its "generated xml file" line would point at the folder just removed.
@@ -762,5 +648,5 @@ def _run_info(config) -> dict[str, Any]:
         "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, **_target(config),
         "precision": {"mode": settings.load.precision},
-        "versions": versions, **_definitions(settings), "sampling": _plan(config).describe(),
+        "versions": versions, **_definitions(settings), "sampling": plan(config).describe(),
     }

@@ -249,7 +249,7 @@ def build_settings(config) -> AuditSettings:
         thresholds = load_thresholds(thresholds_path, known_metrics(), known_probes(), required_metrics=set())
         _check_model_keys(thresholds, model_value)
     if data_dir is not None:
-        from bias_core.probes.published import check_data_dir
+        from bias_core.data_check import check_data_dir
 
         notices += check_data_dir(data_dir)
     report_dir = None

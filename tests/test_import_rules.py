@@ -1,8 +1,8 @@
 """The layering rules of bias_core, read from the source with ``ast`` (nothing is imported).
 
 - No import cycles among bias_core modules at import time.
-- Imports deferred into a function may close a cycle only where listed in KNOWN_DEFERRED_CYCLES,
-  so a new one fails here.
+- Nor through imports deferred into a function (KNOWN_DEFERRED_CYCLES is empty and stays so:
+  a cycle hidden in a function is still a cycle).
 - Probes hold data and metrics are pure functions: no module under ``bias_core/probes/`` or
   ``bias_core/metrics/`` imports models, runners or suites, not even inside a function.
 
@@ -22,15 +22,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bias_core"
 
 # Cycles closed only by an import inside a function (it runs when called, after both modules
 # are loaded). Each is a debt of issue #11, not a pattern to copy:
-KNOWN_DEFERRED_CYCLES = {
-    # the regression session reaches back into the plugin for its stash keys and suite factory
-    # (the renderer's mitigation cells moved to bias_core.mitigation.results_table).
-    frozenset({"bias_core.plugin", "bias_core.regression.session"}),
-    # a published file is checked with the probe's own reader, and the probe's loader finds its
-    # file through that check: parser and loader share one module per probe.
-    frozenset({"bias_core.probes.crows_pairs", "bias_core.probes.disclosure", "bias_core.probes.genderpair",
-               "bias_core.probes.published", "bias_core.probes.stereoset"}),
-}
+KNOWN_DEFERRED_CYCLES: set[frozenset[str]] = set()  # none left: a new one fails below
 
 LOWER_LAYERS = ("bias_core.probes", "bias_core.metrics")
 UPPER_LAYERS = ("bias_core.models", "bias_core.runners", "bias_core.suites")

@@ -100,3 +100,18 @@ def test_cds_swaps_a_seeded_share(swapper):
     assert all(s.startswith("She") for s in cds_sentences(corpus, 1.0, 0, swapper))
     with pytest.raises(AuditUsageError, match="swap rate"):
         cds_sentences(corpus, 1.5, 0, swapper)
+
+
+@pytest.mark.parametrize("rate", [0.6, 0.95])
+def test_cds_training_batches_see_the_swap_rate(swapper, rate):
+    """The sentences the quick CPU schedule trains on (60 steps of 8) are swapped at about the
+    rate asked for. The subset once came from the schedule's own random stream: the first pass
+    trained on its prefix, all swapped, and swap rates 0.6 and 0.95 gave bit-identical adapters."""
+    from bias_core.mitigation.lora import batch_schedule
+
+    corpus = [f"He is number {i}." for i in range(3000)]
+    out = cds_sentences(corpus, rate, seed=0, swapper=swapper)
+    trained = [i for batch in batch_schedule(len(corpus), 8, 60, seed=0) for i in batch]
+    share = sum(out[i].startswith("She") for i in trained) / len(trained)
+    # 480 draws without replacement: binomial sd <= 0.023; 5 sd either side
+    assert abs(share - rate) < 0.115, share

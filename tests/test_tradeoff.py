@@ -50,10 +50,25 @@ def test_best_point_within_the_guards():
     # er@0.2 (0.25, 3.0) -> 3.01; sd@1 (0.125, 4.0) -> 4.00
     assert best_point(POINTS, "SEAT-v1").variant == "cds@0.6"
     assert best_point(POINTS, "SEAT-v1", {"perplexity_rise": 0.10}).variant == "cds@0.6"
-    assert best_point(POINTS, "SEAT-v1", {"perplexity_rise": 0.015}).variant == "sentence-debias@1"
+    # sd@1 alone is within this guard, but at 4.00 it is farther than the base model (sqrt 2)
+    assert best_point(POINTS, "SEAT-v1", {"perplexity_rise": 0.015}) is None
+    assert best_point([p for p in POINTS if p.method != BASE], "SEAT-v1", {"perplexity_rise": 0.015}).variant == \
+        "sentence-debias@1"  # without a base model there is nothing to beat
     assert best_point(POINTS, "SEAT-v1", {"perplexity_rise": 0.001}) is None
     assert best_point(POINTS, "SEAT-v1", {"lm_score_drop": 5.0}) is None  # an unmeasured guard never passes
     assert best_point(POINTS, "logprob_effect") is None
+
+
+def test_the_point_to_take_improves_on_the_base_model():
+    """A point with more bias than before debiasing is never taken, however little DA it loses;
+    nor one farther from the origin than the base (the quick sweep on SmolLM2 once recommended
+    cds@0.95 for SEAT-v1 at 1.58 against the base's 1.00)."""
+    base = P(BASE, None, 1.0, 0.30)
+    more_bias = P("er", 0.2, 1.2, 0.05)      # scaled (1.2, 0.17): nearer the origin than the base (1.41)
+    farther = P("cds", 0.95, 0.9, 0.45)      # less bias, scaled (0.9, 1.5) -> 1.75 > 1.41
+    better = P("sentence-debias", 1.0, 0.5, 0.33)  # scaled (0.5, 1.1) -> 1.21
+    assert best_point([base, more_bias, farther], "SEAT-v1") is None
+    assert best_point([base, more_bias, farther, better], "SEAT-v1") is better
 
 
 def test_point_from_results_checks_metrics():

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import torch
 
 from bias_core.errors import AuditUsageError, DataSourceMissing
-from bias_core.probes.published import GENDERCARE_CDA, check_published, read_cda_pairs
+from bias_core.probes.published import GENDERCARE_CDA, cda_counts, check_published, read_cda_pairs
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
 from bias_core.mitigation.lora import (
     LoraTrainConfig,
@@ -125,7 +125,7 @@ def load_published_cda(data_dir: Path | None) -> list[SFTExample]:
         where = f"--data-dir {data_dir} has no {PUBLISHED_CDA}" if data_dir else "no --data-dir given"
         raise DataSourceMissing(f"GenderCARE CDA pairs not available: {where}. Fix: pass --data-dir pointing at a "
                                 "copy of the GenderCARE-ccs24 data, or build the set with build_cda_set.")
-    check_published(path)
+    check_published(path, cda_counts)
     return [SFTExample(prompt, sentence) for prompt, sentence in read_cda_pairs(path)]
 
 

@@ -32,7 +32,13 @@ from bias_core.mitigation.objectives import encode, er_loss, lm_loss, make_batch
 from bias_core.mitigation.swap import GenderSwapper
 
 # Bump when the swap rules change what a swapped sentence is, so cached adapters stop matching.
-SWAP_RULES_VERSION = 1
+# 2: the swapped subset is drawn from its own random stream (version 1 drew it from the training
+# schedule's: the first pass trained on the subset's prefix, so every rate above 60 steps x 8 /
+# n gave the same adapter).
+SWAP_RULES_VERSION = 2
+# Second word of the swap subset's seed: a stream of its own, independent of batch_schedule's,
+# which draws from default_rng(seed).
+_SUBSET_STREAM = 0xCD5
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ def cds_sentences(sentences: Sequence[str], swap_rate: float, seed: int, swapper
     if not 0.0 <= swap_rate <= 1.0:
         raise AuditUsageError(f"CDS swap rate must be in [0, 1], got {swap_rate}. Fix: pass a share of sentences.")
     out = list(sentences)
-    chosen = np.random.default_rng(seed).permutation(len(out))[: int(round(swap_rate * len(out)))]
+    chosen = np.random.default_rng([seed, _SUBSET_STREAM]).permutation(len(out))[: int(round(swap_rate * len(out)))]
     for i in sorted(chosen.tolist()):
         out[i] = swapper.swap(out[i])[0]
     return out

@@ -27,7 +27,7 @@ from bias_core.lexicon import PAPER_PAIRS
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
 from bias_core.mitigation.losses import DEFAULT_EPS, LossSwitches, debias_loss
 from bias_core.models.causal import cache_rows, left_pad
-from bias_core.probes.published import DEBIAS_TRAINING_CANDIDATES, check_published
+from bias_core.probes.published import DEBIAS_TRAINING_CANDIDATES, check_published, row_counts
 from bias_core.mitigation.lora import (
     LoraTrainConfig,
     attached_lora,
@@ -106,7 +106,7 @@ def training_predicates(data_dir: Path | None = None) -> tuple[list[str], str]:
             paths = [Path(data_dir) / rel for rel in group]
             if all(p.is_file() for p in paths):
                 for p in paths:
-                    check_published(p)
+                    check_published(p, row_counts)
                 rows = [row for p in paths for row in read_one_column_csv(p)]
                 source = " + ".join(str(p) for p in paths)
                 break

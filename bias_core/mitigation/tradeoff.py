@@ -13,7 +13,9 @@ The point to take, per bias metric: among the points within the guards (every gu
 most its limit, e.g. ``perplexity_rise`` <= 0.10), the one nearest the origin on axes scaled by
 the base model's own (bias distance, 1 − DA) — the base model sits at (1, 1), so a point that
 halves the bias and keeps DA is at (0.5, 1). An axis on which the base model is at 0 is left
-unscaled.
+unscaled. A point is taken only if it improves on the model before debiasing: less bias on that
+metric and nearer the origin than the base model. Where none does, none is taken (a sweep whose
+every point adds bias, or removes it only by losing more of DA_score, recommends nothing).
 """
 
 from __future__ import annotations
@@ -177,14 +179,19 @@ def _scales(base: SweepPoint | None, metric: str) -> tuple[float, float]:
 
 
 def best_point(points: Sequence[SweepPoint], metric: str, limits: Mapping[str, float] | None = None) -> SweepPoint | None:
-    """The debiased point nearest the origin within the guards for ``metric`` (module doc);
-    None when no point qualifies. Ties go to the earlier point."""
+    """The debiased point nearest the origin within the guards for ``metric`` that improves on
+    the base model (module doc); None when no point qualifies. Ties go to the earlier point."""
     base = next((p for p in points if p.method == BASE), None)
     sx, sy = _scales(base, metric)
     best, best_d = None, math.inf
+    if base is not None and metric in base.bias:
+        base_bias = base.bias[metric].value
+        best_d = math.hypot(base_bias / sx, base.knowledge_lost.value / sy)  # a point must beat this
     for p in points:
         if p.method == BASE or metric not in p.bias or not p.within(limits or {}):
             continue
+        if base is not None and metric in base.bias and not p.bias[metric].value < base_bias:
+            continue  # more bias than before debiasing: not a point to take for this metric
         d = math.hypot(p.bias[metric].value / sx, p.knowledge_lost.value / sy)
         if d < best_d:
             best, best_d = p, d

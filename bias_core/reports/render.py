@@ -49,6 +49,13 @@ def _corpus_note(rows: list[dict]) -> str:
                    f"{escape(label)}</p>" for label, stand_in in used.items())
 
 
+def run_sections(rows: list[dict], run_dir: Path, write_csv: bool = False) -> list[tuple[str, str, str]]:
+    """The report's sections beyond the results table: the mitigation table (written to
+    ``mitigation_table.csv`` too with ``write_csv``) and the trade-off figures of a sweep."""
+    csv_path = Path(run_dir) / "mitigation_table.csv" if write_csv else None
+    return mitigation_sections(rows, csv_path) + tradeoff_sections(run_dir)
+
+
 def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
     """The trade-off figures a --mitigation-sweep run left in ``run_dir``, inline (the report
     stays one self-contained file), with the corpus and the point to take per bias metric."""
@@ -66,7 +73,8 @@ def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
     parts = ['<p class="note">Each method over its strength grid: the bias left (distance of the metric from its '
              "ideal) against 1 − DA_score (genuine gender knowledge lost); nearer the origin is better. The ringed "
              "point is the one to take: nearest the origin, on axes scaled by the model before debiasing, among the "
-             "points whose guards (DA_score_drop, perplexity_rise, lm_score_drop) are within their thresholds. "
+             "points whose guards (DA_score_drop, perplexity_rise, lm_score_drop) are within their thresholds and that "
+             "improve on the model before debiasing (less bias, nearer the origin). "
              "Numbers: <code>tradeoff.csv</code>; how each point was made: <code>tradeoff_info.json</code>.</p>"]
     try:
         info = json.loads((run_dir / INFO_FILE).read_text(encoding="utf-8"))
@@ -88,7 +96,8 @@ def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
         svg = path.read_text(encoding="utf-8")
         svg = svg[svg.find("<svg"):]  # drop the XML declaration and DOCTYPE: not allowed inside HTML
         svg = re.sub(r"<svg ", '<svg role="img" ', svg, count=1)
-        caption = f"{metric}: take {take}" if take else f"{metric}: no point within the guards"
+        caption = (f"{metric}: take {take}" if take else
+                   f"{metric}: take none (no point within the guards improves on the model before debiasing)")
         parts.append(f'<figure class="tradeoff">{svg}<figcaption>{escape(caption)}</figcaption></figure>')
     return [("tradeoff", "Debiasing / over-debiasing trade-off", "".join(parts))]
 
@@ -107,7 +116,7 @@ def render_run(run_dir: str | Path, out: str | Path | None = None, previous: str
     comparison = compare(previous, src) if previous is not None else None
     target = Path(out) if out is not None else src.parent / "report.html"
     return write_html(rows, doc.get("run") or {}, target, comparison=comparison, generated=generated,
-                      extra_sections=mitigation_sections(rows) + tradeoff_sections(src.parent))
+                      extra_sections=run_sections(rows, src.parent))
 
 
 def main(argv: list[str] | None = None) -> int:
