@@ -94,7 +94,11 @@ def test_stand_in_is_named_as_such(tmp_path, offline):
 
     _bold(tmp_path)
     found = load_debias_corpus(tmp_path)
-    assert found.stand_in and "stand-in" in found.name and found.provenance()["stand_in"] is True
+    from bias_core.mitigation.variants import corpus_label
+
+    assert found.stand_in and found.provenance()["stand_in"] is True
+    label = corpus_label(found)  # what every report prints: flagged once, not twice
+    assert label.startswith("STAND-IN for the paper's GAP corpus") and label.lower().count("stand-in") == 1
     assert found.sentences[:2] == ("Jo X is an actor, star", "Ann Y is an actress and")
     assert any(s.startswith("My friend ") for s in found.sentences)
     # the perplexity guard's held-out text stays held out

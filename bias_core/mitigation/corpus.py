@@ -134,7 +134,7 @@ def standin_from_dir(data_dir: Path) -> DebiasCorpus | None:
     neutral_path = project_data(NEUTRAL_FILE)
     neutral = [f"My friend {p}." for p in read_lines(neutral_path)]
     return DebiasCorpus(
-        "stand-in for GAP: BOLD gender prompts + project neutral predicates",
+        "BOLD gender prompts + project neutral predicates",  # corpus_label flags it as GAP's stand-in
         _dedupe(bold + neutral),
         " + ".join(map(str, [*paths, neutral_path])),
         True,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -274,7 +275,8 @@ def figure(points: Sequence[SweepPoint], metric: str, limits: Mapping[str, float
     ax.set_ylabel("1 − DA_score  (genuine gender knowledge lost)")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
-    ax.set_title(f"Debiasing vs over-debiasing: {metric}" + (f"\n{note}" if note else ""), fontsize=9)
+    # a long corpus note is wrapped: on one line it ran past both edges of the figure
+    ax.set_title(f"Debiasing vs over-debiasing: {metric}" + (f"\n{textwrap.fill(note, 80)}" if note else ""), fontsize=9)
     ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
