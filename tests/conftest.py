@@ -20,6 +20,24 @@ import pytest
 from tiny_model import build_tiny_causal_lm
 
 
+def _import_the_data_and_runner_layers() -> None:
+    """pytester's in-process runs (tests/test_bad_inputs.py, test_plugin.py) drop from sys.modules
+    every module first imported inside them. A module kept from before (a runner holding
+    ``WeatProbe``) and one imported afresh later (the probe module making a new ``WeatProbe``
+    class) then disagree on isinstance, and a later test failed depending on the order the
+    tests ran in. Importing these layers once, before any inner run, keeps one copy of each."""
+    import importlib
+    import pkgutil
+
+    for package in ("bias_core.probes", "bias_core.metrics", "bias_core.runners", "bias_core.suites"):
+        module = importlib.import_module(package)
+        for info in pkgutil.walk_packages(module.__path__, f"{package}."):
+            importlib.import_module(info.name)
+
+
+_import_the_data_and_runner_layers()
+
+
 def bias_core_cache_dir() -> Path:
     """Where converted packaged models live between runs: the plugin's default cache dir."""
     from bias_core.settings import default_cache_dir
