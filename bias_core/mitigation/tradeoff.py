@@ -184,14 +184,14 @@ def best_point(points: Sequence[SweepPoint], metric: str, limits: Mapping[str, f
     the base model (module doc); None when no point qualifies. Ties go to the earlier point."""
     base = next((p for p in points if p.method == BASE), None)
     sx, sy = _scales(base, metric)
-    best, best_d = None, math.inf
+    best, best_d, base_bias = None, math.inf, math.inf
     if base is not None and metric in base.bias:
         base_bias = base.bias[metric].value
         best_d = math.hypot(base_bias / sx, base.knowledge_lost.value / sy)  # a point must beat this
     for p in points:
         if p.method == BASE or metric not in p.bias or not p.within(limits or {}):
             continue
-        if base is not None and metric in base.bias and not p.bias[metric].value < base_bias:
+        if not p.bias[metric].value < base_bias:
             continue  # more bias than before debiasing: not a point to take for this metric
         d = math.hypot(p.bias[metric].value / sx, p.knowledge_lost.value / sy)
         if d < best_d:

