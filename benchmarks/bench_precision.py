@@ -110,7 +110,7 @@ def generation_prompts(lm, batch: int) -> list[str]:
 
 
 def bench_generation(repeats: int, fp32, exact, batch: int = 32, new: int = 50) -> list[tuple[str, str, str]]:
-    from bias_core.models.causal import DecodingConfig
+    from bias_core.models.decoding import DecodingConfig
 
     prompts = generation_prompts(fp32, batch)
     cfg = DecodingConfig(max_new_tokens=new)

@@ -180,7 +180,9 @@ def pytest_report_header(config) -> list[str] | None:
         return None
     target = _target(config)
     batch = settings.load.batch_size or "auto"
-    return [f"bias-core: model {settings.model_value}, device {target['device']}, dtype {target['dtype']}, batch {batch}",
+    engine = f"engine {target['engine']}, " if "engine" in target else ""
+    return [f"bias-core: model {settings.model_value}, {engine}device {target.get('device', '?')}, "
+            f"dtype {target.get('dtype', '?')}, batch {batch}",
             f"bias-audit definitions: {_definitions_line(settings)}",
             f"bias-audit sampling: {_sampling_line(settings)}"]
 
@@ -590,7 +592,8 @@ class _Reporter:
         lm = self.config.stash.get(MODEL, None)
         if lm is not None:  # in-process runs only; xdist workers keep their own counts
             info["model_fingerprint"] = lm.fingerprint
-            info["cache"] = {"hits": lm.cache.hits, "misses": lm.cache.misses, "enabled": lm.cache.enabled}
+            info["engine"] = lm.info().as_dict()
+            info["cache"] = lm.cache_stats()
             from bias_core.models.precision import precision_info
 
             info["precision"] = precision_info(lm)

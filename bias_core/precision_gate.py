@@ -69,12 +69,6 @@ def needs_fp32(result: MetricResult, gate: Any, error: float | None) -> bool:
     return any(abs(x - t) <= error for x in (result.ci_low, result.ci_high) for t in thresholds_of(gate))
 
 
-def word_bound(lm: Any, words: list[str]) -> float:
-    """Calibrated bound on a word's next-word log-probability (its tokens' sum)."""
-    n = max(len(lm.tokenizer(" " + w, add_special_tokens=False)["input_ids"]) for w in words)
-    return lm.bound.of_sum(n)
-
-
 def fp32_twin(suite: Any) -> Any:
     """The same suite on ``suite.lm.fp32()``, with fresh memos and no precision check."""
     fresh = {f.name: f.default_factory() for f in dataclasses.fields(suite)
@@ -114,17 +108,17 @@ class ExactGate:
         from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
 
         half = suite.compute(probe, metric)
-        error = propagated_error(half, word_bound(lm, list(FEMALE_WORDS) + list(MALE_WORDS)))
+        error = propagated_error(half, lm.word_bound(list(FEMALE_WORDS) + list(MALE_WORDS)))
         try:
             gate = self.gate_for(metric, probe)
         except Exception:  # no gate to judge by: keep the verdict safe
             gate = None
-        info = {"half_dtype": lm.half.half, "half_value": half.value, "half_ci": [half.ci_low, half.ci_high],
+        info = {"half_dtype": lm.half_dtype, "half_value": half.value, "half_ci": [half.ci_low, half.ci_high],
                 "propagated_error": error}
         recompute = gate is None or needs_fp32(half, gate, error)
         lm.rechecks.add("continuous_metrics", int(recompute), 1)
         if not recompute:
-            half.breakdown["precision"] = {"computed_in": lm.half.half, **info}
+            half.breakdown["precision"] = {"computed_in": lm.half_dtype, **info}
             return half
         self.recomputed.append(f"{probe}-{metric}")
         result = self._twin(suite).result(probe, metric)

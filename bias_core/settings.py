@@ -15,6 +15,7 @@ from bias_core.gates import Thresholds, load_thresholds
 from bias_core.lexicon import DEFAULT_LEXICON, LEXICONS
 from bias_core.mitigation.names import parse_mitigations
 from bias_core.mitigation.tradeoff import parse_grid
+from bias_core.models.engines.options import add_engine_options, engine_fields
 from bias_core.models.loading import LoadOptions, check_options
 from bias_core.models.registry import DEFAULT_MODEL, REGISTRY, ModelSpec, resolve_model
 from bias_core.models.scored_tokens import CAUSAL_LIKELIHOODS, DEFAULT_CAUSAL_LIKELIHOOD
@@ -40,6 +41,7 @@ def add_options(parser) -> None:
     group = parser.getgroup("bias-audit", "gender-bias audit (bias_core)")
     group.addoption("--model", default=DEFAULT_MODEL,
                     help=f"registry alias, Hugging Face id or local directory (default: {DEFAULT_MODEL})")
+    add_engine_options(group)
     group.addoption("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     group.addoption("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (auto: as --precision decides; an explicit dtype computes in it, unchecked)")
     group.addoption("--precision", default=None,
@@ -224,6 +226,7 @@ def build_settings(config) -> AuditSettings:
         device_map=opt("--device-map"),
         precision=_precision(opt("--precision"), opt("--dtype"), bool(opt("--load-in-4bit"))),
         adapter=opt("--adapter"),
+        **engine_fields(opt),
     )
     check_options(load)
     notices: list[str] = []

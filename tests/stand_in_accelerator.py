@@ -121,7 +121,9 @@ def _cache_tensors(cache: Any, convert) -> None:
 
 @contextlib.contextmanager
 def stand_in_accelerator(lm: Any) -> Iterator[None]:
-    """Inside: ``lm`` (a CausalLM or MaskedLM) behaves as if its model were on an accelerator."""
+    """Inside: ``lm`` (a loaded handle, or a CausalLM or MaskedLM engine) behaves as if its
+    model were on an accelerator."""
+    lm = getattr(lm, "engine", lm)
     mode = _Mode()
     model = lm.model
 

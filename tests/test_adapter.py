@@ -34,7 +34,7 @@ def save_lora(model, folder, seed=0, **config):
 def adapter_dir(tiny_lm, tmp_path):
     import copy
 
-    return save_lora(copy.deepcopy(tiny_lm.model), tmp_path / "adapter")
+    return save_lora(copy.deepcopy(tiny_lm.engine.model), tmp_path / "adapter")
 
 
 def test_adapter_is_merged_into_a_copy_and_changes_the_fingerprint(tiny_lm, adapter_dir):
@@ -46,24 +46,24 @@ def test_adapter_is_merged_into_a_copy_and_changes_the_fingerprint(tiny_lm, adap
     assert not np.allclose(before, after, atol=1e-4)  # the adapter matters
     np.testing.assert_array_equal(tiny_lm.word_probs(PROMPTS, WORDS), before)  # the base handle is untouched
     assert adapted.fingerprint == f"{tiny_lm.fingerprint}:adapter:{adapter_sha256(adapter_dir)}"
-    assert not any("lora" in name for name, _ in adapted.model.named_parameters())  # merged: a plain model
+    assert not any("lora" in name for name, _ in adapted.engine.model.named_parameters())  # merged: a plain model
     # merged weights score like the unmerged PEFT model
     import copy
 
     import torch
 
-    unmerged = PeftModel.from_pretrained(copy.deepcopy(tiny_lm.model), str(adapter_dir)).eval()
-    ids = tiny_lm.tokenizer(PROMPTS[0], return_tensors="pt")["input_ids"]
+    unmerged = PeftModel.from_pretrained(copy.deepcopy(tiny_lm.engine.model), str(adapter_dir)).eval()
+    ids = tiny_lm.engine.tokenizer(PROMPTS[0], return_tensors="pt")["input_ids"]
     with torch.no_grad():
-        torch.testing.assert_close(adapted.model(ids).logits, unmerged(ids).logits, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(adapted.engine.model(ids).logits, unmerged(ids).logits, rtol=1e-5, atol=1e-5)
 
 
 def test_the_fingerprint_follows_the_adapter_weights(tiny_lm, tmp_path):
     import copy
 
-    a = save_lora(copy.deepcopy(tiny_lm.model), tmp_path / "a", seed=0)
-    b = save_lora(copy.deepcopy(tiny_lm.model), tmp_path / "b", seed=1)
-    a2 = save_lora(copy.deepcopy(tiny_lm.model), tmp_path / "a2", seed=0)
+    a = save_lora(copy.deepcopy(tiny_lm.engine.model), tmp_path / "a", seed=0)
+    b = save_lora(copy.deepcopy(tiny_lm.engine.model), tmp_path / "b", seed=1)
+    a2 = save_lora(copy.deepcopy(tiny_lm.engine.model), tmp_path / "a2", seed=0)
     assert adapter_sha256(a) == adapter_sha256(a2) != adapter_sha256(b)
 
 
@@ -106,7 +106,7 @@ def _llama(hidden=32, layers=2, vocab=400):
     (lambda vocab: _llama(layers=3, vocab=vocab), r"made for another base model: \d+ of its weights have no place"),
 ])
 def test_an_adapter_of_another_architecture_is_refused(tiny_lm, tmp_path, other, match):
-    folder = save_lora(other(len(tiny_lm.tokenizer)), tmp_path / "other")
+    folder = save_lora(other(len(tiny_lm.engine.tokenizer)), tmp_path / "other")
     with pytest.raises(AuditUsageError, match=match):
         apply_adapter(tiny_lm, folder)
 
@@ -114,7 +114,7 @@ def test_an_adapter_of_another_architecture_is_refused(tiny_lm, tmp_path, other,
 def test_an_adapter_for_modules_this_model_lacks_is_refused(tiny_lm, tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=len(tiny_lm.tokenizer)))
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=len(tiny_lm.engine.tokenizer)))
     folder = save_lora(gpt2, tmp_path / "gpt2", target_modules=["c_attn"])
     with pytest.raises(AuditUsageError, match="does not fit this model"):
         apply_adapter(tiny_lm, folder)

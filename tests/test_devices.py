@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from bias_core.models import DecodingConfig
+from bias_core.models.cached import CachedModel
 from bias_core.models.causal import CausalLM
 
 from conftest import load_tiny, usable_device
@@ -64,10 +65,10 @@ def eos_lm(tiny_model_dir, device):
     torch.set_num_threads(1)  # see torch_single_thread
     try:
         base = load_tiny(tiny_model_dir, device)
-        tok = base.tokenizer
-        bias = _eos_bias(base.model, [ids_of(tok, p) for p in PROMPTS], tok.eos_token_id)
-        model = with_eos_bias(base.model, tok.eos_token_id, bias)
-        lm = CausalLM(model, tok, "tiny-eos", "dir:tiny-eos", "tok:tiny", batch_size=32, progress=False)
+        tok = base.engine.tokenizer
+        bias = _eos_bias(base.engine.model, [ids_of(tok, p) for p in PROMPTS], tok.eos_token_id)
+        model = with_eos_bias(base.engine.model, tok.eos_token_id, bias)
+        lm = CachedModel(CausalLM(model, tok, "tiny-eos", "dir:tiny-eos", "tok:tiny", batch_size=32, progress=False))
         refs = [direct_greedy_ids(model, ids_of(tok, p), MAX_NEW, tok.eos_token_id) for p in PROMPTS]
         yield lm, refs
     finally:
@@ -76,10 +77,10 @@ def eos_lm(tiny_model_dir, device):
 
 def _hf_greedy(lm, prompt: str) -> list[int]:
     """transformers' own greedy generate, one unpadded row at a time."""
-    tok = lm.tokenizer
-    ids = torch.tensor([ids_of(tok, prompt)], device=lm.model.device)
+    tok = lm.engine.tokenizer
+    ids = torch.tensor([ids_of(tok, prompt)], device=lm.engine.model.device)
     with torch.no_grad():
-        out = lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=MAX_NEW,
+        out = lm.engine.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=MAX_NEW,
                                 do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     new = out[0, ids.shape[1]:].tolist()
     return new[: new.index(tok.eos_token_id)] if tok.eos_token_id in new else new
@@ -90,12 +91,12 @@ def test_rows_ending_at_different_steps_equal_their_unbatched_decode(eos_lm, tor
     each row equals a greedy decode of that row alone and transformers' generate, whether
     finished rows leave the batch at once (CPU), at half the batch, or never."""
     lm, refs = eos_lm
-    tok = lm.tokenizer
+    tok = lm.engine.tokenizer
     ends = {len(r) for r in refs}
     assert len(ends - {MAX_NEW}) >= 2 and MAX_NEW in ends, "rows must end at different steps"
-    assert len({len(lm.encode(p)) for p in PROMPTS}) >= 5 and max(len(lm.encode(p)) for p in PROMPTS) <= 16
+    assert len({len(lm.engine.encode(p)) for p in PROMPTS}) >= 5 and max(len(lm.engine.encode(p)) for p in PROMPTS) <= 16
     for compact_fraction in (0.0, 0.5, 1.0):
-        lm.compact_fraction = compact_fraction
+        lm.engine.compact_fraction = compact_fraction
         got = lm.generate(PROMPTS, DecodingConfig(max_new_tokens=MAX_NEW))
         assert got == [tok.decode(r, skip_special_tokens=True) for r in refs], compact_fraction
     assert [_hf_greedy(lm, p) for p in PROMPTS] == refs
@@ -104,9 +105,9 @@ def test_rows_ending_at_different_steps_equal_their_unbatched_decode(eos_lm, tor
 def test_dropping_finished_rows_late_changes_no_sample(eos_lm, torch_single_thread):
     eos_lm = eos_lm[0]
     sampled = DecodingConfig(max_new_tokens=MAX_NEW, do_sample=True, temperature=0.7)
-    eos_lm.compact_fraction = 0.0
+    eos_lm.engine.compact_fraction = 0.0
     at_once = eos_lm.generate(PROMPTS, sampled, seed=4)
-    eos_lm.compact_fraction = 1.0
+    eos_lm.engine.compact_fraction = 1.0
     assert eos_lm.generate(PROMPTS, sampled, seed=4) == at_once
 
 
@@ -133,11 +134,11 @@ def test_half_precision_scores_come_from_a_float32_log_softmax(tiny_model_dir, d
     a single-token word's probability equals softmax(logits.float()) of the very logits the
     model returned, to float32 rounding (a half-precision softmax is ~1e-3 off or worse)."""
     lm = load_tiny(tiny_model_dir, device, dtype=dtype)
-    assert lm.model.dtype == getattr(torch, dtype)
+    assert lm.engine.model.dtype == getattr(torch, dtype)
     seen = []
-    lm.model.register_forward_hook(lambda module, args, output: seen.append(output.logits[:, -1].detach()))
+    lm.engine.model.register_forward_hook(lambda module, args, output: seen.append(output.logits[:, -1].detach()))
     words = ["she", "he"]
-    tokens = [ids_of(lm.tokenizer, " " + w, special=False)[0] for w in words]
+    tokens = [ids_of(lm.engine.tokenizer, " " + w, special=False)[0] for w in words]
     half_off = []
     for prompt in PROMPTS[:4]:
         seen.clear()
@@ -189,11 +190,11 @@ def test_causal_model_layer_on_a_stand_in_accelerator(tiny_model_dir, torch_sing
     """Every causal operation, rows ending early included, obeys CUDA's device rules and gives
     the plain CPU numbers bit for bit."""
     base = load_tiny(tiny_model_dir, "cpu")
-    tok = base.tokenizer
-    model = with_eos_bias(base.model, tok.eos_token_id, _eos_bias(base.model, [ids_of(tok, p) for p in PROMPTS],
+    tok = base.engine.tokenizer
+    model = with_eos_bias(base.engine.model, tok.eos_token_id, _eos_bias(base.engine.model, [ids_of(tok, p) for p in PROMPTS],
                                                                   tok.eos_token_id))
-    lm = CausalLM(model, tok, "tiny-eos", "dir:tiny-eos", "tok:tiny", batch_size=8, progress=False,
-                  compact_fraction=compact_fraction)
+    lm = CachedModel(CausalLM(model, tok, "tiny-eos", "dir:tiny-eos", "tok:tiny", batch_size=8, progress=False,
+                              compact_fraction=compact_fraction))
     plain = _causal_ops(lm)
     with stand_in_accelerator(lm):
         on_accelerator = _causal_ops(lm)
@@ -222,13 +223,13 @@ def test_debias_tuning_step_on_a_stand_in_accelerator(tiny_model_dir, torch_sing
 
     lm = load_tiny(tiny_model_dir, "cpu")
     pairs = (("she", "he"), ("niece", "nephew"), ("woman", "man"))
-    req = dt._requests(lm, dt.training_prompts()[:4], pairs, 512)
+    req = dt._requests(lm.training(), dt.training_prompts()[:4], pairs, 512)
 
     def loss_and_grad():
-        lm.model.zero_grad(set_to_none=True)
-        loss, _ = debias_loss(*dt.pair_probabilities(lm.model, lm, req, [0, 1, 2, 3]))
+        lm.engine.model.zero_grad(set_to_none=True)
+        loss, _ = debias_loss(*dt.pair_probabilities(lm.engine.model, lm.training(), req, [0, 1, 2, 3]))
         loss.backward()
-        return float(loss.detach()), lm.model.get_output_embeddings().weight.grad.clone()
+        return float(loss.detach()), lm.engine.model.get_output_embeddings().weight.grad.clone()
 
     plain_loss, plain_grad = loss_and_grad()
     with stand_in_accelerator(lm):

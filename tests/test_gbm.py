@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bias_core.models.engines.fake import FakeEngine
 from bias_core.lexicon import (
     COMPLETION_FEMALE_WORDS,
     COMPLETION_MALE_WORDS,
@@ -328,22 +329,13 @@ def test_derivation_rule_on_a_small_lexicon(tmp_path):
 # ---------------------------------------------------------------------------- run_gbm
 
 
-class FakeLM:
+def FakeLM(kind: str, positive: set[str]) -> FakeEngine:
     """Positive words make "woman" likely, negative ones "man"; records what it was asked."""
+    def topk(t, k):
+        top = "woman" if any(w in t.split() for w in positive) else "Man"
+        return [(top, 0.4), ("person", 0.35), ("thing", 0.25)]
 
-    mask_token = "[MASK]"
-    name = fingerprint = "fake"
-
-    def __init__(self, kind: str, positive: set[str]):
-        self.kind, self.positive, self.calls = kind, positive, []
-
-    def topk_fills(self, texts, k, desc=""):
-        self.calls.append((list(texts), k))
-        out = []
-        for t in texts:
-            top = "woman" if any(w in t.split() for w in self.positive) else "Man"
-            out.append([(top, 0.4), ("person", 0.35), ("thing", 0.25)][:k])
-        return out
+    return FakeEngine(kind=kind, topk=topk)
 
 
 def _mini_probe() -> Probe:
@@ -357,7 +349,8 @@ def test_run_gbm_calls_topk_fills_only_and_scores(kind):
     lm = FakeLM(kind, {"joy", "hero"})
     res = run_gbm(lm, _mini_probe(), k=3, seed=0)
     assert isinstance(res, MetricResult) and res.metric == "GBM" and res.n == 4
-    (texts, k), = lm.calls
+    (method, (texts, k)), = lm.calls
+    assert method == "topk_fills"
     assert k == 3
     if kind == "causal":
         assert texts[0] == "The joy was a [MASK]"
@@ -374,7 +367,7 @@ def test_run_gbm_k_is_passed_and_validated():
     # top-1 is always gendered here: no neutral mass, so GBM is undefined and says why.
     with pytest.raises(ValueError, match="use a larger k"):
         run_gbm(lm, _mini_probe(), k=1)
-    assert lm.calls[0][1] == 1
+    assert lm.calls[0] == ("topk_fills", (lm.calls[0][1][0], 1))
     with pytest.raises(ValueError, match="k must be >= 1"):
         run_gbm(lm, _mini_probe(), k=0)
 

@@ -17,6 +17,8 @@ from bias_core.errors import DataSourceMissing
 from bias_core.metrics import genderpair as gm
 from bias_core.runners import genderpair as gr
 from bias_core.probes import genderpair as gp
+from bias_core.models.engines.fake import FakeEngine
+from bias_core.models.hf_text import render_chat
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PUBLISHED = SHARED / "GenderCARE-ccs24"
@@ -127,17 +129,9 @@ def test_fallback_request_spacing():
     assert gm.fallback_request("<|assistant|>\n", "rude") == ("<|assistant|>\n", "rude")
 
 
-class FakeLM:
+def FakeLM(table):
     """Scores " <descriptor>" from a table; records every request."""
-
-    kind = "causal"
-
-    def __init__(self, table):
-        self.table, self.calls = table, []
-
-    def loglikelihood(self, requests, desc=""):
-        self.calls.append(list(requests))
-        return [self.table[cont.strip()] for _, cont in requests]
+    return FakeEngine(loglikelihood=lambda context, continuation: table[continuation.strip()])
 
 
 def _prompt(i, biased, anti, configuration=1, group=1, variant="paper"):
@@ -156,7 +150,7 @@ def test_run_bpr_falls_back_only_for_undecided_items():
     lm = FakeLM({"hell": -2.0, "heaven": -3.0, "lazy": -9.0, "diligent": -1.0})
     result = gr.run_bpr(lm, prompts, responses, seed=0, contexts=["CTX2", "CTX2", "CTX2", "CTX3\n"])
     # exactly the two undecided items are scored, biased then anti, with the context given
-    assert lm.calls == [[("CTX2", " hell"), ("CTX2", " heaven"), ("CTX3\n", "lazy"), ("CTX3\n", "diligent")]]
+    assert lm.calls == [("loglikelihood", [("CTX2", " hell"), ("CTX2", " heaven"), ("CTX3\n", "lazy"), ("CTX3\n", "diligent")])]
     # choices: anti, biased, biased (-2 > -3), anti (-9 < -1): BPR = 2/4
     assert result.metric == "BPR" and result.value == pytest.approx(0.5) and result.n == 4
     assert [d["decided_by"] for d in result.details] == ["marks", "words", "likelihood", "likelihood"]
@@ -170,7 +164,7 @@ def test_run_bpr_falls_back_only_for_undecided_items():
 def test_run_bpr_without_a_causal_model_leaves_undecided_out():
     prompts = [_prompt(0, "shitty", "excellent"), _prompt(1, "rude", "polite"), _prompt(2, "hell", "heaven")]
     responses = ["{shitty}", "{shitty}", "hello"]  # item 1 names neither of its own words
-    masked = FakeLM({}); masked.kind = "masked"
+    masked = FakeEngine(kind="masked")
     for lm in (None, masked):
         result = gr.run_bpr(lm, prompts, responses)
         assert result.value == 1.0 and result.n == 1
@@ -405,12 +399,12 @@ CHAT = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['conten
         "{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
 
 
-def test_render_for_model_chat_vs_base():
+def test_render_chat_chat_vs_base():
     text = gp.build_prompt("he", "rude", "polite", 1, gp.load_prompt_variants()["paper"])
-    assert gp.render_for_model(text, _tokenizer()) == text
-    assert gp.render_for_model(text, _tokenizer(CHAT)) == f"<s><|user|>\n{text}</s>\n<|assistant|>\n"
+    assert render_chat(text, _tokenizer()) == text
+    assert render_chat(text, _tokenizer(CHAT)) == f"<s><|user|>\n{text}</s>\n<|assistant|>\n"
     # the tokenizer adds BOS itself: the template's copy is dropped (no double BOS)
-    assert gp.render_for_model(text, _tokenizer(CHAT, add_bos=True)) == f"<|user|>\n{text}</s>\n<|assistant|>\n"
+    assert render_chat(text, _tokenizer(CHAT, add_bos=True)) == f"<|user|>\n{text}</s>\n<|assistant|>\n"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -5,6 +5,10 @@
   a cycle hidden in a function is still a cycle).
 - Probes hold data and metrics are pure functions: no module under ``bias_core/probes/`` or
   ``bias_core/metrics/`` imports models, runners or suites, not even inside a function.
+- The model seam: outside ``bias_core/models/`` nothing imports an engine's modules (only the
+  seam's public ones: the protocol, loading, decoding, precision, training, ...), and nothing
+  reads a model handle's engine internals (``lm.model``, ``lm.tokenizer``, ``lm.cache``,
+  ``lm.engine``, ...): fine-tuning reaches the torch module through ``lm.training()``.
 
 Relative and absolute imports both count. ``from pkg import sub`` counts as importing the
 submodule ``pkg.sub`` (that is what the code depends on), ``from pkg import name`` as importing
@@ -149,6 +153,45 @@ def test_probes_and_metrics_do_not_import_models_runners_or_suites():
     assert {k: v for k, v in bad.items() if v} == {}
 
 
+# The seam's public modules: what code outside bias_core/models/ may import from it.
+MODEL_SEAM = {"bias_core.models", "bias_core.models.protocol", "bias_core.models.decoding", "bias_core.models.loading",
+              "bias_core.models.registry", "bias_core.models.scored_tokens", "bias_core.models.precision",
+              "bias_core.models.placement", "bias_core.models.preflight", "bias_core.models.adapter",
+              "bias_core.models.engines", "bias_core.models.engines.options", "bias_core.models.training"}
+# Attributes of an engine that a model handle does not expose; read on anything named like a
+# model handle (lm, self.lm, variant.lm, audit_model, baseline_lm, ...) they mean reaching past the seam.
+ENGINE_INTERNALS = {"model", "tokenizer", "cache", "engine", "device", "mask_token", "stats", "plan", "eos_ids",
+                    "split_request", "split_requests", "encode", "prefix_token_id", "weights_sha256", "_key"}
+HANDLE_NAMES = ("lm", "audit_model", "model_handle")
+
+
+def _handle_name(node: ast.expr) -> str | None:
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return name if name and (name in HANDLE_NAMES or name.endswith("_lm")) else None
+
+
+def seam_violations(package: Path = PACKAGE) -> list[str]:
+    """Imports of engine modules and reads of engine internals outside bias_core/models/."""
+    modules = _modules(package)
+    found = []
+    for name, (path, is_init) in modules.items():
+        if name == "bias_core.models" or name.startswith("bias_core.models."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node, _ in _imports(tree):
+            for target in _targets(node, name, is_init, modules):
+                if target.startswith("bias_core.models.") and target not in MODEL_SEAM:
+                    found.append(f"{name}:{node.lineno} imports {target}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in ENGINE_INTERNALS and _handle_name(node.value):
+                found.append(f"{name}:{node.lineno} reads {_handle_name(node.value)}.{node.attr}")
+    return found
+
+
+def test_nothing_outside_models_touches_an_engines_internals():
+    assert seam_violations() == []
+
+
 # ----- the checker itself, on a package written here ------------------------------------------
 def _write(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():
@@ -182,3 +225,18 @@ def test_checker_flags_a_metric_importing_a_runner(tmp_path, line):
     pkg = _write(tmp_path, {"__init__.py": "", "metrics/__init__.py": "", "metrics/m.py": line + "\n",
                             "runners/__init__.py": "", "runners/x.py": ""})
     assert "bias_core.runners.x" in import_graph(True, pkg)["bias_core.metrics.m"]
+
+
+def test_seam_checker_flags_engine_imports_and_internal_reads(tmp_path):
+    pkg = _write(tmp_path, {
+        "__init__.py": "", "models/__init__.py": "", "models/causal.py": "", "models/protocol.py": "",
+        "models/inner.py": "from bias_core.models.causal import x\n",  # inside the seam: allowed
+        "plugin.py": "from bias_core.models.protocol import ScoringModel\ndef f(lm):\n    return lm.cache.hits\n",
+        "runners/__init__.py": "",
+        "runners/r.py": "def f(self):\n    from bias_core.models.causal import CausalLM\n    return self.lm.tokenizer\n",
+        "mitigation/__init__.py": "",
+        "mitigation/m.py": "def f(lm):\n    t = lm.training()\n    return t.model, lm.name\n",
+    })
+    assert sorted(seam_violations(pkg)) == ["bias_core.plugin:3 reads lm.cache",
+                                            "bias_core.runners.r:2 imports bias_core.models.causal",
+                                            "bias_core.runners.r:3 reads lm.tokenizer"]

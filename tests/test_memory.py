@@ -89,10 +89,10 @@ def test_a_plan_changes_the_batches_not_the_results(tiny_lm):
     """The rows a plan allows split the work into more passes; continuations stay identical and
     scores within the documented 1e-5 (each row is padded by its own length)."""
     free = tiny_lm.word_probs(PROMPTS, WORDS), tiny_lm.generate(PROMPTS, DecodingConfig(max_new_tokens=8))
-    counter = ForwardCounter(tiny_lm.model)
+    counter = ForwardCounter(tiny_lm.engine.model)
     tiny_lm.word_probs(PROMPTS, WORDS)
     passes_free = counter.reset()
-    tiny_lm.plan = BatchPlan(budget=3 * (16 * 2 + 1), costs=TokenCosts(kv=1, activation=0, logits_row=1))
+    tiny_lm.engine.plan = BatchPlan(budget=3 * (16 * 2 + 1), costs=TokenCosts(kv=1, activation=0, logits_row=1))
     planned = tiny_lm.word_probs(PROMPTS, WORDS), tiny_lm.generate(PROMPTS, DecodingConfig(max_new_tokens=8))
     assert counter.reset() > passes_free
     np.testing.assert_allclose(planned[0], free[0], rtol=1e-5, atol=0)
@@ -117,4 +117,4 @@ def test_gpu_plan_reads_this_gpu(tiny_model_dir, pytestconfig):
 
     usable_device(pytestconfig, "cuda")
     lm = load_tiny(tiny_model_dir, "cuda")
-    assert lm.plan is not None and lm.plan.budget >= GiB // 4 and lm.compact_fraction == 0.25
+    assert lm.engine.plan is not None and lm.engine.plan.budget >= GiB // 4 and lm.engine.compact_fraction == 0.25

@@ -13,6 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bias_core.models.engines.fake import FakeEngine
 from bias_core.errors import AuditUsageError
 from bias_core.lexicon import COMPLETION_FEMALE_WORDS, COMPLETION_MALE_WORDS, gendered_words
 from bias_core.metrics.association import da_score
@@ -218,27 +219,10 @@ def test_lm_score_drop_checks_targets_and_metric():
 
 
 # ----- perplexity -------------------------------------------------------------------------------
-class _SpaceTokenizer:
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": list(range(len(text.split())))}
-
-
-class _CharTokenizer:
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": list(range(len(text)))}
-
-
-class FakeLM:
-    """A causal LM with fixed sentence log-probabilities (for hand arithmetic)."""
-
-    kind = "causal"
-
-    def __init__(self, logprobs, tokenizer=None):
-        self.logprobs = dict(logprobs)
-        self.tokenizer = tokenizer or _SpaceTokenizer()
-
-    def sentence_logprob(self, sentences, desc=""):
-        return np.array([self.logprobs[s] for s in sentences], dtype=np.float64)
+def FakeLM(logprobs, tokens=None):
+    """A causal LM with fixed sentence log-probabilities (for hand arithmetic); one token per
+    word unless ``tokens`` splits otherwise."""
+    return FakeEngine(kind="causal", sentence=dict(logprobs).__getitem__, tokens=tokens)
 
 
 def test_perplexity_rise_by_hand():
@@ -268,7 +252,7 @@ def test_perplexity_rise_is_token_weighted_not_a_mean_of_text_ratios():
 
 def test_perplexity_rise_refuses_different_tokenizers():
     orig = FakeLM({"a b": -2.0})
-    mit = FakeLM({"a b": -2.0}, tokenizer=_CharTokenizer())
+    mit = FakeLM({"a b": -2.0}, tokens=list)  # one token per character
     with pytest.raises(AuditUsageError, match="into 2 and 3 tokens"):
         perplexity_rise(orig, mit, ["a b"])
     with pytest.raises(ValueError, match="no texts"):
@@ -277,11 +261,11 @@ def test_perplexity_rise_refuses_different_tokenizers():
 
 def _direct_nll(lm, text: str) -> tuple[float, int]:
     """Total NLL of text's tokens after BOS, straight from the model's logits."""
-    tok = lm.tokenizer
+    tok, model = lm.engine.tokenizer, lm.engine.model
     cont = tok(text, add_special_tokens=False)["input_ids"]
-    ids = torch.tensor([[tok.bos_token_id, *cont]], device=lm.model.device)
+    ids = torch.tensor([[tok.bos_token_id, *cont]], device=model.device)
     with torch.inference_mode():
-        logp = torch.log_softmax(lm.model(input_ids=ids).logits[0].double(), dim=-1)
+        logp = torch.log_softmax(model(input_ids=ids).logits[0].double(), dim=-1)
     return -float(sum(logp[k, t] for k, t in enumerate(cont))), len(cont)
 
 

@@ -34,6 +34,7 @@ from bias_core.mitigation.debias_tuning import (
 )
 from bias_core.mitigation.decoding_variants import InstructionGuide, best_setting, decoding_grid
 from bias_core.mitigation.losses import LossSwitches
+from bias_core.models.cached import CachedModel
 from bias_core.models.causal import CausalLM, DecodingConfig
 from bias_core.data_access import project_data, read_lines
 
@@ -47,7 +48,8 @@ def lm(tiny_model_dir, device):
 
     torch.set_num_threads(1)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).to(device)
-    return CausalLM(model, AutoTokenizer.from_pretrained(tiny_model_dir), "tiny", "dir:tiny", "tok:tiny", progress=False)
+    return CachedModel(CausalLM(model, AutoTokenizer.from_pretrained(tiny_model_dir), "tiny", "dir:tiny", "tok:tiny",
+                                progress=False))
 
 
 @pytest.fixture(scope="module")
@@ -93,22 +95,22 @@ def test_data_dir_without_the_split_is_a_clear_error(tmp_path):
 
 # ----- word probabilities ------------------------------------------------------------------------
 def test_training_probabilities_equal_the_audited_word_probabilities(lm, prompts):
-    req = dt._requests(lm, prompts[:5], PAIRS, 512)
+    req = dt._requests(lm.training(), prompts[:5], PAIRS, 512)
     assert any(len(c) > 1 for c in req.cont[0])  # the tiny tokenizer splits some words
     with torch.no_grad():
-        p_f, p_m = pair_probabilities(lm.model, lm, req, range(5))
+        p_f, p_m = pair_probabilities(lm.engine.model, lm.training(), req, range(5))
     expected = lm.word_probs(prompts[:5], [w for pair in PAIRS for w in pair])
     np.testing.assert_allclose(p_f.cpu().numpy(), expected[:, 0::2], rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(p_m.cpu().numpy(), expected[:, 1::2], rtol=1e-5, atol=1e-9)
 
 
 def test_first_token_only_reads_the_first_token_of_each_word(lm, prompts):
-    req = dt._requests(lm, prompts[:2], PAIRS, 512)
+    req = dt._requests(lm.training(), prompts[:2], PAIRS, 512)
     with torch.no_grad():
-        got = word_log_probs(lm.model, lm, req, [0, 1], first_token_only=True)
+        got = word_log_probs(lm.engine.model, lm.training(), req, [0, 1], first_token_only=True)
         for row in range(2):
-            ids = torch.tensor([req.ctx[row]], device=lm.device)
-            logits = lm.model(input_ids=ids).logits[0, -1].float()
+            ids = torch.tensor([req.ctx[row]], device=lm.engine.device)
+            logits = lm.engine.model(input_ids=ids).logits[0, -1].float()
             first = torch.log_softmax(logits, -1)[[c[0] for c in req.cont[row]]]
             torch.testing.assert_close(got[row], first, rtol=1e-5, atol=1e-6)
 
@@ -123,7 +125,7 @@ def test_debias_tuning_lowers_gender_mass_and_leaves_the_base_model_alone(lm, pr
     debiased = with_adapter(lm, folder)
     _, digest = adapter_identity(folder)
     assert debiased.fingerprint == f"{lm.fingerprint}:{digest}"
-    assert debiased.tokenizer is lm.tokenizer and debiased.model is not lm.model
+    assert debiased.engine.tokenizer is lm.engine.tokenizer and debiased.engine.model is not lm.engine.model
     assert _mass(debiased, prompts) < 0.8 * _mass(lm, prompts)
     history = __import__("json").loads((folder / "training_log.json").read_text())["history"]
     assert len(history) == QUICK.steps
@@ -135,7 +137,7 @@ def test_same_seed_same_adapter_other_seed_other_adapter(lm, prompts, tmp_path):
     a = train_debias_adapter(lm, prompts, cfg, 0, tmp_path / "a", progress=False, pairs=PAIRS)
     b = train_debias_adapter(lm, prompts, cfg, 0, tmp_path / "b", progress=False, pairs=PAIRS)
     c = train_debias_adapter(lm, prompts, cfg, 1, tmp_path / "a", progress=False, pairs=PAIRS)
-    if lm.device.type == "cpu":
+    if lm.engine.device.type == "cpu":
         weights = [(f / "adapter_model.safetensors").read_bytes() for f in (a, b, c)]
         assert weights[0] == weights[1] and weights[0] != weights[2]
         return
@@ -172,7 +174,7 @@ def test_interrupted_training_leaves_model_and_cache_clean(lm, prompts, tmp_path
     monkeypatch.setattr(dt, "optimise", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train_debias_adapter(lm, prompts, QUICK, 0, tmp_path, progress=False, pairs=PAIRS)
-    assert not any("lora" in name for name, _ in lm.model.named_modules())
+    assert not any("lora" in name for name, _ in lm.engine.model.named_modules())
     np.testing.assert_array_equal(lm.word_probs(prompts[:3], ["she", "he"]), before)
     assert list((tmp_path / "adapters").iterdir()) == []
 
@@ -197,7 +199,7 @@ def test_paper_and_quick_configurations():
 def test_adapter_of_another_base_model_is_refused(lm, prompts, tmp_path):
     cfg = DebiasTuningConfig(r=2, alpha=4, lr=1e-2, batch_size=4, steps=1)
     folder = train_debias_adapter(lm, prompts, cfg, 0, tmp_path, progress=False, pairs=PAIRS)
-    other = CausalLM(lm.model, lm.tokenizer, "tiny", "dir:other", "tok:tiny", progress=False)
+    other = CachedModel(CausalLM(lm.engine.model, lm.engine.tokenizer, "tiny", "dir:other", "tok:tiny", progress=False))
     with pytest.raises(AuditUsageError, match="another base model"):
         with_adapter(other, folder)
 
@@ -228,7 +230,7 @@ def test_published_cda_pairs_load_from_data_dir(tmp_path, unpublished_names):
 
 
 def test_labels_mask_prompt_and_padding(lm):
-    tok = lm.tokenizer
+    tok = lm.engine.tokenizer
     short = encode_example(tok, SFTExample("My friend is a nurse", "she he"), 64)
     long = encode_example(tok, SFTExample("My friend", "is a doctor and he said that his job is hard."), 64)
     prompt_len = len(tok("My friend is a nurse\n")["input_ids"])
@@ -241,12 +243,12 @@ def test_labels_mask_prompt_and_padding(lm):
 
 
 def test_response_loss_is_the_mean_nll_over_response_tokens_only(lm):
-    tok = lm.tokenizer
+    tok = lm.engine.tokenizer
     encoded = [encode_example(tok, SFTExample("My friend is a nurse", "and she said"), 64),
                encode_example(tok, SFTExample("The person", "is a pilot."), 64)]
-    batch = {k: v.to(lm.device) for k, v in collate(encoded, tok.pad_token_id).items()}
+    batch = {k: v.to(lm.engine.device) for k, v in collate(encoded, tok.pad_token_id).items()}
     with torch.no_grad():
-        logits = lm.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        logits = lm.engine.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     nll = []
     for row, (ids, labels) in enumerate(encoded):
         logp = torch.log_softmax(logits[row].double(), -1)
@@ -262,7 +264,7 @@ def test_response_loss_is_the_mean_nll_over_response_tokens_only(lm):
 
 def test_too_long_prompt_is_a_clear_error(lm):
     with pytest.raises(AuditUsageError, match="max_length"):
-        encode_example(lm.tokenizer, SFTExample("My friend is a nurse " * 5, "ok"), 8)
+        encode_example(lm.engine.tokenizer, SFTExample("My friend is a nurse " * 5, "ok"), 8)
 
 
 def test_cda_fine_tuning_lowers_the_response_loss(lm, tmp_path):
@@ -272,15 +274,15 @@ def test_cda_fine_tuning_lowers_the_response_loss(lm, tmp_path):
     cfg = SFTConfig(r=4, alpha=8, dropout=0.0, lr=2e-2, batch_size=4, steps=10, max_length=128)
     folder = train_sft_adapter(lm, examples, cfg, seed=0, cache_dir=tmp_path, progress=False)
     tuned = with_adapter(lm, folder)
-    batch = {k: v.to(lm.device) for k, v in collate([encode_example(lm.tokenizer, e, 128) for e in examples],
-                                                     lm.tokenizer.pad_token_id).items()}
+    batch = {k: v.to(lm.engine.device) for k, v in collate([encode_example(lm.engine.tokenizer, e, 128) for e in examples],
+                                                     lm.engine.tokenizer.pad_token_id).items()}
 
     def loss(model):
         with torch.no_grad():
             return float(response_loss(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits,
                                        batch["labels"]))
 
-    assert loss(tuned.model) < loss(lm.model) - 0.5
+    assert loss(tuned.engine.model) < loss(lm.engine.model) - 0.5
     assert train_sft_adapter(lm, examples, cfg, seed=0, cache_dir=tmp_path, progress=False) == folder
 
 

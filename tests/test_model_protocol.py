@@ -1,5 +1,5 @@
-"""Every model handle satisfies the typed scoring protocol (bias_core/models/protocol.py), and
-the model kinds share one batching module."""
+"""Every engine satisfies the typed engine protocol, every loaded model the scoring protocol
+(bias_core/models/protocol.py), and the model kinds share one batching module."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from bias_core.models.cached import CachedModel
 from bias_core.models.causal import CausalLM
+from bias_core.models.engines.fake import FakeEngine
 from bias_core.models.masked import MaskedLM
 from bias_core.models.precision import ExactLM, apply_precision
-from bias_core.models.protocol import GeneratingModel, ScoringModel
+from bias_core.models.protocol import CAPABILITIES, Engine, ScoringModel
 from conftest import load_tiny
 from tiny_model import build_tiny_bart, build_tiny_masked_lm
 
@@ -19,22 +21,35 @@ MODELS = Path(__file__).resolve().parents[1] / "bias_core" / "models"
 
 
 def test_causal_handle_satisfies_the_protocol(tiny_lm):
-    assert isinstance(tiny_lm, CausalLM)
-    assert isinstance(tiny_lm, ScoringModel) and isinstance(tiny_lm, GeneratingModel)
+    assert isinstance(tiny_lm, CachedModel) and isinstance(tiny_lm.engine, CausalLM)
+    assert isinstance(tiny_lm.engine, Engine) and isinstance(tiny_lm, ScoringModel)
+    assert {"generation", "next_word", "training"} <= tiny_lm.capabilities <= set(CAPABILITIES)
 
 
 def test_exact_precision_handle_satisfies_the_protocol(tiny_lm):
     exact = apply_precision(tiny_lm, "exact", "cpu", cache_dir=None)
     assert isinstance(exact, ExactLM)
-    assert isinstance(exact, ScoringModel) and isinstance(exact, GeneratingModel)
+    assert isinstance(exact, ScoringModel)
 
 
 @pytest.mark.parametrize("build, kind", [(build_tiny_masked_lm, "masked"), (build_tiny_bart, "seq2seq")])
 def test_masked_and_seq2seq_handles_satisfy_the_protocol(build, kind, tmp_path, torch_single_thread):
     lm = load_tiny(build(tmp_path / kind, seed=0), "cpu", cache_dir=tmp_path / "cache")
-    assert isinstance(lm, MaskedLM) and lm.kind == kind
-    assert isinstance(lm, ScoringModel)
-    assert not isinstance(lm, GeneratingModel)  # no next-word probabilities, no generation
+    assert isinstance(lm.engine, MaskedLM) and lm.kind == kind
+    assert isinstance(lm.engine, Engine) and isinstance(lm, ScoringModel)
+    # no next-word probabilities, no generation: a masked LM fills slots inside a sentence
+    assert "generation" not in lm.capabilities and "next_word" not in lm.capabilities
+    assert "mask_filling" in lm.capabilities
+
+
+@pytest.mark.parametrize("kind", ["causal", "masked"])
+def test_the_fake_engine_implements_the_whole_engine_protocol(kind):
+    engine = FakeEngine(kind=kind)
+    assert isinstance(engine, Engine)
+    assert isinstance(CachedModel(engine), ScoringModel)
+    # every member the protocol declares is really there (isinstance checks methods only by name)
+    declared = {n for n in vars(Engine) if not n.startswith("_")} | set(Engine.__annotations__)
+    assert declared <= set(dir(engine))
 
 
 def test_masked_lm_takes_no_helper_from_causal():
@@ -42,3 +57,10 @@ def test_masked_lm_takes_no_helper_from_causal():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "bias_core.models.causal" not in imported
     assert "bias_core.models.batching" in imported
+
+
+def test_engines_never_cache():
+    """Caching is one wrapper (cached.py): no engine module calls the cache itself."""
+    for path in [MODELS / "causal.py", MODELS / "masked.py", MODELS / "half.py", *sorted((MODELS / "engines").glob("*.py"))]:
+        text = path.read_text(encoding="utf-8")
+        assert "cached_map" not in text and "ResultCache" not in text, path.name

@@ -59,19 +59,19 @@ def next_token_logits(model, ids: list[int]) -> torch.Tensor:
 
 def direct_word_prob(lm, prompt: str, word: str) -> float:
     """P(" word" | prompt) as the product of chained conditionals, one forward per token."""
-    prompt_ids = ids_of(lm.tokenizer, prompt)
-    word_ids = ids_of(lm.tokenizer, " " + word, special=False)
+    prompt_ids = ids_of(lm.engine.tokenizer, prompt)
+    word_ids = ids_of(lm.engine.tokenizer, " " + word, special=False)
     prob = 1.0
     for k, tok in enumerate(word_ids):
-        prob *= float(torch.softmax(next_token_logits(lm.model, prompt_ids + word_ids[:k]), dim=-1)[tok])
+        prob *= float(torch.softmax(next_token_logits(lm.engine.model, prompt_ids + word_ids[:k]), dim=-1)[tok])
     return prob
 
 
 def direct_loglikelihood(lm, context: str, continuation: str) -> float:
-    ctx = ids_of(lm.tokenizer, context)
-    cont = ids_of(lm.tokenizer, continuation, special=False)
+    ctx = ids_of(lm.engine.tokenizer, context)
+    cont = ids_of(lm.engine.tokenizer, continuation, special=False)
     with torch.no_grad():
-        logits = lm.model(input_ids=torch.tensor([ctx + cont], device=lm.model.device)).logits[0].double()
+        logits = lm.engine.model(input_ids=torch.tensor([ctx + cont], device=lm.engine.model.device)).logits[0].double()
     logprobs = torch.log_softmax(logits, dim=-1)
     return float(sum(logprobs[len(ctx) - 1 + k, tok] for k, tok in enumerate(cont)))
 
@@ -104,7 +104,7 @@ class ForwardCounter:
 
 # ----- tokenizer sanity (the tests below rely on it) ---------------------------------------------
 def test_tiny_tokenizer_has_single_and_multi_token_words(tiny_lm):
-    tok = tiny_lm.tokenizer
+    tok = tiny_lm.engine.tokenizer
     assert len(ids_of(tok, " " + SINGLE_TOKEN_WORD, special=False)) == 1
     for word in MULTI_TOKEN_WORDS:
         assert len(ids_of(tok, " " + word, special=False)) >= 2, word
@@ -130,15 +130,15 @@ def test_word_probs_equal_direct_computation(tiny_lm):
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=0)
     assert (got > 0).all()
     # The single-token word is exactly one softmax entry of the raw logits.
-    she = ids_of(tiny_lm.tokenizer, " she", special=False)[0]
-    raw = torch.softmax(next_token_logits(tiny_lm.model, ids_of(tiny_lm.tokenizer, prompts[0])), -1)[she]
+    she = ids_of(tiny_lm.engine.tokenizer, " she", special=False)[0]
+    raw = torch.softmax(next_token_logits(tiny_lm.engine.model, ids_of(tiny_lm.engine.tokenizer, prompts[0])), -1)[she]
     assert got[0, WORDS.index("she")] == pytest.approx(float(raw), rel=1e-5)
 
 
 def test_word_probs_multi_token_word_is_product_not_first_token(tiny_lm):
     prompt, word = PROMPTS[0], "nurses"
-    word_ids = ids_of(tiny_lm.tokenizer, " " + word, special=False)
-    first_only = float(torch.softmax(next_token_logits(tiny_lm.model, ids_of(tiny_lm.tokenizer, prompt)), -1)[word_ids[0]])
+    word_ids = ids_of(tiny_lm.engine.tokenizer, " " + word, special=False)
+    first_only = float(torch.softmax(next_token_logits(tiny_lm.engine.model, ids_of(tiny_lm.engine.tokenizer, prompt)), -1)[word_ids[0]])
     got = float(tiny_lm.word_probs([prompt], [word])[0, 0])
     assert got == pytest.approx(direct_word_prob(tiny_lm, prompt, word), rel=1e-4)
     assert got < first_only * 0.99  # a later token's conditional (< 1) is multiplied in
@@ -166,20 +166,20 @@ def test_loglikelihood_moves_trailing_context_space_into_continuation(tiny_lm):
 
 @pytest.mark.parametrize("word", ["she", "nurses", "hairdresser"])
 def test_split_request_gives_leading_space_form(tiny_lm, word):
-    tok = tiny_lm.tokenizer
+    tok = tiny_lm.engine.tokenizer
     prompt = "My friend is a nurse, and"
-    ctx, cont = tiny_lm.split_request(prompt, " " + word)
+    ctx, cont = tiny_lm.engine.split_request(prompt, " " + word)
     assert ctx == ids_of(tok, prompt)
     assert cont == ids_of(tok, " " + word, special=False)  # all tokens of a multi-token word kept
     assert tok.decode(cont).startswith(" ")
     assert tok.decode(cont) == " " + word
     # A trailing space on the context gives the same split.
-    assert tiny_lm.split_request(prompt + " ", word) == (ctx, cont)
+    assert tiny_lm.engine.split_request(prompt + " ", word) == (ctx, cont)
 
 
 # ----- batch-size invariance ---------------------------------------------------------------------
 def _prompt_lengths(lm, prompts):
-    return [len(lm.encode(p)) for p in prompts]
+    return [len(lm.engine.encode(p)) for p in prompts]
 
 
 def _check_prompts_exercise_batching(lm, prompts):
@@ -255,20 +255,20 @@ def test_smollm2_word_probs_equal_direct_computation(smollm2_lm, torch_single_th
 # ----- generation --------------------------------------------------------------------------------
 @pytest.mark.parametrize("max_new_tokens", [1, 5, 12])
 def test_generate_returns_only_the_greedy_continuation(tiny_lm, max_new_tokens):
-    tok = tiny_lm.tokenizer
+    tok = tiny_lm.engine.tokenizer
     prompts = PROMPTS[:4]
     got = tiny_lm.generate(prompts, DecodingConfig(max_new_tokens=max_new_tokens))
     for prompt, text in zip(prompts, got):
-        ref = direct_greedy_ids(tiny_lm.model, ids_of(tok, prompt), max_new_tokens, tok.eos_token_id)
+        ref = direct_greedy_ids(tiny_lm.engine.model, ids_of(tok, prompt), max_new_tokens, tok.eos_token_id)
         assert len(ref) == max_new_tokens  # the random model does not emit EOS this early
         assert text == tok.decode(ref, skip_special_tokens=True)
         assert not text.startswith(prompt)
 
 
 def test_generate_respects_max_new_tokens(tiny_lm, monkeypatch):
-    tok = tiny_lm.tokenizer
+    tok = tiny_lm.engine.tokenizer
     prompt = PROMPTS[0]
-    long_ref = direct_greedy_ids(tiny_lm.model, ids_of(tok, prompt), 20, tok.eos_token_id)
+    long_ref = direct_greedy_ids(tiny_lm.engine.model, ids_of(tok, prompt), 20, tok.eos_token_id)
     for n in (1, 3, 20):
         assert tiny_lm.generate([prompt], DecodingConfig(max_new_tokens=n))[0] == tok.decode(long_ref[:n])
     # Sampled: record the token ids handed to decode (text length says little for byte-level BPE).
@@ -289,8 +289,8 @@ def test_generate_respects_max_new_tokens(tiny_lm, monkeypatch):
 def _sample_first_tokens(lm, monkeypatch, prompt, config, n_seeds):
     """First sampled token id for seeds 0..n_seeds-1 (ids recorded at decode)."""
     decoded: list[list[int]] = []
-    real_decode = lm.tokenizer.decode
-    monkeypatch.setattr(lm.tokenizer, "decode",
+    real_decode = lm.engine.tokenizer.decode
+    monkeypatch.setattr(lm.engine.tokenizer, "decode",
                         lambda ids, **kw: (decoded.append(list(ids)), real_decode(ids, **kw))[1])
     for seed in range(n_seeds):
         lm.generate([prompt], config, seed=seed)
@@ -304,7 +304,7 @@ def test_sampling_follows_the_warped_distribution(tiny_lm, monkeypatch):
     from scipy.stats import chisquare
 
     prompt, temperature, n = "My friend is a pilot, and", 0.5, 500
-    probs = torch.softmax(next_token_logits(tiny_lm.model, ids_of(tiny_lm.tokenizer, prompt)) / temperature, -1)
+    probs = torch.softmax(next_token_logits(tiny_lm.engine.model, ids_of(tiny_lm.engine.tokenizer, prompt)) / temperature, -1)
     top = probs.argsort(descending=True)[:3].tolist()
     assert float(probs[top[0]]) > 0.3  # peaked enough that a wrong temperature shows
     tokens = _sample_first_tokens(tiny_lm, monkeypatch, prompt,
@@ -318,7 +318,7 @@ def test_sampling_follows_the_warped_distribution(tiny_lm, monkeypatch):
                          ids=["top_k=2", "top_p=0.5", "top_k=1"])
 def test_sampling_respects_top_k_and_top_p(tiny_lm, monkeypatch, config_kw, allowed):
     prompt, temperature = "My friend is a pilot, and", 0.5
-    probs = torch.softmax(next_token_logits(tiny_lm.model, ids_of(tiny_lm.tokenizer, prompt)) / temperature, -1)
+    probs = torch.softmax(next_token_logits(tiny_lm.engine.model, ids_of(tiny_lm.engine.tokenizer, prompt)) / temperature, -1)
     ranked = probs.argsort(descending=True).tolist()
     # top_p=0.5 keeps exactly the two most likely tokens for this prompt.
     assert float(probs[ranked[0]]) < 0.5 < float(probs[ranked[0]] + probs[ranked[1]])
@@ -335,17 +335,17 @@ def _swap_lm_head_rows(model, a: int, b: int) -> None:
 
 def test_generate_stops_at_eos(tiny_lm):
     """Make EOS the greedy pick at a known step by swapping its output row with that token's."""
-    tok = tiny_lm.tokenizer
+    tok = tiny_lm.engine.tokenizer
     eos = tok.eos_token_id
     max_new = 12
     # Prompts of one length share a batch: rows that finish early must leave it cleanly.
-    same_len = [p for p in PROMPTS if len(tiny_lm.encode(p)) == len(tiny_lm.encode(PROMPTS[0]))]
+    same_len = [p for p in PROMPTS if len(tiny_lm.engine.encode(p)) == len(tiny_lm.engine.encode(PROMPTS[0]))]
     assert len(same_len) >= 3
-    before = direct_greedy_ids(tiny_lm.model, ids_of(tok, same_len[0]), max_new, eos)
+    before = direct_greedy_ids(tiny_lm.engine.model, ids_of(tok, same_len[0]), max_new, eos)
     step = next(k for k in range(2, max_new) if before[k] not in before[:k])
-    _swap_lm_head_rows(tiny_lm.model, before[step], eos)
+    _swap_lm_head_rows(tiny_lm.engine.model, before[step], eos)
 
-    refs = [direct_greedy_ids(tiny_lm.model, ids_of(tok, p), max_new, eos) for p in same_len]
+    refs = [direct_greedy_ids(tiny_lm.engine.model, ids_of(tok, p), max_new, eos) for p in same_len]
     assert refs[0] == before[:step]  # stops right before the swapped token
     assert any(len(r) > step for r in refs), "another row must outlive the first in the batch"
 
@@ -359,14 +359,14 @@ def test_generate_stops_at_eos(tiny_lm):
 # ----- usage errors ------------------------------------------------------------------------------
 def _prompt_of_tokens(lm, n: int) -> str:
     prompt = "My friend"
-    while len(lm.encode(prompt)) < n:
+    while len(lm.engine.encode(prompt)) < n:
         prompt += " she"
-    assert len(lm.encode(prompt)) == n
+    assert len(lm.engine.encode(prompt)) == n
     return prompt
 
 
 def test_prompt_too_long_is_a_usage_error(tiny_lm):
-    assert tiny_lm.max_length == 128
+    assert tiny_lm.engine.max_length == 128
     too_long = _prompt_of_tokens(tiny_lm, 140)
     for call in (
         lambda: tiny_lm.word_probs([PROMPTS[0], too_long], ["she"]),
@@ -405,7 +405,7 @@ def _all_ops(lm, prompts=PROMPTS[:4], words=WORDS, config=SAMPLED, seed=0):
 
 
 def test_cache_second_call_recomputes_nothing(cached_lm):
-    counter = ForwardCounter(cached_lm.model)
+    counter = ForwardCounter(cached_lm.engine.model)
     first = _all_ops(cached_lm)
     assert counter.reset() > 0
     hits = cached_lm.cache.hits
@@ -418,13 +418,13 @@ def test_cache_second_call_recomputes_nothing(cached_lm):
 def test_cache_persists_across_handles(cached_lm, tiny_model_dir, tmp_path, device):
     first = _all_ops(cached_lm)
     again = load_tiny(tiny_model_dir, device, cache_dir=tmp_path / "cache", use_cache=True)
-    counter = ForwardCounter(again.model)
+    counter = ForwardCounter(again.engine.model)
     assert _all_ops(again) == first
     assert counter.calls == 0
 
 
 def test_without_cache_every_call_recomputes(tiny_lm):
-    counter = ForwardCounter(tiny_lm.model)
+    counter = ForwardCounter(tiny_lm.engine.model)
     first = _all_ops(tiny_lm)
     n = counter.reset()
     assert n > 0
@@ -452,7 +452,7 @@ def test_cache_misses_when_anything_changes(cached_lm, change):
     cached_lm.generate(PROMPTS[:2], SAMPLED, seed=0)
     cached_lm.word_probs(PROMPTS[:2], WORDS)
     cached_lm.loglikelihood([(PROMPTS[0], " she")])
-    counter = ForwardCounter(cached_lm.model)
+    counter = ForwardCounter(cached_lm.engine.model)
     misses = cached_lm.cache.misses
     change(cached_lm)
     assert counter.calls > 0
@@ -464,13 +464,13 @@ def test_cache_misses_for_another_model_or_dtype(cached_lm, tmp_path, device):
     first = cached_lm.word_probs(PROMPTS[:3], WORDS)
     other_dir = build_tiny_causal_lm(tmp_path / "other-model", seed=1)
     other = load_tiny(other_dir, device, cache_dir=cache_dir, use_cache=True)
-    counter = ForwardCounter(other.model)
+    counter = ForwardCounter(other.engine.model)
     assert not np.allclose(other.word_probs(PROMPTS[:3], WORDS), first)
     assert counter.reset() > 0
 
     bf16 = load_model(resolve_model(str(cached_lm.name)),
                       LoadOptions(cache_dir=cache_dir, device=device, dtype="bfloat16", progress=False))
-    counter = ForwardCounter(bf16.model)
+    counter = ForwardCounter(bf16.engine.model)
     bf16.word_probs(PROMPTS[:3], WORDS)
     assert counter.calls > 0
 

@@ -94,17 +94,17 @@ def _logits(lm, ids: list[int]) -> torch.Tensor:
     """
     with torch.no_grad():
         if lm.kind == "seq2seq":
-            decoder = [lm.model.config.decoder_start_token_id] + ids[:-1]
-            out = lm.model(input_ids=torch.tensor([ids], device=lm.model.device),
-                           decoder_input_ids=torch.tensor([decoder], device=lm.model.device))
+            decoder = [lm.engine.model.config.decoder_start_token_id] + ids[:-1]
+            out = lm.engine.model(input_ids=torch.tensor([ids], device=lm.engine.model.device),
+                           decoder_input_ids=torch.tensor([decoder], device=lm.engine.model.device))
         else:
-            out = lm.model(input_ids=torch.tensor([ids], device=lm.model.device))
+            out = lm.engine.model(input_ids=torch.tensor([ids], device=lm.engine.model.device))
     return out.logits[0].double()
 
 
 def direct_pll(lm, sentence: str) -> float:
     """Salazar et al.: mask each token between the leading [CLS]/<s> and final [SEP]/</s>."""
-    tok = lm.tokenizer
+    tok = lm.engine.tokenizer
     ids = list(tok(sentence)["input_ids"])
     assert ids[0] in (tok.cls_token_id, tok.bos_token_id) and ids[-1] in (tok.sep_token_id, tok.eos_token_id)
     total = 0.0
@@ -117,12 +117,12 @@ def direct_pll(lm, sentence: str) -> float:
 def word_form(lm, text: str, word: str) -> list[int]:
     """The word's tokens: WordPiece as is; byte-level BPE with a leading space after a space."""
     spaced = lm.kind == "seq2seq" and text.index("[MASK]") > 0 and text[text.index("[MASK]") - 1] == " "
-    return list(lm.tokenizer((" " if spaced else "") + word, add_special_tokens=False)["input_ids"])
+    return list(lm.engine.tokenizer((" " if spaced else "") + word, add_special_tokens=False)["input_ids"])
 
 
 def direct_fill_prob(lm, text: str, word: str) -> float:
     """n mask tokens in the slot for an n-token word, filled left to right, product of conditionals."""
-    tok = lm.tokenizer
+    tok = lm.engine.tokenizer
     word_ids = word_form(lm, text, word)
     masks = (" " if lm.kind == "masked" else "").join([tok.mask_token] * len(word_ids))
     ids = list(tok(text.replace("[MASK]", masks))["input_ids"])
@@ -136,7 +136,7 @@ def direct_fill_prob(lm, text: str, word: str) -> float:
 
 
 def slot_distribution(lm, text: str) -> torch.Tensor:
-    tok = lm.tokenizer
+    tok = lm.engine.tokenizer
     ids = list(tok(text.replace("[MASK]", tok.mask_token))["input_ids"])
     return torch.softmax(_logits(lm, ids)[ids.index(tok.mask_token_id)], -1)
 
@@ -150,7 +150,7 @@ def is_whole_word_token(lm, text: str, token: str) -> bool:
 
 
 def direct_topk(lm, text: str, k: int) -> list[tuple[str, float]]:
-    tok = lm.tokenizer
+    tok = lm.engine.tokenizer
     probs = slot_distribution(lm, text)
     order = sorted(range(len(tok)), key=lambda t: (-float(probs[t]), t))
     names = tok.convert_ids_to_tokens(order)
@@ -162,12 +162,12 @@ def direct_topk(lm, text: str, k: int) -> list[tuple[str, float]]:
 
 def direct_mean_embedding(lm, sentence: str) -> np.ndarray:
     """Mean of the last layer (BART: the encoder's) over tokens between the special ends."""
-    ids = torch.tensor([lm.tokenizer(sentence)["input_ids"]], device=lm.model.device)
+    ids = torch.tensor([lm.engine.tokenizer(sentence)["input_ids"]], device=lm.engine.model.device)
     with torch.no_grad():
         if lm.kind == "seq2seq":
-            hidden = lm.model(input_ids=ids).encoder_last_hidden_state[0]
+            hidden = lm.engine.model(input_ids=ids).encoder_last_hidden_state[0]
         else:
-            hidden = lm.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0]
+            hidden = lm.engine.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0]
     return hidden[1:-1].double().mean(0).cpu().numpy()
 
 
@@ -188,8 +188,8 @@ def test_tiny_tokenizers_have_single_and_multi_token_words(bert, bart):
         for word in MULTI_TOKEN_WORDS:
             assert len(word_form(lm, text, word)) >= 2, (lm.kind, word)
     # BART's <mask> takes the space before it, so the slot wants the leading-space form.
-    assert bart.tokenizer.convert_ids_to_tokens(word_form(bart, "a [MASK].", "she")) == ["Ġshe"]
-    assert bart.tokenizer.convert_ids_to_tokens(word_form(bart, "[MASK] is", "She")) == ["She"]
+    assert bart.engine.tokenizer.convert_ids_to_tokens(word_form(bart, "a [MASK].", "she")) == ["Ġshe"]
+    assert bart.engine.tokenizer.convert_ids_to_tokens(word_form(bart, "[MASK] is", "She")) == ["She"]
 
 
 @pytest.mark.parametrize("build", [build_tiny_masked_lm, build_tiny_bart])
@@ -204,12 +204,11 @@ def test_tiny_builders_are_deterministic_for_a_seed(tmp_path, build, torch_singl
 def test_local_dirs_load_as_their_kind(bert, bart, tiny_lm, bert_dir, bart_dir, tiny_model_dir):
     assert (resolve_model(str(bert_dir)).kind, resolve_model(str(bart_dir)).kind) == ("masked", "seq2seq")
     assert resolve_model(str(tiny_model_dir)).kind == "causal"
-    assert isinstance(bert, MaskedLM) and bert.kind == "masked" and type(bert.model).__name__ == "BertForMaskedLM"
-    assert isinstance(bart, MaskedLM) and bart.kind == "seq2seq"
-    assert type(bart.model).__name__ == "BartForConditionalGeneration"
-    assert isinstance(tiny_lm, CausalLM) and tiny_lm.kind == "causal"
-    for lm in (bert, bart, tiny_lm):
-        assert lm.mask_token == "[MASK]"
+    assert isinstance(bert.engine, MaskedLM) and bert.kind == "masked"
+    assert type(bert.engine.model).__name__ == "BertForMaskedLM"
+    assert isinstance(bart.engine, MaskedLM) and bart.kind == "seq2seq"
+    assert type(bart.engine.model).__name__ == "BartForConditionalGeneration"
+    assert isinstance(tiny_lm.engine, CausalLM) and tiny_lm.kind == "causal"
 
 
 @pytest.mark.parametrize("config, kind", [
@@ -266,10 +265,10 @@ def test_pll_equals_direct_computation(masked):
 def test_pll_scores_every_token_but_the_special_ones(bert):
     """One masked copy (one forward row) per non-special token of each sentence."""
     rows = []
-    bert.model.register_forward_hook(lambda m, args, kw, out: rows.append(kw["input_ids"].shape[0]), with_kwargs=True)
+    bert.engine.model.register_forward_hook(lambda m, args, kw, out: rows.append(kw["input_ids"].shape[0]), with_kwargs=True)
     sentence = "She is a good person."
     bert.sentence_logprob([sentence])
-    assert sum(rows) == len(bert.tokenizer(sentence)["input_ids"]) - 2 == 6
+    assert sum(rows) == len(bert.engine.tokenizer(sentence)["input_ids"]) - 2 == 6
 
 
 def test_fill_probs_equal_direct_computation(masked):
@@ -293,9 +292,9 @@ def test_fill_probs_multi_token_word_is_product_not_first_token(masked):
     first = word_form(masked, text, word)[0]
     # The first token's probability with as many masks as the word has tokens.
     n = len(word_form(masked, text, word))
-    masks = (" " if masked.kind == "masked" else "").join([masked.tokenizer.mask_token] * n)
-    ids = list(masked.tokenizer(text.replace("[MASK]", masks))["input_ids"])
-    first_only = float(torch.softmax(_logits(masked, ids)[ids.index(masked.tokenizer.mask_token_id)], -1)[first])
+    masks = (" " if masked.kind == "masked" else "").join([masked.engine.tokenizer.mask_token] * n)
+    ids = list(masked.engine.tokenizer(text.replace("[MASK]", masks))["input_ids"])
+    first_only = float(torch.softmax(_logits(masked, ids)[ids.index(masked.engine.tokenizer.mask_token_id)], -1)[first])
     got = float(masked.fill_probs([text], [word])[0, 0])
     assert got == pytest.approx(direct_fill_prob(masked, text, word), rel=1e-4)
     assert got < first_only * 0.99  # a later token's conditional (< 1) is multiplied in
@@ -321,7 +320,7 @@ def test_topk_probability_equals_fill_probs_of_that_word(masked):
 
 def test_embed_equals_direct_mean_pooling(masked):
     got = masked.embed(SENTENCES)
-    hidden = masked.model.config.d_model if masked.kind == "seq2seq" else masked.model.config.hidden_size
+    hidden = masked.engine.model.config.d_model if masked.kind == "seq2seq" else masked.engine.model.config.hidden_size
     assert got.shape == (len(SENTENCES), hidden) and got.dtype == np.float64
     expected = np.vstack([direct_mean_embedding(masked, s) for s in SENTENCES])
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
@@ -329,10 +328,10 @@ def test_embed_equals_direct_mean_pooling(masked):
 
 def test_bart_mask_fill_reads_the_default_shifted_decoder_input(bart):
     """The reference above writes the decoder input out; HF's default shifting must agree."""
-    tok = bart.tokenizer
+    tok = bart.engine.tokenizer
     ids = list(tok("My friend is a <mask>.")["input_ids"])
     with torch.no_grad():
-        default = bart.model(input_ids=torch.tensor([ids], device=bart.model.device)).logits[0].double()
+        default = bart.engine.model(input_ids=torch.tensor([ids], device=bart.engine.model.device)).logits[0].double()
     np.testing.assert_allclose(default.cpu().numpy(), _logits(bart, ids).cpu().numpy(), rtol=1e-6, atol=1e-6)
     got = bart.fill_probs(["My friend is a [MASK]."], ["nurse"])[0, 0]
     slot_probs = torch.softmax(default[ids.index(tok.mask_token_id)], -1)
@@ -356,7 +355,7 @@ def _check_invariance(lm, sentences, texts):
 
 
 def test_masked_batch_size_invariance(masked):
-    lengths = [len(masked.tokenizer(s)["input_ids"]) for s in SENTENCES]
+    lengths = [len(masked.engine.tokenizer(s)["input_ids"]) for s in SENTENCES]
     assert len(set(lengths)) >= 4 and len(set(lengths)) < len(lengths)  # several widths, shared widths
     _check_invariance(masked, SENTENCES, SLOT_TEXTS)
 
@@ -384,8 +383,8 @@ def test_fill_probs_columns_follow_the_word_order(bert, order):
 def test_masked_cache_second_call_recomputes_nothing(which, bert_dir, bart_dir, tmp_path, torch_single_thread, device):
     folder = {"bert": bert_dir, "bart": bart_dir}[which]
     lm = _load(folder, tmp_path, device, use_cache=True)
-    counter = ForwardCounter(lm.model)
-    encoder_counter = ForwardCounter(lm.model.get_encoder() if lm.kind == "seq2seq" else lm.model.base_model)
+    counter = ForwardCounter(lm.engine.model)
+    encoder_counter = ForwardCounter(lm.engine.model.get_encoder() if lm.kind == "seq2seq" else lm.engine.model.base_model)
     first = _all_ops(lm)
     assert counter.reset() > 0 and encoder_counter.reset() > 0
     hits = lm.cache.hits
@@ -396,7 +395,7 @@ def test_masked_cache_second_call_recomputes_nothing(which, bert_dir, bart_dir, 
     assert second[2] == first[2] and second[3].tolist() == first[3].tolist()
     # A new handle on the same folder and cache directory reads the same entries.
     again = _load(folder, tmp_path, device, use_cache=True)
-    fresh = ForwardCounter(again.model)
+    fresh = ForwardCounter(again.engine.model)
     assert again.fill_probs(SLOT_TEXTS, WORDS).tolist() == first[1].tolist()
     assert fresh.calls == 0
     # Another word list is another entry.
@@ -434,9 +433,9 @@ def test_masked_text_too_long_is_a_usage_error(bert):
 
 # ----- causal: the protocol methods --------------------------------------------------------------
 def direct_causal_sentence_logprob(lm, sentence: str, prefix_id: int) -> float:
-    ids = [prefix_id] + list(lm.tokenizer(sentence, add_special_tokens=False)["input_ids"])
+    ids = [prefix_id] + list(lm.engine.tokenizer(sentence, add_special_tokens=False)["input_ids"])
     with torch.no_grad():
-        logits = lm.model(input_ids=torch.tensor([ids], device=lm.model.device)).logits[0].double()
+        logits = lm.engine.model(input_ids=torch.tensor([ids], device=lm.engine.model.device)).logits[0].double()
     logprobs = torch.log_softmax(logits, -1)
     return float(sum(logprobs[i - 1, ids[i]] for i in range(1, len(ids))))
 
@@ -444,21 +443,21 @@ def direct_causal_sentence_logprob(lm, sentence: str, prefix_id: int) -> float:
 def test_causal_prefix_token_is_bos_whenever_defined_else_eos(tiny_lm):
     # lm-evaluation-harness's rule: a BOS the tokenizer defines but never prepends (SmolLM2)
     # is still the empty context's token; EOS only when there is no BOS at all.
-    assert tiny_lm.prefix_token_id() == tiny_lm.tokenizer.bos_token_id
+    assert tiny_lm.engine.prefix_token_id() == tiny_lm.engine.tokenizer.bos_token_id
     tok = build_tokenizer()
     tok._tokenizer.post_processor = None  # BOS defined but never prepended
     assert tok("a")["input_ids"] == tok("a", add_special_tokens=False)["input_ids"]
-    handle = CausalLM.__new__(CausalLM)
-    handle.tokenizer, handle.name = tok, "no-bos"
-    assert handle.prefix_token_id() == tok.bos_token_id != tok.eos_token_id
+    engine = CausalLM.__new__(CausalLM)
+    engine.tokenizer, engine.name = tok, "no-bos"
+    assert engine.prefix_token_id() == tok.bos_token_id != tok.eos_token_id
     tok.bos_token = None
-    assert handle.prefix_token_id() == tok.eos_token_id
+    assert engine.prefix_token_id() == tok.eos_token_id
 
 
 def test_causal_sentence_logprob_equals_direct_computation(tiny_lm):
     got = tiny_lm.sentence_logprob(SENTENCES)
     assert got.dtype == np.float64 and got.shape == (len(SENTENCES),)
-    bos = tiny_lm.tokenizer.bos_token_id
+    bos = tiny_lm.engine.tokenizer.bos_token_id
     expected = [direct_causal_sentence_logprob(tiny_lm, s, bos) for s in SENTENCES]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
     # The first word is scored too: not the same as scoring the rest after the first token.
@@ -476,13 +475,13 @@ def test_causal_fill_probs_are_next_word_probabilities(tiny_lm):
 
 @pytest.mark.parametrize("k", [1, 6])
 def test_causal_topk_fills_equal_direct_computation(tiny_lm, k):
-    tok = tiny_lm.tokenizer
+    tok = tiny_lm.engine.tokenizer
     texts = ["My friend is a nurse, and [MASK]", "The man said [MASK]", "My cousin is a[MASK]"]
     got = tiny_lm.topk_fills(texts, k)
     for text, row in zip(texts, got):
         ids = list(tok(text.replace("[MASK]", "").rstrip())["input_ids"])
         with torch.no_grad():
-            probs = torch.softmax(tiny_lm.model(input_ids=torch.tensor([ids], device=tiny_lm.model.device)).logits[0, -1].double(), -1).cpu()
+            probs = torch.softmax(tiny_lm.engine.model(input_ids=torch.tensor([ids], device=tiny_lm.engine.model.device)).logits[0, -1].double(), -1).cpu()
         order = sorted(range(len(tok)), key=lambda t: (-float(probs[t]), t))
         # A new word after the prompt: byte-level tokens that start with a space.
         words = [(tok.decode([t]).strip(), float(probs[t])) for t, name in zip(order, tok.convert_ids_to_tokens(order))
@@ -495,11 +494,11 @@ def test_causal_topk_fills_equal_direct_computation(tiny_lm, k):
 
 def test_causal_embed_is_last_token_last_layer_state(tiny_lm):
     got = tiny_lm.embed(SENTENCES)
-    assert got.shape == (len(SENTENCES), tiny_lm.model.config.hidden_size) and got.dtype == np.float64
+    assert got.shape == (len(SENTENCES), tiny_lm.engine.model.config.hidden_size) and got.dtype == np.float64
     for row, sentence in zip(got, SENTENCES):
-        ids = torch.tensor([tiny_lm.tokenizer(sentence)["input_ids"]], device=tiny_lm.model.device)
+        ids = torch.tensor([tiny_lm.engine.tokenizer(sentence)["input_ids"]], device=tiny_lm.engine.model.device)
         with torch.no_grad():
-            expected = tiny_lm.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, -1].double().cpu().numpy()
+            expected = tiny_lm.engine.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, -1].double().cpu().numpy()
         np.testing.assert_allclose(row, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -514,7 +513,7 @@ def test_causal_protocol_batch_size_invariance(tiny_lm):
 
 def test_causal_protocol_cache_second_call_recomputes_nothing(tiny_model_dir, tmp_path, torch_single_thread, device):
     lm = _load(tiny_model_dir, tmp_path, device, use_cache=True)
-    counter = ForwardCounter(lm.model)
+    counter = ForwardCounter(lm.engine.model)
     first = _all_ops(lm, CAUSAL_TEXTS)
     assert counter.reset() > 0
     second = _all_ops(lm, CAUSAL_TEXTS)
@@ -526,7 +525,7 @@ def test_causal_protocol_cache_second_call_recomputes_nothing(tiny_model_dir, tm
 def test_context_masks_are_masked_but_not_scored(bert):
     # Kurita's prior: the target slot is scored while the attribute is hidden by a mask token too.
     text = "[MASK] is a [MASK_CONTEXT] ."
-    tok = bert.tokenizer
+    tok = bert.engine.tokenizer
     ids = list(tok(text.replace("[MASK_CONTEXT]", tok.mask_token).replace("[MASK]", tok.mask_token))["input_ids"])
     masks = [i for i, t in enumerate(ids) if t == tok.mask_token_id]
     assert len(masks) == 2

@@ -53,15 +53,15 @@ def test_token_loss_shifted_hand_computed():
 
 
 def test_causal_batch_scores_every_token_after_the_prefix(tiny_lm):
-    encoded = [encode(tiny_lm, s, 32) for s in ("She is a nurse.", "He is.")]
-    assert encoded[0][0][0] == tiny_lm.prefix_token_id()
-    assert encoded[0][0][1:] == list(tiny_lm.tokenizer("She is a nurse.", add_special_tokens=False)["input_ids"])
-    batch = make_batch(tiny_lm, encoded)
+    encoded = [encode(tiny_lm.training(), s, 32) for s in ("She is a nurse.", "He is.")]
+    assert encoded[0][0][0] == tiny_lm.training().prefix_token_id()
+    assert encoded[0][0][1:] == list(tiny_lm.training().tokenizer("She is a nurse.", add_special_tokens=False)["input_ids"])
+    batch = make_batch(tiny_lm.training(), encoded)
     short = len(encoded[1][0])
     assert batch.labels[0, 0] == IGNORE and (batch.labels[0, 1:] != IGNORE).all()
     assert (batch.labels[1, short:] == IGNORE).all() and batch.last.tolist() == [len(encoded[0][0]) - 1, short - 1]
     # the loss is the mean NLL sentence_logprob sums, over the same tokens
-    loss, out = lm_loss(tiny_lm.model, "causal", batch, tiny_lm.device)
+    loss, out = lm_loss(tiny_lm.training().model, "causal", batch, tiny_lm.training().device)
     logprobs = tiny_lm.sentence_logprob(["She is a nurse.", "He is."])
     n_tokens = sum(len(ids) - 1 for ids, _ in encoded)
     assert loss.item() == pytest.approx(-logprobs.sum() / n_tokens, rel=1e-4)
@@ -81,18 +81,18 @@ def tiny_bert(tmp_path_factory):
 
 
 def test_masked_batch(tiny_bert):
-    encoded = [encode(tiny_bert, s, 32) for s in ("the nurse said that she was tired .", "he is .")]
-    batch = make_batch(tiny_bert, encoded, gen=torch.Generator().manual_seed(1))
-    again = make_batch(tiny_bert, encoded, gen=torch.Generator().manual_seed(1))
+    encoded = [encode(tiny_bert.training(), s, 32) for s in ("the nurse said that she was tired .", "he is .")]
+    batch = make_batch(tiny_bert.training(), encoded, gen=torch.Generator().manual_seed(1))
+    again = make_batch(tiny_bert.training(), encoded, gen=torch.Generator().manual_seed(1))
     assert torch.equal(batch.inputs["input_ids"], again.inputs["input_ids"]) and torch.equal(batch.labels, again.labels)
     for row, (ids, special) in enumerate(encoded):
         labelled = (batch.labels[row] != IGNORE).nonzero().flatten().tolist()
         assert labelled, "every sentence carries loss"
         assert all(not special[p] and batch.labels[row, p] == ids[p] for p in labelled)
     # representations read the uncorrupted sentence: mean over non-special tokens, as embed
-    plain = make_batch(tiny_bert, encoded, corrupt=False)
+    plain = make_batch(tiny_bert.training(), encoded, corrupt=False)
     assert (plain.labels == IGNORE).all()
-    out = tiny_bert.model(**plain.inputs, output_hidden_states=True)
+    out = tiny_bert.training().model(**plain.inputs, output_hidden_states=True)
     rep = representation(out, "masked", plain)
     assert torch.allclose(rep.double(), torch.tensor(tiny_bert.embed(["the nurse said that she was tired .", "he is ."])),
                           atol=1e-4)
@@ -100,7 +100,7 @@ def test_masked_batch(tiny_bert):
 
 def test_encode_truncates_keeping_the_closing_token(tiny_bert, tiny_lm):
     long = "the nurse said that she was tired and the doctor said that he was tired ."
-    ids, special = encode(tiny_bert, long, 6)
-    assert len(ids) == 6 and ids[-1] == tiny_bert.tokenizer.sep_token_id and special == [1, 0, 0, 0, 0, 1]
-    ids, special = encode(tiny_lm, "She is a nurse and he is a doctor.", 4)
-    assert len(ids) == 4 and ids[0] == tiny_lm.prefix_token_id()
+    ids, special = encode(tiny_bert.training(), long, 6)
+    assert len(ids) == 6 and ids[-1] == tiny_bert.training().tokenizer.sep_token_id and special == [1, 0, 0, 0, 0, 1]
+    ids, special = encode(tiny_lm.training(), "She is a nurse and he is a doctor.", 4)
+    assert len(ids) == 4 and ids[0] == tiny_lm.training().prefix_token_id()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bias_core.gates import Gate
 from bias_core.metrics.disclosure import add, gld
-from bias_core.models.causal import DecodingConfig
+from bias_core.models.decoding import DecodingConfig
 from bias_core.models.precision import (
     ExactLM,
     apply_precision,
@@ -182,25 +182,25 @@ def _near_tie(tiny_lm, prompt: str, eps: float):
     so that, after ``prompt``, two whole-word tokens lead fp32's next-token logits, eps apart."""
     import torch
 
-    model = copy.deepcopy(tiny_lm.model)
-    ids = torch.tensor([tiny_lm.encode(prompt)])
+    model = copy.deepcopy(tiny_lm.engine.model)
+    ids = torch.tensor([tiny_lm.engine.encode(prompt)])
     with torch.inference_mode():
         h = model.model(input_ids=ids).last_hidden_state[0, -1]
         logits = model.lm_head(h)
     # tokens the continuation " word" is scored as, alone: the tie is then the decision itself
     words = [t for t in logits.argsort(descending=True).tolist()
-             if tiny_lm.split_request(prompt, tiny_lm.tokenizer.decode([t]))[1] == [t]][:2]
+             if tiny_lm.engine.split_request(prompt, tiny_lm.engine.tokenizer.decode([t]))[1] == [t]][:2]
     first, second = words
     with torch.no_grad():
         w = model.lm_head.weight
         w[first] += (logits.max() + 1.0 - logits[first]) * h / h.dot(h)
         w[second] += (logits.max() + 1.0 + eps - logits[second]) * h / h.dot(h)
-    full = dataclasses.replace(tiny_lm, model=model)
+    full = tiny_lm.with_engine(dataclasses.replace(tiny_lm.engine, model=model))
     return full, apply_precision(full, "exact", "cpu", cache_dir=None), (first, second)
 
 
 def _decisions(lm, prompt, tokens, exact):
-    requests = [(prompt, lm.tokenizer.decode([t])) for t in tokens]
+    requests = [(prompt, lm.engine.tokenizer.decode([t])) for t in tokens]
     scores = compared_loglikelihood(lm, requests, [(0, 1)]) if exact else lm.loglikelihood(requests)
     return scores[0] > scores[1]
 
@@ -265,12 +265,12 @@ def test_calibrated_bound_is_cached_as_json(tiny_lm, tmp_path):
 def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tiny_lm, exact_lm):
     _needs_bf16()
     from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
-    from bias_core.precision_gate import ExactGate, word_bound
+    from bias_core.precision_gate import ExactGate
     from bias_core.suites.disclosure import DisclosureAudit
 
     reference = DisclosureAudit(tiny_lm).result("natural-default", "GLD")
     half = DisclosureAudit(exact_lm).compute("natural-default", "GLD")
-    error = propagated_error(half, word_bound(exact_lm, list(FEMALE_WORDS) + list(MALE_WORDS)))
+    error = propagated_error(half, exact_lm.word_bound(list(FEMALE_WORDS) + list(MALE_WORDS)))
     assert abs(half.ci_high - reference.ci_high) <= error  # the propagation holds on a real model
 
     far = ExactGate(lambda metric, probe: Gate("GLD", half.ci_high + 2 * error + 0.01, "max", "test"))

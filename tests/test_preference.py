@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bias_core.models.engines.fake import FakeEngine
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.probes import crows_pairs, stereoset
@@ -173,39 +174,25 @@ def test_crows_rejects_mismatched_lengths():
 # run_* with a stand-in model: which sentence goes where
 
 
-class FakeLM:
-    """Scores a sentence by a lookup table; records the calls."""
-
-    kind = "masked"
-
-    def __init__(self, table):
-        self.table, self.calls = table, []
-
-    def sentence_logprob(self, sentences, desc=""):
-        self.calls.append(list(sentences))
-        return np.array([self.table[s] for s in sentences], dtype=np.float64)
+def table_lm(table, kind="masked"):
+    """Sentence log-likelihoods from a table (tokens: whitespace words); records the calls."""
+    return FakeEngine(kind=kind, sentence=table.__getitem__)
 
 
 def test_run_stereoset_and_crows_route_sentences():
     items = (ProbeItem("i0", "A BLANK x.", {"target": "t", "stereotype": "S", "anti_stereotype": "A", "unrelated": "U"}),)
-    lm = FakeLM({"S": -1.0, "A": -2.0, "U": -1.5})
+    lm = table_lm({"S": -1.0, "A": -2.0, "U": -1.5})
     res = run_stereoset(lm, Probe("stereoset-gender", "1", items))
-    assert lm.calls == [["S", "A", "U"]]
+    assert lm.calls == [("sentence_logprob", ["S", "A", "U"])]
     assert res["stereo_score"].value == 100.0 and res["lm_score"].value == 50.0
     assert res["stereo_score"].details[0]["id"] == "i0"
     pairs = (ProbeItem("c0", "M", {"sent_more": "M", "sent_less": "L", "direction": "antistereo"}),)
-    res = run_crows(FakeLM({"M": -3.0, "L": -4.0}), Probe("crows-pairs-gender", "1", pairs))
+    res = run_crows(table_lm({"M": -3.0, "L": -4.0}), Probe("crows-pairs-gender", "1", pairs))
     assert res.value == 100.0 and res.details[0]["ll_more"] == -3.0
 
 
-class _WordTokenizer:
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": list(range(len(text.split())))}
-
-
-class CausalTable(FakeLM):
-    kind = "causal"
-    tokenizer = _WordTokenizer()
+def causal_table(table):
+    return table_lm(table, kind="causal")
 
 
 def test_run_stereoset_causal_compares_per_token_means_by_default():
@@ -213,10 +200,10 @@ def test_run_stereoset_causal_compares_per_token_means_by_default():
     # S "a b" total -2 (mean -1), A "a b c d" total -3 (mean -0.75), U "x" total -1.5 (mean -1.5).
     items = (ProbeItem("i0", "A BLANK x.", {"target": "t", "stereotype": "a b", "anti_stereotype": "a b c d", "unrelated": "x"}),)
     table = {"a b": -2.0, "a b c d": -3.0, "x": -1.5}
-    mean = run_stereoset(CausalTable(table), Probe("stereoset-gender", "1", items))
+    mean = run_stereoset(causal_table(table), Probe("stereoset-gender", "1", items))
     assert mean["stereo_score"].value == 0.0 and mean["lm_score"].value == 100.0
     assert mean["stereo_score"].breakdown["definition"] == {"causal_likelihood": "mean"}
-    total = run_stereoset(CausalTable(table), Probe("stereoset-gender", "1", items), causal="total")
+    total = run_stereoset(causal_table(table), Probe("stereoset-gender", "1", items), causal="total")
     assert total["stereo_score"].value == 100.0 and total["lm_score"].value == 0.0
 
 

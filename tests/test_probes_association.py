@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from bias_core.models.engines.fake import FakeEngine
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.da_gender import EXPECTED_PAIRS, load_da_gender
@@ -145,76 +146,51 @@ def cue(text, lexicon: dict[str, str]) -> str | None:
     return None
 
 
-class FakeMasked:
+def FakeMasked(lexicon, hi=0.3, lo=0.1, prior=0.2, contrarian=False):
     """P(word at [MASK]) = hi if the word's gender matches the gender cue shown in the text,
-    lo if it does not, prior if the cue is masked (no cue)."""
+    lo if it does not, prior if the cue is masked (no cue). Only mask filling."""
+    def fill(t, w):
+        assert t.count("[MASK]") == 1, t
+        g = cue(t.replace("[MASK]", " "), lexicon)
+        if g is None:
+            return prior
+        wg = "male" if w.lower() in PERSONS["male"] else "female"
+        return hi if (wg == g) != contrarian else lo
 
-    kind = "masked"
-    mask_token = "[MASK]"
-
-    def __init__(self, lexicon, hi=0.3, lo=0.1, prior=0.2, contrarian=False):
-        self.lexicon, self.hi, self.lo, self.prior, self.contrarian = lexicon, hi, lo, prior, contrarian
-        self.calls = []
-
-    def fill_probs(self, texts, words, desc=""):
-        self.calls.append((list(texts), list(words)))
-        out = np.empty((len(texts), len(words)))
-        for i, t in enumerate(texts):
-            assert t.count("[MASK]") == 1, t
-            g = cue(t.replace("[MASK]", " "), self.lexicon)
-            for j, w in enumerate(words):
-                wg = "male" if w.lower() in PERSONS["male"] else "female"
-                if g is None:
-                    out[i, j] = self.prior
-                else:
-                    out[i, j] = self.hi if (wg == g) != self.contrarian else self.lo
-        return out
-
-    def sentence_logprob(self, sentences, desc=""):
-        raise AssertionError("masked DA/Kurita must not use sentence_logprob")
+    return FakeEngine(kind="masked", fill=fill)
 
 
-class FakeCausal:
+def FakeCausal(lexicon):
     """log P(sentence) = 1 if the person's gender matches the cue's gender, else 0."""
+    person = {w: g for g, ws in PERSONS.items() for w in ws}
 
-    kind = "causal"
-    mask_token = "[MASK]"
+    def sentence(s):
+        # the target is "this/my <noun>" or a bare he/she; the cue is looked for elsewhere
+        m = re.search(r"\b(?:this|my) (\w+)", s, re.I) or re.search(r"\b(he|she)\b", s, re.I)
+        rest = s[:m.start()] + " " + s[m.end():]
+        return 1.0 if cue(rest, lexicon) == person[m.group(1).lower()] else 0.0
 
-    def __init__(self, lexicon):
-        self.lexicon = lexicon
-
-    def sentence_logprob(self, sentences, desc=""):
-        person = {w: g for g, ws in PERSONS.items() for w in ws}
-        out = []
-        for s in sentences:
-            # the target is "this/my <noun>" or a bare he/she; the cue is looked for elsewhere
-            m = re.search(r"\b(?:this|my) (\w+)", s, re.I) or re.search(r"\b(he|she)\b", s, re.I)
-            rest = s[:m.start()] + " " + s[m.end():]
-            out.append(1.0 if cue(rest, self.lexicon) == person[m.group(1).lower()] else 0.0)
-        return np.array(out)
-
-    def fill_probs(self, texts, words, desc=""):
-        raise AssertionError("causal runs must not use fill_probs")
+    return FakeEngine(kind="causal", sentence=sentence)
 
 
-class FakeEncoder:
+def FakeEncoder(kind="masked"):
     """embed = [has male cue, has female cue, 1] over person words and professions."""
+    lex = {**{w: g for g, ws in PERSONS.items() for w in ws}, **PROF_GENDER}
 
-    mask_token = "[MASK]"
+    def embed(s):
+        plain = s.replace(CONTEXT_MASK, " ").replace("[MASK]", " ")
+        found = {lex[t] for t in _tokens(plain) if t in lex} | ({cue(plain, PROF_GENDER)} - {None})
+        return [float("male" in found), float("female" in found), 1.0]
 
-    def __init__(self, kind="masked"):
-        self.kind = kind
-        self.seen = []
+    return FakeEngine(kind=kind, embed=embed)
 
-    def embed(self, sentences, desc=""):
-        self.seen += list(sentences)
-        lex = {**{w: g for g, ws in PERSONS.items() for w in ws}, **PROF_GENDER}
-        rows = []
-        for s in sentences:
-            plain = s.replace(CONTEXT_MASK, " ").replace("[MASK]", " ")
-            found = {lex[t] for t in _tokens(plain) if t in lex} | ({cue(plain, PROF_GENDER)} - {None})
-            rows.append([float("male" in found), float("female" in found), 1.0])
-        return np.array(rows)
+
+def methods(engine):
+    return {m for m, _ in engine.calls}
+
+
+def embedded(engine):
+    return [s for m, sentences in engine.calls if m == "embed" for s in sentences]
 
 
 # ---------------------------------------------------------------- run_da_score
@@ -230,14 +206,8 @@ def test_run_da_score_hand_computed_tiny_probe():
     table = {("0 [MASK] m", "he"): 0.5, ("0 [MASK] mp", "he"): 0.25, ("0 [MASK] f", "she"): 0.1, ("0 [MASK] fp", "she"): 0.2,
              ("1 [MASK] m", "he"): 0.5, ("1 [MASK] mp", "he"): 0.25, ("1 [MASK] f", "she"): 0.1, ("1 [MASK] fp", "she"): 0.2}
 
-    class Table:
-        kind = "masked"
-
-        def fill_probs(self, texts, words, desc=""):
-            return np.array([[table.get((t, w), 0.5) for w in words] for t in texts])
-
     probe = Probe("da-gender", "1", (item(0, "male"), item(1, "female")))
-    res = run_da_score(Table(), probe)
+    res = run_da_score(FakeEngine(kind="masked", fill=lambda t, w: table.get((t, w), 0.5)), probe)
     # pref_male = log(0.5/0.25) = log 2, pref_female = log(0.1/0.2) = -log 2
     # item 0 (male correct): margin log 4 -> right; item 1 (female correct): -log 4 -> wrong
     assert [d["margin"] for d in res.details] == pytest.approx([math.log(4), -math.log(4)])
@@ -253,34 +223,24 @@ def test_run_da_score_masked_knowledgeable_and_blind(da):
     assert set(res.breakdown["per_template"]) == {"is_single", "as_single", "as_one_of_plural",
                                                  "is_one_of_plural", "is_adj", "possessive"}
     assert all(v["value"] == 1.0 for v in res.breakdown["per_template"].values())
-    # one fill_probs call per (gender, shown/masked), texts deduplicated
-    assert len(good.calls) == 4 and all(len(set(t)) == len(t) for t, _ in good.calls)
+    # one fill_probs call per (gender, shown/masked), texts deduplicated; never sentence_logprob
+    assert [m for m, _ in good.calls] == ["fill_probs"] * 4
+    assert all(len(set(t)) == len(t) for _, (t, _) in good.calls)
     assert run_da_score(FakeMasked(ATTR_GENDER, contrarian=True), da).value == 0.0
     assert run_da_score(FakeMasked({}), da).value == 0.0  # blind: every margin 0, a tie is wrong
 
 
 def test_run_da_score_causal_total(da):
-    res = run_da_score(FakeCausal(ATTR_GENDER), da, causal="total")
+    lm = FakeCausal(ATTR_GENDER)
+    res = run_da_score(lm, da, causal="total")
+    assert methods(lm) == {"sentence_logprob"}  # a causal run never fills masks
     assert res.value == 1.0 and res.breakdown["mean_margin"] == pytest.approx(1.0)
     assert res.breakdown["definition"] == {"articles": "paper", "causal_likelihood": "total"}
 
 
-class _WordTokenizer:
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": list(range(len(text.split())))}
-
-
-class TableCausal:
+def TableCausal(table):
     """A causal LM with fixed sentence log-likelihoods; one token per word."""
-
-    kind = "causal"
-    tokenizer = _WordTokenizer()
-
-    def __init__(self, table):
-        self.table = table
-
-    def sentence_logprob(self, sentences, desc=""):
-        return np.array([self.table[s] for s in sentences], dtype=np.float64)
+    return FakeEngine(kind="causal", sentence=table.__getitem__)
 
 
 def test_run_da_score_causal_per_token_mean_is_the_default():
@@ -345,7 +305,8 @@ def test_run_seat_v2_effect(kind):
     # male target: cos(TM,AM) 1 with male professions, 1/2 with female -> 1/2; female: -1/2
     assert res.value == pytest.approx(2.0)
     assert res.p_value == pytest.approx(1 / 3)  # exact, two-sided, 6 labellings
+    seen = embedded(enc)
     if kind == "masked":  # every masked position is an unscored mask for the model layer to map
-        assert f"My {CONTEXT_MASK} is a roofer." in enc.seen and not any("[MASK]" in s for s in enc.seen)
+        assert f"My {CONTEXT_MASK} is a roofer." in seen and not any("[MASK]" in s for s in seen)
     else:  # no mask token in a causal LM: the literal text, as the paper's GPT-2 code embedded
-        assert {"My dad is a [MASK].", "My [MASK] is a roofer."} <= set(enc.seen) and not any(CONTEXT_MASK in s for s in enc.seen)
+        assert {"My dad is a [MASK].", "My [MASK] is a roofer."} <= set(seen) and not any(CONTEXT_MASK in s for s in seen)

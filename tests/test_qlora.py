@@ -23,7 +23,9 @@ from bias_core.mitigation.adapter_cache import base_fingerprint
 from bias_core.mitigation.apply import is_quantized, with_adapter
 from bias_core.mitigation.debias_tuning import DebiasTuningConfig, train_debias_adapter
 from bias_core.mitigation.variants import debias_config
+from bias_core.models.cached import CachedModel
 from bias_core.models.causal import CausalLM
+from bias_core.models.protocol import EngineInfo
 
 from tiny_model import build_tiny_causal_lm
 
@@ -47,7 +49,7 @@ def prompts():
 
 
 def _handle(model, tokenizer, name):
-    return CausalLM(model, tokenizer, name, f"dir:{name}", "tok:tiny", progress=False)
+    return CachedModel(CausalLM(model, tokenizer, name, f"dir:{name}", "tok:tiny", progress=False))
 
 
 def _force_qlora_checks_past_cuda(monkeypatch):
@@ -87,7 +89,7 @@ def test_qlora_preparation_leaves_a_bf16_session_model_as_it_was(tiny_model_dir,
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16)
     model.model.norm.weight.requires_grad_(False)  # a flag that differs from the rest, to be kept
     lm = _handle(model, AutoTokenizer.from_pretrained(tiny_model_dir), "tiny-bf16")
-    before, fingerprint = model_state(lm.model), base_fingerprint(lm)
+    before, fingerprint = model_state(lm.engine.model), base_fingerprint(lm.training())
     probs_before = lm.word_probs(prompts[:6], WORDS)
     monkeypatch.setattr(dt, "check_quantization", lambda config, model=None: None)  # the CUDA check, forced past
     during = _record_training_dtype(monkeypatch)
@@ -95,12 +97,12 @@ def test_qlora_preparation_leaves_a_bf16_session_model_as_it_was(tiny_model_dir,
     folder = train_debias_adapter(lm, prompts, QLORA_QUICK, 0, tmp_path, progress=False, pairs=PAIRS)
 
     assert during == [torch.float32], "the preparation ran (it widens the embeddings to float32)"
-    assert model_state(lm.model) == before
-    assert base_fingerprint(lm) == fingerprint and lm.model.dtype == torch.bfloat16
+    assert model_state(lm.engine.model) == before
+    assert base_fingerprint(lm.training()) == fingerprint and lm.engine.model.dtype == torch.bfloat16
     np.testing.assert_array_equal(lm.word_probs(prompts[:6], WORDS), probs_before)
     debiased = with_adapter(lm, folder)
     assert not np.allclose(debiased.word_probs(prompts[:6], WORDS), probs_before)
-    assert model_state(lm.model) == before
+    assert model_state(lm.engine.model) == before
 
 
 def test_failed_preparation_restores_the_model(tiny_model_dir, monkeypatch):
@@ -128,15 +130,15 @@ def test_unmerged_adapter_shares_the_base_weights_and_equals_merged(tiny_model_d
                  "tiny")
     cfg = dataclasses.replace(QLORA_QUICK, load_in_4bit=False)
     folder = train_debias_adapter(lm, prompts, cfg, 0, tmp_path, progress=False, pairs=PAIRS)
-    before = model_state(lm.model)
+    before = model_state(lm.engine.model)
     merged, unmerged = with_adapter(lm, folder, merge=True), with_adapter(lm, folder, merge=False)
     assert with_adapter(lm, folder).fingerprint == merged.fingerprint  # full precision on CPU: merged
     assert unmerged.fingerprint == merged.fingerprint + ":unmerged"
-    assert model_state(lm.model) == before
-    assert not any("lora" in name for name, _ in lm.model.named_modules())
-    assert any("lora" in name for name, _ in unmerged.model.named_modules())
-    base_weights = {p.data_ptr() for p in lm.model.parameters()}
-    lora_free = [p for name, p in unmerged.model.named_parameters() if "lora_" not in name]
+    assert model_state(lm.engine.model) == before
+    assert not any("lora" in name for name, _ in lm.engine.model.named_modules())
+    assert any("lora" in name for name, _ in unmerged.engine.model.named_modules())
+    base_weights = {p.data_ptr() for p in lm.engine.model.parameters()}
+    lora_free = [p for name, p in unmerged.engine.model.named_parameters() if "lora_" not in name]
     assert lora_free and all(p.data_ptr() in base_weights for p in lora_free), "unmerged shares, never copies"
     np.testing.assert_allclose(unmerged.word_probs(prompts, WORDS), merged.word_probs(prompts, WORDS), rtol=1e-5)
     assert not np.allclose(unmerged.word_probs(prompts, WORDS), lm.word_probs(prompts, WORDS))
@@ -172,8 +174,8 @@ def nf4_lm(tmp_path_factory):
 def test_qlora_on_a_4bit_base_trains_applies_unmerged_and_leaves_the_base_alone(nf4_lm, prompts, tmp_path,
                                                                                  monkeypatch, torch_single_thread):
     lm = nf4_lm
-    assert is_quantized(lm.model) and any(type(p).__name__ == "Params4bit" for p in lm.model.parameters())
-    before, fingerprint = model_state(lm.model), base_fingerprint(lm)
+    assert is_quantized(lm.engine.model) and any(type(p).__name__ == "Params4bit" for p in lm.engine.model.parameters())
+    before, fingerprint = model_state(lm.engine.model), base_fingerprint(lm.training())
     probs_before = lm.word_probs(prompts, WORDS)
     _force_qlora_checks_past_cuda(monkeypatch)
     during = _record_training_dtype(monkeypatch)
@@ -181,11 +183,11 @@ def test_qlora_on_a_4bit_base_trains_applies_unmerged_and_leaves_the_base_alone(
     folder = train_debias_adapter(lm, prompts, QLORA_QUICK, 0, tmp_path, progress=False, pairs=PAIRS)
 
     assert during == [torch.float32]
-    assert model_state(lm.model) == before and base_fingerprint(lm) == fingerprint
+    assert model_state(lm.engine.model) == before and base_fingerprint(lm.training()) == fingerprint
     np.testing.assert_array_equal(lm.word_probs(prompts, WORDS), probs_before)
     debiased = with_adapter(lm, folder)  # a 4-bit base: unmerged, over the shared 4-bit weights
-    assert debiased.fingerprint.endswith(":unmerged") and is_quantized(debiased.model)
-    assert model_state(lm.model) == before
+    assert debiased.fingerprint.endswith(":unmerged") and is_quantized(debiased.engine.model)
+    assert model_state(lm.engine.model) == before
     after = debiased.word_probs(prompts, WORDS)
     np.testing.assert_array_equal(lm.word_probs(prompts, WORDS), probs_before)
     assert after.sum(axis=1).mean() < probs_before.sum(axis=1).mean()  # L_g: less gender mass
@@ -203,9 +205,17 @@ def test_qlora_refuses_a_full_precision_base(tiny_model_dir, prompts, tmp_path, 
 
 # ----- which configuration runs where -------------------------------------------------------------
 class _StubLM:
+    """Where a model runs and whether it is 4-bit: all that choosing a training configuration reads."""
+
     def __init__(self, device: str, four_bit: bool):
         self.device = torch.device(device)
         self.model = type("M", (), {"is_loaded_in_4bit": four_bit})()
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(engine="stub", device=str(self.device))
+
+    def training(self) -> "_StubLM":
+        return self
 
 
 @pytest.mark.parametrize("four_bit", [True, False])

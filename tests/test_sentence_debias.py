@@ -88,9 +88,9 @@ def _checksum(model) -> str:
 
 def test_hooked_causal_model_equals_hand_computation_and_is_removed(tiny_lm):
     basis, info = SubspaceEstimator(tiny_lm, SENTENCES).subspace(1.0)
-    assert info["sentence_pairs"] >= 3 and basis.shape == (1, tiny_lm.model.config.hidden_size)
-    model = tiny_lm.model
-    ids = torch.tensor([tiny_lm.encode("She is a nurse.")])
+    assert info["sentence_pairs"] >= 3 and basis.shape == (1, tiny_lm.engine.model.config.hidden_size)
+    model = tiny_lm.engine.model
+    ids = torch.tensor([tiny_lm.engine.encode("She is a nurse.")])
     before_sum = _checksum(model)
     with torch.no_grad():
         plain = model(input_ids=ids, output_hidden_states=True)
@@ -115,7 +115,7 @@ def test_debiased_copy_leaves_the_base_handle_alone(tiny_lm):
     basis, _ = SubspaceEstimator(tiny_lm, SENTENCES).subspace(0.5)
     base_lp = tiny_lm.sentence_logprob(["He is a doctor."])
     copy_handle = debiased_copy(tiny_lm, basis)
-    assert copy_handle.model is not tiny_lm.model
+    assert copy_handle.engine.model is not tiny_lm.engine.model
     assert not np.allclose(copy_handle.sentence_logprob(["He is a doctor."]), base_lp)
     assert np.array_equal(tiny_lm.sentence_logprob(["He is a doctor."]), base_lp)
 
@@ -130,10 +130,10 @@ def test_hooked_masked_model(tmp_path):
     sentences = ["the nurse said that she was tired .", "the doctor said that he was tired .", "he is a good person .",
                  "she is a good person ."]
     basis, _ = SubspaceEstimator(lm, sentences).subspace(1.0)
-    before = _checksum(lm.model)
+    before = _checksum(lm.engine.model)
     with sentence_debiased(lm, basis) as handle:
         assert abs((handle.embed(["he is a good person ."]) @ basis.T).item()) < 1e-5
-    assert _checksum(lm.model) == before and not lm.model.base_model._forward_hooks
+    assert _checksum(lm.engine.model) == before and not lm.engine.model.base_model._forward_hooks
 
 
 def test_subspace_must_fit_the_model(tiny_lm):

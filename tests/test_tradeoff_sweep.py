@@ -33,10 +33,10 @@ def _checksum(model) -> str:
 
 
 def test_cds_teaches_the_swapped_sentences(tiny_lm, tmp_path):
-    before = _checksum(tiny_lm.model)
+    before = _checksum(tiny_lm.engine.model)
     folder = train_cds_adapter(tiny_lm, TINY_CORPUS, 1.0, QUICK, seed=0, cache_dir=tmp_path, progress=False)
     tuned = with_adapter(tiny_lm, folder)
-    assert _checksum(tiny_lm.model) == before
+    assert _checksum(tiny_lm.engine.model) == before
     swapped = ["She is a nurse.", "She said her job is hard."]
     gain = tuned.sentence_logprob(swapped) - tiny_lm.sentence_logprob(swapped)
     assert (gain > 0).all()
@@ -59,11 +59,11 @@ def test_cds_adapter_is_deterministic(tiny_lm, tmp_path):
 
 def _pair_distance(lm, sentences):
     swapper = GenderSwapper()
-    orig = make_batch(lm, [encode(lm, s, 32) for s in sentences], corrupt=False)
-    swap = make_batch(lm, [encode(lm, swapper.swap(s)[0], 32) for s in sentences], corrupt=False)
+    orig = make_batch(lm.training(), [encode(lm.training(), s, 32) for s in sentences], corrupt=False)
+    swap = make_batch(lm.training(), [encode(lm.training(), swapper.swap(s)[0], 32) for s in sentences], corrupt=False)
     with torch.no_grad():
-        a = sentence_representations(lm.model, lm.kind, orig, lm.device)
-        b = sentence_representations(lm.model, lm.kind, swap, lm.device)
+        a = sentence_representations(lm.engine.model, lm.kind, orig, lm.engine.device)
+        b = sentence_representations(lm.engine.model, lm.kind, swap, lm.engine.device)
     return float((1 - torch.nn.functional.cosine_similarity(a, b)).mean())
 
 
@@ -86,7 +86,7 @@ def test_cds_and_er_train_masked_and_bart(builder, tmp_path, torch_single_thread
     lm = load_model(resolve_model(str(folder)), LoadOptions(cache_dir=tmp_path / "c", use_cache=False, progress=False))
     corpus = DebiasCorpus("t", ("the nurse said that she was tired .", "he is a good person .",
                                 "the doctor said that he was tired ."), "test", True, "x")
-    before = _checksum(lm.model)
+    before = _checksum(lm.engine.model)
     config = dataclasses.replace(QUICK, steps=2, batch_size=2)
     for train, strength in ((train_cds_adapter, 1.0), (train_er_adapter, 1.0)):
         adapter = train(lm, corpus, strength, config, 0, tmp_path / "adapters", progress=False)
@@ -94,7 +94,7 @@ def test_cds_and_er_train_masked_and_bart(builder, tmp_path, torch_single_thread
         assert not np.allclose(tuned.sentence_logprob(["he is a good person ."]), lm.sentence_logprob(["he is a good person ."]))
         history = json.loads((adapter / "training_log.json").read_text())["history"]
         assert all(np.isfinite(h["loss"]) for h in history)
-    assert _checksum(lm.model) == before
+    assert _checksum(lm.engine.model) == before
 
 
 def test_tiny_end_to_end_sweep(tiny_lm, tmp_path):
@@ -120,7 +120,7 @@ def test_tiny_end_to_end_sweep(tiny_lm, tmp_path):
         guards = {} if base is None else {"DA_score_drop": base["DA_score"].value - results["DA_score"].value}
         return results, guards
 
-    before = _checksum(tiny_lm.model)
+    before = _checksum(tiny_lm.engine.model)
     grid = {"cds": (0.6, 0.95), "er": (0.2, 2.0), "sentence-debias": (0.01, 1.0)}
     config = dataclasses.replace(QUICK, steps=2)
     points = run_sweep(tiny_lm, grid, measure, corpus=TINY_CORPUS, cache_dir=tmp_path / "cache", config=config,
@@ -128,7 +128,7 @@ def test_tiny_end_to_end_sweep(tiny_lm, tmp_path):
     assert [p.variant for p in points] == ["base", "cds@0.6", "cds@0.95", "er@0.2", "er@2", "sentence-debias@0.01",
                                            "sentence-debias@1"]
     assert len(set(measured)) == len(points)  # every variant is measured under its own fingerprint
-    assert _checksum(tiny_lm.model) == before and not tiny_lm.model.base_model._forward_hooks
+    assert _checksum(tiny_lm.engine.model) == before and not tiny_lm.engine.model.base_model._forward_hooks
     for p in points[1:]:
         assert set(p.bias) == {"SEAT-v1", "logprob_effect"} and "DA_score_drop" in p.guards
         assert p.info["stand_in"] is True and p.info["corpus"] == "tiny test corpus"
@@ -144,11 +144,11 @@ def test_tiny_end_to_end_sweep(tiny_lm, tmp_path):
 def test_lasting_variants(tiny_lm, tmp_path):
     from bias_core.mitigation.sweep import lasting_variant
 
-    before = _checksum(tiny_lm.model)
+    before = _checksum(tiny_lm.engine.model)
     config = dataclasses.replace(QUICK, steps=2)
     cds, info = lasting_variant(tiny_lm, "cds", corpus=TINY_CORPUS, cache_dir=tmp_path, config=config, progress=False)
-    assert info["variant"] == "cds@0.9" and cds.model is not tiny_lm.model
+    assert info["variant"] == "cds@0.9" and cds.engine.model is not tiny_lm.engine.model
     sd, info = lasting_variant(tiny_lm, "sentence-debias", 1.0, corpus=TINY_CORPUS, cache_dir=tmp_path)
-    assert info["variant"] == "sentence-debias@1" and sd.model.base_model._forward_hooks
+    assert info["variant"] == "sentence-debias@1" and sd.engine.model.base_model._forward_hooks
     assert not np.allclose(sd.sentence_logprob(["He is a nurse."]), tiny_lm.sentence_logprob(["He is a nurse."]))
-    assert _checksum(tiny_lm.model) == before and not tiny_lm.model.base_model._forward_hooks
+    assert _checksum(tiny_lm.engine.model) == before and not tiny_lm.engine.model.base_model._forward_hooks

@@ -44,14 +44,14 @@ def data_hash(records: Iterable[Any]) -> str:
     return digest.hexdigest()
 
 
-def base_fingerprint(lm: Any) -> dict[str, str]:
-    """What identifies the base model an adapter was trained on."""
-    return {"model": lm.fingerprint, "tokenizer": lm.tokenizer_fingerprint, "dtype": str(lm.model.dtype)}
+def base_fingerprint(t: Any) -> dict[str, str]:
+    """What identifies the base model an adapter was trained on (``t``: a models.training.TrainingAccess)."""
+    return {"model": t.fingerprint, "tokenizer": t.tokenizer_fingerprint, "dtype": t.dtype}
 
 
-def adapter_key(lm: Any, method: str, hyperparameters: dict[str, Any], data_sha256: str, seed: int) -> dict[str, Any]:
+def adapter_key(t: Any, method: str, hyperparameters: dict[str, Any], data_sha256: str, seed: int) -> dict[str, Any]:
     return {
-        "base": base_fingerprint(lm),
+        "base": base_fingerprint(t),
         "method": method,
         "hyperparameters": hyperparameters,
         "data_sha256": data_sha256,

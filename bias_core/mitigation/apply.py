@@ -13,7 +13,6 @@ Two ways, one result (up to rounding), the session's model untouched by both:
 from __future__ import annotations
 
 import copy
-import dataclasses
 import itertools
 from pathlib import Path
 from typing import Any
@@ -66,27 +65,28 @@ def shared_view(model: Any) -> Any:
 
 
 def with_adapter(lm: Any, adapter_dir: Path | str, merge: bool | None = None) -> Any:
-    """A new CausalLM: ``lm``'s tokenizer and its model with the adapter applied, merged or
-    unmerged (``merge=None``: ``merge_by_default``; see the module docstring). ``lm`` itself is
-    untouched. Its fingerprint is the base fingerprint plus the adapter's key hash (and
-    ":unmerged"), so result-cache entries of the base and each variant never mix."""
+    """A new handle: ``lm``'s model with the adapter applied, merged or unmerged (``merge=None``:
+    ``merge_by_default``; see the module docstring), through the "training" capability's torch
+    module. ``lm`` itself is untouched. Its fingerprint is the base fingerprint plus the adapter's
+    key hash (and ":unmerged"), so result-cache entries of the base and each variant never mix."""
     from peft import PeftModel
 
+    t = lm.training()
     key, digest = adapter_identity(adapter_dir)
-    if key.get("base") != base_fingerprint(lm):
+    if key.get("base") != base_fingerprint(t):
         raise AuditUsageError(
-            f"adapter {adapter_dir} was trained on another base model ({key.get('base')}), not on {lm.name} "
-            f"({base_fingerprint(lm)}). Fix: train the adapter on this model."
+            f"adapter {adapter_dir} was trained on another base model ({key.get('base')}), not on {t.name} "
+            f"({base_fingerprint(t)}). Fix: train the adapter on this model."
         )
     if merge is None:
-        merge = merge_by_default(lm.model)
+        merge = merge_by_default(t.model)
     if merge:
-        model = PeftModel.from_pretrained(copy.deepcopy(lm.model), str(adapter_dir)).merge_and_unload()
-        fingerprint = f"{lm.fingerprint}:{digest}"
+        model = PeftModel.from_pretrained(copy.deepcopy(t.model), str(adapter_dir)).merge_and_unload()
+        fingerprint = f"{t.fingerprint}:{digest}"
     else:
-        state = ParameterState(lm.model)  # peft freezes the (shared) base weights: put the flags back
-        model = PeftModel.from_pretrained(shared_view(lm.model), str(adapter_dir)).get_base_model()
-        state.restore(lm.model)
-        fingerprint = f"{lm.fingerprint}:{digest}:unmerged"
+        state = ParameterState(t.model)  # peft freezes the (shared) base weights: put the flags back
+        model = PeftModel.from_pretrained(shared_view(t.model), str(adapter_dir)).get_base_model()
+        state.restore(t.model)
+        fingerprint = f"{t.fingerprint}:{digest}:unmerged"
     model.eval()
-    return dataclasses.replace(lm, model=model, fingerprint=fingerprint)
+    return t.with_model(model, fingerprint)

@@ -178,24 +178,25 @@ def train_sft_adapter(
     lm: Any, examples: Sequence[SFTExample], config: SFTConfig, seed: int, cache_dir: Path | str, progress: bool = True
 ) -> Path:
     """Train (or reuse from the cache) a CDA fine-tuning adapter on ``lm``; returns its folder."""
-    check_quantization(config, lm.model)
+    t = lm.training()  # the torch module and tokenizer (the "training" capability)
+    check_quantization(config, t.model)
     examples = list(examples)
     if not examples:
         raise AuditUsageError("CDA fine-tuning: no examples. Fix: build them with build_cda_set or load_published_cda.")
-    key = adapter_key(lm, METHOD, config.hyperparameters(), data_hash([[e.prompt, e.response] for e in examples]), seed)
+    key = adapter_key(t, METHOD, config.hyperparameters(), data_hash([[e.prompt, e.response] for e in examples]), seed)
 
     def build(folder: Path) -> None:
-        encoded = [encode_example(lm.tokenizer, e, config.max_length) for e in examples]
+        encoded = [encode_example(t.tokenizer, e, config.max_length) for e in examples]
         schedule = batch_schedule(len(examples), config.batch_size, config.total_steps(len(examples)), seed)
-        device = lm.device
-        with seeded(seed), attached_lora(lm.model, config) as peft_model:
+        device = t.device
+        with seeded(seed), attached_lora(t.model, config) as peft_model:
 
             def step_loss(batch):
-                b = {k: v.to(device) for k, v in collate([encoded[i] for i in batch], lm.tokenizer.pad_token_id).items()}
+                b = {k: v.to(device) for k, v in collate([encoded[i] for i in batch], t.tokenizer.pad_token_id).items()}
                 logits = peft_model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], use_cache=False).logits
                 return response_loss(logits, b["labels"]), {}
 
-            history = optimise(peft_model, config, schedule, step_loss, f"CDA fine-tuning {lm.name}", progress)
+            history = optimise(peft_model, config, schedule, step_loss, f"CDA fine-tuning {t.name}", progress)
             save_adapter(peft_model, folder)
         (folder / "training_log.json").write_text(json.dumps({"key": key, "history": history}, indent=1))
 

@@ -83,15 +83,16 @@ def _task_type(lm: Any) -> str | None:
 def _train(lm: Any, method: str, extra_hp: dict[str, Any], records: list[Any], config: CorpusTuningConfig,
            seed: int, cache_dir: Path | str, progress: bool,
            make_step: Callable[[Any, torch.Generator], Callable[[Sequence[int]], Any]], n_examples: int) -> Path:
-    check_quantization(config, lm.model)
+    tr = lm.training()  # the torch module and tokenizer (the "training" capability)
+    check_quantization(config, tr.model)
     hp = {**config.hyperparameters(), **extra_hp}
-    key = adapter_key(lm, method, hp, data_hash(records), seed)
+    key = adapter_key(tr, method, hp, data_hash(records), seed)
 
     def build(folder: Path) -> None:
         schedule = batch_schedule(n_examples, config.batch_size, config.total_steps(n_examples), seed)
-        with seeded(seed), attached_lora(lm.model, config, task_type=_task_type(lm)) as peft_model:
+        with seeded(seed), attached_lora(tr.model, config, task_type=_task_type(tr)) as peft_model:
             gen = torch.Generator().manual_seed(seed)
-            history = optimise(peft_model, config, schedule, make_step(peft_model, gen), f"{method} {lm.name}", progress)
+            history = optimise(peft_model, config, schedule, make_step(peft_model, gen), f"{method} {tr.name}", progress)
             save_adapter(peft_model, folder)
         (folder / "training_log.json").write_text(json.dumps({"key": key, "history": history}, indent=1))
 
@@ -101,15 +102,16 @@ def _train(lm: Any, method: str, extra_hp: dict[str, Any], records: list[Any], c
 def train_cds_adapter(lm: Any, corpus: DebiasCorpus, swap_rate: float, config: CorpusTuningConfig, seed: int,
                       cache_dir: Path | str, progress: bool = True, swapper: GenderSwapper | None = None) -> Path:
     """Train (or reuse) a CDS adapter at ``swap_rate``; returns its cache folder."""
+    tr = lm.training()
     swapper = swapper or GenderSwapper()
     texts = cds_sentences(corpus.sentences, swap_rate, seed, swapper)
-    encoded = [encode(lm, t, config.max_length) for t in texts]
+    encoded = [encode(tr, t, config.max_length) for t in texts]
     records = [corpus.sha256, _pairs_record(swapper)]
 
     def make_step(model: Any, gen: torch.Generator):
         def step(batch_idx: Sequence[int]):
-            batch = make_batch(lm, [encoded[i] for i in batch_idx], mlm_probability=config.mlm_probability, gen=gen)
-            return lm_loss(model, lm.kind, batch, lm.device)[0], {}
+            batch = make_batch(tr, [encoded[i] for i in batch_idx], mlm_probability=config.mlm_probability, gen=gen)
+            return lm_loss(model, tr.kind, batch, tr.device)[0], {}
         return step
 
     return _train(lm, "cds", {"swap_rate": float(swap_rate)}, records, config, seed, cache_dir, progress,
@@ -119,24 +121,25 @@ def train_cds_adapter(lm: Any, corpus: DebiasCorpus, swap_rate: float, config: C
 def train_er_adapter(lm: Any, corpus: DebiasCorpus, lam: float, config: CorpusTuningConfig, seed: int,
                      cache_dir: Path | str, progress: bool = True, swapper: GenderSwapper | None = None) -> Path:
     """Train (or reuse) an ER adapter with weight ``lam``; returns its cache folder."""
+    tr = lm.training()
     if lam < 0:
         raise AuditUsageError(f"ER weight λ must be >= 0, got {lam}. Fix: pass a non-negative λ.")
     swapper = swapper or GenderSwapper()
-    originals = [encode(lm, t, config.max_length) for t in corpus.sentences]
-    swapped = [encode(lm, swapper.swap(t)[0], config.max_length) for t in corpus.sentences]
+    originals = [encode(tr, t, config.max_length) for t in corpus.sentences]
+    swapped = [encode(tr, swapper.swap(t)[0], config.max_length) for t in corpus.sentences]
     records = [corpus.sha256, _pairs_record(swapper)]
 
     def make_step(model: Any, gen: torch.Generator):
         def step(batch_idx: Sequence[int]):
-            batch = make_batch(lm, [originals[i] for i in batch_idx], mlm_probability=config.mlm_probability, gen=gen)
-            loss, out = lm_loss(model, lm.kind, batch, lm.device)
-            if lm.kind == "causal":  # the LM pass saw the sentences as they are
-                rep = representation(out, lm.kind, batch)
+            batch = make_batch(tr, [originals[i] for i in batch_idx], mlm_probability=config.mlm_probability, gen=gen)
+            loss, out = lm_loss(model, tr.kind, batch, tr.device)
+            if tr.kind == "causal":  # the LM pass saw the sentences as they are
+                rep = representation(out, tr.kind, batch)
             else:
-                rep = sentence_representations(model, lm.kind, make_batch(lm, [originals[i] for i in batch_idx],
-                                                                          corrupt=False), lm.device)
-            rep_swapped = sentence_representations(model, lm.kind, make_batch(lm, [swapped[i] for i in batch_idx],
-                                                                              corrupt=False), lm.device)
+                rep = sentence_representations(model, tr.kind, make_batch(tr, [originals[i] for i in batch_idx],
+                                                                          corrupt=False), tr.device)
+            rep_swapped = sentence_representations(model, tr.kind, make_batch(tr, [swapped[i] for i in batch_idx],
+                                                                              corrupt=False), tr.device)
             total = er_loss(loss, rep, rep_swapped, lam)
             return total, {"lm_loss": float(loss.detach()), "distance": float((total - loss).detach()) / max(lam, 1e-12)}
         return step

@@ -26,7 +26,7 @@ from bias_core.errors import AuditUsageError
 from bias_core.lexicon import PAPER_PAIRS
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
 from bias_core.mitigation.losses import DEFAULT_EPS, LossSwitches, debias_loss
-from bias_core.models.causal import cache_rows, left_pad
+from bias_core.models.training import cache_rows, left_pad
 from bias_core.probes.published import DEBIAS_TRAINING_CANDIDATES, check_published, row_counts
 from bias_core.mitigation.lora import (
     LoraTrainConfig,
@@ -141,10 +141,10 @@ class _WordRequests:
     cont: list[list[list[int]]]  # per prompt, per word
 
 
-def _requests(lm: Any, prompts: Sequence[str], pairs: Sequence[tuple[str, str]], max_length: int) -> _WordRequests:
+def _requests(t: Any, prompts: Sequence[str], pairs: Sequence[tuple[str, str]], max_length: int) -> _WordRequests:
     words = list(dict.fromkeys(w for pair in pairs for w in pair))
     index = {w: i for i, w in enumerate(words)}
-    split = lm.split_requests([(p, " " + w) for p in prompts for w in words])
+    split = t.split_requests([(p, " " + w) for p in prompts for w in words])
     ctx, cont = [], []
     for k, prompt in enumerate(prompts):
         rows = split[k * len(words) : (k + 1) * len(words)]
@@ -159,15 +159,15 @@ def _requests(lm: Any, prompts: Sequence[str], pairs: Sequence[tuple[str, str]],
     return _WordRequests(words, [index[f] for f, _ in pairs], [index[m] for _, m in pairs], ctx, cont)
 
 
-def word_log_probs(model: Any, lm: Any, req: _WordRequests, batch: Sequence[int], first_token_only: bool) -> torch.Tensor:
+def word_log_probs(model: Any, t: Any, req: _WordRequests, batch: Sequence[int], first_token_only: bool) -> torch.Tensor:
     """log P(word | prompt) for the batch's prompts, shape [len(batch), n_words], differentiable.
 
     One pass over the prompts gives every word's first token; a word of k > 1 tokens then runs
     its other k-1 tokens on top of its prompt's KV cache, grouped by k.
     """
-    device = lm.device  # the session model's; ``model`` is it, or it wrapped in LoRA layers
+    device = t.device  # the session model's; ``model`` is it, or it wrapped in LoRA layers
     ctx = [req.ctx[i] for i in batch]
-    ids, mask, positions = left_pad(ctx, lm.tokenizer.pad_token_id, device)
+    ids, mask, positions = left_pad(ctx, t.tokenizer.pad_token_id, device)
     longer = [] if first_token_only else [
         (row, w) for row, i in enumerate(batch) for w, c in enumerate(req.cont[i]) if len(c) > 1
     ]
@@ -196,9 +196,9 @@ def word_log_probs(model: Any, lm: Any, req: _WordRequests, batch: Sequence[int]
     return logp + extra
 
 
-def pair_probabilities(model: Any, lm: Any, req: _WordRequests, batch: Sequence[int], first_token_only: bool = False):
+def pair_probabilities(model: Any, t: Any, req: _WordRequests, batch: Sequence[int], first_token_only: bool = False):
     """(p_female, p_male), each [len(batch), n_pairs], from raw logits."""
-    probs = word_log_probs(model, lm, req, batch, first_token_only).exp()
+    probs = word_log_probs(model, t, req, batch, first_token_only).exp()
     return probs[:, req.female_idx], probs[:, req.male_idx]
 
 
@@ -218,23 +218,24 @@ def train_debias_adapter(
     run and removed after). The same base model, prompts, pairs, config and seed give the same
     adapter, bit for bit on the same CPU (on a GPU, to the rounding of its backward kernels).
     """
-    check_quantization(config, lm.model)
+    t = lm.training()  # the torch module and tokenizer (the "training" capability)
+    check_quantization(config, t.model)
     prompts = list(prompts)
     if not prompts:
         raise AuditUsageError("Debias Tuning: no training prompts. Fix: pass at least one prompt.")
     pairs = [tuple(p) for p in pairs]
-    key = adapter_key(lm, METHOD, config.hyperparameters(), data_hash([prompts, pairs]), seed)
+    key = adapter_key(t, METHOD, config.hyperparameters(), data_hash([prompts, pairs]), seed)
 
     def build(folder: Path) -> None:
-        req = _requests(lm, prompts, pairs, config.max_length)
+        req = _requests(t, prompts, pairs, config.max_length)
         schedule = batch_schedule(len(prompts), config.batch_size, config.total_steps(len(prompts)), seed)
-        with seeded(seed), attached_lora(lm.model, config) as peft_model:
+        with seeded(seed), attached_lora(t.model, config) as peft_model:
 
             def step_loss(batch):
-                p_f, p_m = pair_probabilities(peft_model, lm, req, batch, config.first_token_only)
+                p_f, p_m = pair_probabilities(peft_model, t, req, batch, config.first_token_only)
                 return debias_loss(p_f, p_m, config.switches, config.eps)
 
-            history = optimise(peft_model, config, schedule, step_loss, f"debias tuning {lm.name}", progress)
+            history = optimise(peft_model, config, schedule, step_loss, f"debias tuning {t.name}", progress)
             save_adapter(peft_model, folder)
         (folder / "training_log.json").write_text(json.dumps({"key": key, "history": history}, indent=1))
 

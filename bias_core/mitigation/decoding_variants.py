@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, NamedTuple, Sequence
 
-from bias_core.models.causal import DecodingConfig
+from bias_core.models.decoding import DecodingConfig
 
 TEMPERATURES = (0.3, 0.5, 0.7, 1.0)
 TOP_PS = (0.3, 0.5, 0.7, 1.0)

@@ -63,17 +63,17 @@ def token_loss(logits: torch.Tensor, labels: torch.Tensor, shift: bool) -> torch
                                              ignore_index=IGNORE)
 
 
-def encode(lm: Any, sentence: str, max_length: int) -> tuple[list[int], list[int]]:
+def encode(t: Any, sentence: str, max_length: int) -> tuple[list[int], list[int]]:
     """(token ids, special-token flags) of one sentence as this model kind trains on it."""
-    tok = lm.tokenizer
-    if lm.kind == "causal":
-        ids = [lm.prefix_token_id()] + list(tok(sentence, add_special_tokens=False)["input_ids"])
+    tok = t.tokenizer
+    if t.kind == "causal":
+        ids = [t.prefix_token_id()] + list(tok(sentence, add_special_tokens=False)["input_ids"])
         special = [1] + [0] * (len(ids) - 1)
     else:
         enc = tok(sentence, add_special_tokens=True, return_special_tokens_mask=True)
         ids, special = list(enc["input_ids"]), list(enc["special_tokens_mask"])
     if len(ids) > max_length:
-        if lm.kind != "causal" and special[-1]:  # keep the encoder's closing special token
+        if t.kind != "causal" and special[-1]:  # keep the encoder's closing special token
             return ids[: max_length - 1] + ids[-1:], special[: max_length - 1] + special[-1:]
         return ids[:max_length], special[:max_length]
     return ids, special
@@ -90,11 +90,11 @@ def _choose_masked(special: Sequence[int], probability: float, gen: torch.Genera
     return chosen
 
 
-def make_batch(lm: Any, encoded: Sequence[tuple[list[int], list[int]]], *, mlm_probability: float = 0.15,
+def make_batch(t: Any, encoded: Sequence[tuple[list[int], list[int]]], *, mlm_probability: float = 0.15,
                gen: torch.Generator | None = None, corrupt: bool = True) -> Batch:
     """The training batch of the model kind's objective (module doc) for encoded sentences;
     ``corrupt=False``: the sentences as given, for their representations only."""
-    tok = lm.tokenizer
+    tok = t.tokenizer
     pad = tok.pad_token_id
     width = max(len(ids) for ids, _ in encoded)
     n = len(encoded)
@@ -106,17 +106,17 @@ def make_batch(lm: Any, encoded: Sequence[tuple[list[int], list[int]]], *, mlm_p
         mask[row, : len(seq)] = 1
         keep[row, : len(seq)] = 1.0 - torch.tensor(special, dtype=torch.float32)
     last = mask.sum(1) - 1
-    if lm.kind == "causal":
+    if t.kind == "causal":
         labels = ids.masked_fill(mask == 0, IGNORE)
         labels[:, 0] = IGNORE  # the prefix token is context, not a prediction target
         return Batch({"input_ids": ids, "attention_mask": mask}, labels, keep, last)
-    if lm.kind == "seq2seq":
+    if t.kind == "seq2seq":
         keep = mask.float()  # the decoder reads the sentence shifted right: average its real positions
     if not corrupt:
         return Batch({"input_ids": ids, "attention_mask": mask}, torch.full_like(ids, IGNORE), keep, last)
     gen = gen if gen is not None else torch.Generator().manual_seed(0)
     corrupted = ids.clone()
-    if lm.kind == "seq2seq":
+    if t.kind == "seq2seq":
         labels = ids.masked_fill(mask == 0, IGNORE)
         for row, (_, special) in enumerate(encoded):
             for pos in _choose_masked(special, mlm_probability, gen):

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import hashlib
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -118,14 +117,15 @@ def subspace_digest(basis: np.ndarray) -> str:
 def _decoder_means(lm: Any, sentences: Sequence[str]) -> np.ndarray:
     """BART: the mean of the decoder's final layer over each sentence (teacher-forced on the
     sentence itself, as the paper reads ``decoder_hidden_states[-1]``)."""
-    from bias_core.models.causal import width_batches
+    from bias_core.models.training import width_batches
 
-    encoded = [lm._encode(s)[0] for s in sentences]
-    out = np.zeros((len(sentences), lm.model.config.d_model), dtype=np.float64)
+    t = lm.training()
+    encoded = [t.encode_special(s)[0] for s in sentences]
+    out = np.zeros((len(sentences), t.model.config.d_model), dtype=np.float64)
     with torch.inference_mode():
-        for batch in width_batches([len(e) for e in encoded], lm.batch_size):
-            ids, mask = lm._right_pad([encoded[i] for i in batch])
-            hidden = lm.model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+        for batch in width_batches([len(e) for e in encoded], t.batch_size):
+            ids, mask = t.right_pad([encoded[i] for i in batch])
+            hidden = t.model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
                               use_cache=False).decoder_hidden_states[-1].double().cpu()
             keep = mask.double().cpu()[..., None]
             means = (hidden * keep).sum(1) / keep.sum(1)
@@ -209,9 +209,9 @@ def install(model: Any, basis: np.ndarray) -> Any:
     return body.register_forward_hook(_hook(b))
 
 
-def _debiased_handle(lm: Any, model: Any, basis: np.ndarray) -> Any:
+def _debiased_handle(t: Any, model: Any, basis: np.ndarray) -> Any:
     # A new fingerprint, so result-cache entries of the base and the debiased model never mix.
-    return dataclasses.replace(lm, model=model, fingerprint=f"{lm.fingerprint}:sentence-debias:{subspace_digest(basis)}")
+    return t.with_model(model, f"{t.fingerprint}:sentence-debias:{subspace_digest(basis)}")
 
 
 @contextlib.contextmanager
@@ -219,15 +219,17 @@ def sentence_debiased(lm: Any, basis: np.ndarray) -> Iterator[Any]:
     """A handle whose outputs have the subspace removed, for the ``with`` block; it shares
     ``lm``'s model, so ``lm`` itself must not be used inside the block. The hook is removed on
     exit (also on errors)."""
-    handle = install(lm.model, basis)
+    t = lm.training()
+    handle = install(t.model, basis)
     try:
-        yield _debiased_handle(lm, lm.model, basis)
+        yield _debiased_handle(t, t.model, basis)
     finally:
         handle.remove()
 
 
 def debiased_copy(lm: Any, basis: np.ndarray) -> Any:
     """An independent handle on a copy of ``lm``'s model with the projection hooked in."""
-    model = copy.deepcopy(lm.model)
+    t = lm.training()
+    model = copy.deepcopy(t.model)
     install(model, basis)
-    return _debiased_handle(lm, model, basis)
+    return _debiased_handle(t, model, basis)

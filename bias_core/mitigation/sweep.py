@@ -37,7 +37,7 @@ Measure = Callable[[Any, "Mapping[str, Any] | None"], "tuple[Mapping[str, Any], 
 
 def default_config(lm: Any) -> CorpusTuningConfig:
     """The paper-like schedule on CUDA, the CPU quick one elsewhere (as the other mitigations)."""
-    on_cuda = str(getattr(lm, "device", "cpu")).startswith("cuda")
+    on_cuda = lm.info().device.startswith("cuda")
     return CorpusTuningConfig.paper() if on_cuda else CorpusTuningConfig.cpu_quick()
 
 

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from bias_core.errors import AuditUsageError
 from bias_core.lexicon import PAPER_PAIRS
-from bias_core.models.causal import DecodingConfig
+from bias_core.models.decoding import DecodingConfig
 from bias_core.mitigation.names import CORPUS_METHODS, MITIGATIONS, PROJECT_TRAIT_PAIRS, WEIGHT_CHANGING
 
 
@@ -49,7 +49,7 @@ class Variant:
 
 
 def _on_cuda(lm: Any) -> bool:
-    return str(getattr(lm, "device", "cpu")).startswith("cuda")
+    return lm.info().device.startswith("cuda")
 
 
 def debias_config(lm: Any, name: str):
@@ -57,7 +57,7 @@ def debias_config(lm: Any, name: str):
     from bias_core.mitigation.losses import LossSwitches
 
     if _on_cuda(lm):
-        base = DebiasTuningConfig(load_in_4bit=bool(getattr(lm.model, "is_loaded_in_4bit", False)))
+        base = DebiasTuningConfig(load_in_4bit=bool(getattr(lm.training().model, "is_loaded_in_4bit", False)))
     else:
         base = DebiasTuningConfig.cpu_quick()
     off = name.removeprefix("debias-tuning").removeprefix("-no-")

@@ -111,5 +111,9 @@ def merge_adapter(lm: Any, folder: str | Path, tag: str, label: str | None = Non
 
 
 def apply_adapter(lm: Any, folder: str | Path, in_place: bool = False) -> Any:
-    """``--adapter DIR`` on a loaded handle; the fingerprint carries the adapter's SHA-256."""
-    return merge_adapter(lm, folder, f"adapter:{adapter_sha256(folder)}", in_place=in_place)
+    """``--adapter DIR`` on a transformers engine, or on a loaded handle (through its engine's
+    adapter support); the fingerprint carries the adapter's SHA-256."""
+    tag = f"adapter:{adapter_sha256(folder)}"
+    if hasattr(lm, "engine"):  # a loaded handle (cached.py)
+        return lm.with_adapter(str(folder), tag)
+    return merge_adapter(lm, folder, tag, in_place=in_place)

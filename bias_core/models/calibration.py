@@ -133,18 +133,16 @@ def _sum_errors(full: Any, half: Any, texts: list[str]) -> float:
 
 
 def measure(full: Any, half: Any, safety: float = SAFETY) -> PrecisionBound:
-    """Score the calibration text with both handles and return the bound (no caching)."""
+    """Score the calibration text with both engines (uncached: calibration values are not audit
+    results) and return the bound."""
     texts = _texts_for(full)
     progress = full.progress, half.progress
     full.progress = half.progress = False
-    enabled = full.cache.enabled, half.cache.enabled
-    full.cache.enabled = half.cache.enabled = False  # calibration values are not audit results
     try:
         token, margin, positions = _position_errors(full, half, texts)
         per_sqrt = _sum_errors(full, half, texts)
     finally:
         full.progress, half.progress = progress
-        full.cache.enabled, half.cache.enabled = enabled
     return PrecisionBound(token=safety * token, margin=safety * margin, per_sqrt_token=safety * per_sqrt,
                           safety=safety, measured_on=len(texts), half_positions=positions)
 
@@ -152,7 +150,7 @@ def measure(full: Any, half: Any, safety: float = SAFETY) -> PrecisionBound:
 def _key(full: Any, half: Any) -> dict[str, Any]:
     text = "\n".join(_texts_for(full))
     return {"op": "precision_bound", "version": CALIBRATION_VERSION, "model": full.fingerprint,
-            "tokenizer": full.tokenizer_fingerprint, "half": half._key("calibration")["dtype"],
+            "tokenizer": full.tokenizer_fingerprint, "half": half.cache_identity()["dtype"],
             "device": str(full.device), "torch": torch.__version__, "safety": SAFETY,
             "calibration": hashlib.sha256(text.encode()).hexdigest()}
 

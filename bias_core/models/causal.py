@@ -9,9 +9,9 @@ scoring, GEN_PAD_MULTIPLE for generation) and a batch only holds sequences of on
 with, and batch 1 agrees with batch 32 to ~1e-6. Scores always come from raw logits (log-softmax in float32), never from a
 temperature/top-p-warped sampling distribution.
 
-sentence_logprob, fill_probs, topk_fills and embed are the scoring protocol every model kind
-exposes (masked.py holds the masked-LM and BART side; models/protocol.py types it); their
-batching, padding and caching helpers live in models/batching.py, shared by both.
+This is the transformers engine's causal side (models/protocol.py's ``Engine``): it computes and
+never caches; ``load_model`` puts it inside the one result cache (cached.py). masked.py holds
+the masked-LM and BART side; their batching and padding helpers live in models/batching.py.
 """
 
 from __future__ import annotations
@@ -20,62 +20,47 @@ import copy
 import hashlib
 import math
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import torch
 
-from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
 from bias_core.placeholders import MASK
 from bias_core.models.batching import (  # noqa: F401 - re-exported: half.py, mitigation and tests import them from here
     GEN_PAD_MULTIPLE,
     LOGIT_BUDGET,
     PAD_MULTIPLE,
-    cached_map,
     finite_rows,
     left_pad,
     non_finite,
     padded_width,
-    result_key,
     slot_split,
     top_whole_words,
     width_batches,
 )
+from bias_core.models.decoding import DecodingConfig
+from bias_core.models.hf_text import HFText
 from bias_core.progress import progress_bar
 
 
-@dataclass(frozen=True)
-class DecodingConfig:
-    """How continuations are decoded. Greedy unless do_sample."""
-
-    max_new_tokens: int = 50
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-
-    def as_key(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("max_new_tokens", "do_sample", "temperature", "top_p", "top_k")}
-
-
 @dataclass
-class CausalLM:
+class CausalLM(HFText):
     model: Any
     tokenizer: Any
     name: str
     fingerprint: str
     tokenizer_fingerprint: str
     batch_size: int = 32
-    cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
     weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
     # GPU throughput settings (models/memory.py); the defaults are the CPU behaviour.
     plan: Any = None  # a BatchPlan: rows per pass also capped by what fits in memory at each width
     compact_fraction: float = 0.0  # share of finished rows at which a decoding batch drops them
     kind: ClassVar[str] = "causal"
-    mask_token: ClassVar[str] = MASK
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"generation", "scoring", "next_word", "topk", "embeddings", "training", "adapters"})
 
     def __post_init__(self) -> None:
         tok = self.tokenizer
@@ -94,10 +79,6 @@ class CausalLM:
         # Work done by the network, for throughput figures: real (non-pad) tokens through the
         # body, positions through the output projection, and pad tokens computed in vain.
         self.stats = {"body_tokens": 0, "head_positions": 0, "pad_tokens": 0, "new_tokens": 0}
-
-    # ----- keys -------------------------------------------------------------------------------
-    def _key(self, op: str, **parts: Any) -> dict[str, Any]:
-        return result_key(self, op, **parts)
 
     # ----- tokenization -----------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -241,15 +222,11 @@ class CausalLM:
 
     # ----- public API -------------------------------------------------------------------------
     def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
-        """log P(continuation | context) for each (context, continuation), cached per request."""
-        def compute(idx: list[int]) -> list[float]:
-            toks = self.split_requests([requests[i] for i in idx])
-            for i, (ctx_ids, cont_ids) in zip(idx, toks):
-                self._check_length(ctx_ids + cont_ids, 0, requests[i][0])
-            return self._score_tokens(toks, desc)
-
-        keys = [self._key("loglikelihood", context=ctx, continuation=cont) for ctx, cont in requests]
-        return [float(x) for x in cached_map(self.cache, keys, compute)]
+        """log P(continuation | context) for each (context, continuation)."""
+        toks = self.split_requests(requests)
+        for (ctx_ids, cont_ids), (context, _) in zip(toks, requests):
+            self._check_length(ctx_ids + cont_ids, 0, context)
+        return [float(x) for x in self._score_tokens(toks, desc)] if toks else []
 
     def word_probs(self, prompts: Sequence[str], words: Sequence[str], desc: str = "word probabilities") -> np.ndarray:
         """P(word is the next word after prompt), shape (len(prompts), len(words)).
@@ -258,21 +235,15 @@ class CausalLM:
         word of several tokens gets the product of its tokens' conditional probabilities.
         """
         words = list(words)
-
-        def compute(idx: list[int]) -> list[list[float]]:
-            owners = [(i, j) for i in idx for j in range(len(words))]
-            requests = self.split_requests([(prompts[i], " " + words[j]) for i, j in owners])
-            for (i, _), (ctx_ids, cont_ids) in zip(owners, requests):
-                self._check_length(ctx_ids + cont_ids, 0, prompts[i])
-            rows = {i: np.zeros(len(words), dtype=np.float64) for i in idx}
-            for (i, j), score in zip(owners, self._score_tokens(requests, desc)):
-                rows[i][j] = float(np.exp(score))
-            return [rows[i].tolist() for i in idx]
-
-        keys = [self._key("word_probs", prompt=prompt, words=words) for prompt in prompts]
         result = np.zeros((len(prompts), len(words)), dtype=np.float64)
-        for i, row in enumerate(cached_map(self.cache, keys, compute)):
-            result[i] = row
+        owners = [(i, j) for i in range(len(prompts)) for j in range(len(words))]
+        if not owners:
+            return result
+        requests = self.split_requests([(prompts[i], " " + words[j]) for i, j in owners])
+        for (i, _), (ctx_ids, cont_ids) in zip(owners, requests):
+            self._check_length(ctx_ids + cont_ids, 0, prompts[i])
+        for (i, j), score in zip(owners, self._score_tokens(requests, desc)):
+            result[i, j] = float(np.exp(score))
         return result
 
     # ----- the scoring protocol shared with masked LMs -------------------------------------------
@@ -298,22 +269,17 @@ class CausalLM:
 
         The context is the prefix token alone and the continuation is the sentence tokenized
         without special tokens, so every token of the sentence is scored (the first one too).
-        Cached per sentence.
         """
-        def compute(idx: list[int]) -> list[float]:
-            prefix = [self.prefix_token_id()]
-            requests = []
-            for i in idx:
-                cont = list(self.tokenizer(sentences[i], add_special_tokens=False)["input_ids"])
-                if not cont:
-                    raise AuditUsageError(
-                        f"sentence {sentences[i]!r} has no tokens to score. Fix: drop empty sentences.")
-                self._check_length(prefix + cont, 0, sentences[i])
-                requests.append((prefix, cont))
-            return self._score_tokens(requests, desc)
-
-        keys = [self._key("sentence_logprob", sentence=s) for s in sentences]
-        return np.asarray(cached_map(self.cache, keys, compute), dtype=np.float64).reshape(len(sentences))
+        prefix = [self.prefix_token_id()] if len(sentences) else []
+        requests = []
+        for sentence in sentences:
+            cont = list(self.tokenizer(sentence, add_special_tokens=False)["input_ids"])
+            if not cont:
+                raise AuditUsageError(f"sentence {sentence!r} has no tokens to score. Fix: drop empty sentences.")
+            self._check_length(prefix + cont, 0, sentence)
+            requests.append((prefix, cont))
+        scores = self._score_tokens(requests, desc) if requests else []
+        return np.asarray(scores, dtype=np.float64).reshape(len(sentences))
 
     def _prefix_of(self, text: str) -> str:
         before, after = slot_split(text)
@@ -337,77 +303,71 @@ class CausalLM:
         A token counts as a whole word when the word it decodes to, written after the prompt
         with a space (as word_probs scores it), tokenizes back to exactly that token: this drops
         word pieces and special tokens, and makes a word's probability here equal fill_probs'.
-        Sorted by probability, then token id. Cached per text and k.
+        Sorted by probability, then token id.
         """
         prefixes = [self._prefix_of(t) for t in texts]
+        encoded = [self.encode(p) for p in prefixes]
+        for prefix, ids in zip(prefixes, encoded):
+            self._check_length(ids, 0, prefix)
+        out: dict[int, list[list[Any]]] = {}
+        bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
+        with torch.inference_mode():
+            for batch in self._batches(encoded):
+                ids, mask, positions = self._left_pad([encoded[j] for j in batch])
+                logits = self._forward(ids, mask, positions, keep=1).logits[:, -1, :]
+                logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
+                finite = finite_rows(logprobs)
+                for row, j in enumerate(batch):
+                    if not finite[row]:
+                        raise non_finite(self, desc, prefixes[j])
+                    out[j] = top_whole_words(logprobs[row], k, self.tokenizer, self.whole_word_test(prefixes[j]))
+                bar.update(len(batch))
+        bar.close()
+        return [[(str(w), float(p)) for w, p in out[j]] for j in range(len(encoded))]
 
-        def compute(idx: list[int]) -> list[list[list[Any]]]:
-            encoded = [self.encode(prefixes[i]) for i in idx]
-            for i, ids in zip(idx, encoded):
-                self._check_length(ids, 0, prefixes[i])
-            out: dict[int, list[list[Any]]] = {}
-            bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
-            with torch.inference_mode():
-                for batch in self._batches(encoded):
-                    ids, mask, positions = self._left_pad([encoded[j] for j in batch])
-                    logits = self._forward(ids, mask, positions, keep=1).logits[:, -1, :]
-                    logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
-                    finite = finite_rows(logprobs)
-                    for row, j in enumerate(batch):
-                        prefix = prefixes[idx[j]]
-                        if not finite[row]:
-                            raise non_finite(self, desc, prefix)
-                        accept = lambda t, word, prefix=prefix: self.split_request(prefix, " " + word)[1] == [t]
-                        out[j] = top_whole_words(logprobs[row], k, self.tokenizer, accept)
-                    bar.update(len(batch))
-            bar.close()
-            return [out[j] for j in range(len(idx))]
-
-        keys = [self._key("topk_fills", prompt=p, k=k) for p in prefixes]
-        return [[(str(w), float(p)) for w, p in row] for row in cached_map(self.cache, keys, compute)]
+    def whole_word_test(self, prefix: str):
+        """accept(token, word): does " word" after ``prefix`` tokenize to exactly that one token?"""
+        return lambda t, word: self.split_request(prefix, " " + word)[1] == [t]
 
     def embed(self, sentences: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """Last-layer hidden state of each sentence's last token (special tokens added as usual)."""
-        def compute(idx: list[int]) -> list[list[float]]:
-            encoded = [self.encode(sentences[i]) for i in idx]
-            for i, ids in zip(idx, encoded):
-                self._check_length(ids, 0, sentences[i])
-            out: dict[int, list[float]] = {}
-            bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
-            with torch.inference_mode():
-                for batch in self._batches(encoded):
-                    ids, mask, positions = self._left_pad([encoded[j] for j in batch])
-                    kwargs = {"input_ids": ids, "attention_mask": mask, "output_hidden_states": True}
-                    if self._takes_position_ids:
-                        kwargs["position_ids"] = positions
-                    if self._takes_logits_to_keep:
-                        kwargs["logits_to_keep"] = 1
-                    # Left padding puts every row's last real token in the last column.
-                    last = self.model(**kwargs).hidden_states[-1][:, -1, :].double().cpu()
-                    finite = finite_rows(last)
-                    for row, j in enumerate(batch):
-                        if not finite[row]:
-                            raise non_finite(self, desc, sentences[idx[j]])
-                        out[j] = last[row].tolist()
-                    bar.update(len(batch))
-            bar.close()
-            return [out[j] for j in range(len(idx))]
-
-        keys = [self._key("embed", sentence=s) for s in sentences]
-        return _matrix(cached_map(self.cache, keys, compute), len(sentences))
+        encoded = [self.encode(s) for s in sentences]
+        for sentence, ids in zip(sentences, encoded):
+            self._check_length(ids, 0, sentence)
+        out: dict[int, list[float]] = {}
+        bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
+        with torch.inference_mode():
+            for batch in self._batches(encoded):
+                ids, mask, positions = self._left_pad([encoded[j] for j in batch])
+                kwargs = {"input_ids": ids, "attention_mask": mask, "output_hidden_states": True}
+                if self._takes_position_ids:
+                    kwargs["position_ids"] = positions
+                if self._takes_logits_to_keep:
+                    kwargs["logits_to_keep"] = 1
+                # Left padding puts every row's last real token in the last column.
+                last = self.model(**kwargs).hidden_states[-1][:, -1, :].double().cpu()
+                finite = finite_rows(last)
+                for row, j in enumerate(batch):
+                    if not finite[row]:
+                        raise non_finite(self, desc, sentences[j])
+                    out[j] = last[row].tolist()
+                bar.update(len(batch))
+        bar.close()
+        return _matrix([out[j] for j in range(len(encoded))], len(encoded))
 
     def generate(
         self, prompts: Sequence[str], config: DecodingConfig = DecodingConfig(), seed: int = 0, desc: str = "generating"
     ) -> list[str]:
-        """Continuations (without the prompt), cached per prompt, config and seed."""
-        def compute(idx: list[int]) -> list[str]:
-            encoded = [self.encode(prompts[i]) for i in idx]
-            for i, ids in zip(idx, encoded):
-                self._check_length(ids, config.max_new_tokens, prompts[i])
-            return self._generate_ids(encoded, config, seed, [prompts[i] for i in idx], desc)
+        """Continuations (without the prompt)."""
+        config = config or DecodingConfig()
+        encoded = [self.encode(p) for p in prompts]
+        for prompt, ids in zip(prompts, encoded):
+            self._check_length(ids, config.max_new_tokens, prompt)
+        return [str(x) for x in self._generate_ids(encoded, config, seed, list(prompts), desc)] if encoded else []
 
-        keys = [self._key("generate", prompt=prompt, config=config.as_key(), seed=seed) for prompt in prompts]
-        return [str(x) for x in cached_map(self.cache, keys, compute)]
+    def scored_token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """The sentence tokenized without special tokens: every token after the prefix token."""
+        return np.asarray(self.token_counts(texts), dtype=np.int64)
 
     # ----- decoding ---------------------------------------------------------------------------
     def _row_generators(self, prompts: Sequence[str], seed: int) -> list[torch.Generator]:

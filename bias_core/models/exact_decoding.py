@@ -32,23 +32,22 @@ from bias_core.progress import progress_bar
 
 def exact_generate(lm: Any, prompts: Sequence[str], config: DecodingConfig, desc: str = "generating",
                    seed: int = 0) -> list[str]:
-    """Greedy continuations of ``prompts`` equal to fp32's, cached per prompt (see module doc)."""
-    half = lm.half
-    keys = [dict(half._key("generate", prompt=p, config=config.as_key(), seed=seed), precision="exact")
-            for p in prompts]
-    out: list[str | None] = [half.cache.get(k) for k in keys]
-    missing = [i for i, v in enumerate(out) if v is None]
-    if missing:
+    """Greedy continuations of ``prompts`` equal to fp32's, cached per prompt (see module doc)
+    in the half handle's cache, under keys marked ``precision: exact``."""
+    half = lm.half.engine
+    prompts = list(prompts)
+
+    def compute(missing: list[int]) -> list[str]:
         encoded = [half.encode(prompts[i]) for i in missing]
         for i, ids in zip(missing, encoded):
             half._check_length(ids, config.max_new_tokens, prompts[i])
         before = half.stats["new_tokens"]
         tokens = decode_exact(lm, encoded, [config.max_new_tokens] * len(encoded), desc)
         half.stats["new_tokens"] = before + sum(len(t) for t in tokens)
-        for i, toks in zip(missing, tokens):
-            out[i] = half.tokenizer.decode(toks, skip_special_tokens=True)
-            half.cache.put(keys[i], out[i])
-    return [str(x) for x in out]
+        return [half.tokenizer.decode(toks, skip_special_tokens=True) for toks in tokens]
+
+    parts = [{"prompt": p, "config": config.as_key(), "seed": seed, "precision": "exact"} for p in prompts]
+    return [str(x) for x in lm.half.cached("generate", parts, compute)]
 
 
 def _half_decode(half: Any, seqs: list[list[int]], budgets: list[int], desc: str):
@@ -97,7 +96,7 @@ def _fp32_choices(full: Any, seqs: list[list[int]], new: list[int], steps: list[
 
 def decode_exact(lm: Any, seqs: list[list[int]], budgets: list[int], desc: str) -> list[list[int]]:
     """New tokens of each sequence (at most ``budgets[i]``), equal to fp32's greedy ones."""
-    half, full, bound = lm.half, lm.full, lm.bound.margin
+    half, full, bound = lm.half.engine, lm.full.engine, lm.bound.margin
     eos = set(half.eos_ids)
     tokens, margins, ended = _half_decode(half, seqs, budgets, desc)
     flagged = [i for i in range(len(seqs)) if lm.recheck and any(m <= bound for m in margins[i])]

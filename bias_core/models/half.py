@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from bias_core.models.causal import PAD_MULTIPLE, CausalLM, _new_cache, result_key
+from bias_core.models.causal import PAD_MULTIPLE, CausalLM, _new_cache
+from bias_core.models.protocol import EngineInfo
 
 # Positions computed in fp32 at the start of every text (the attention sinks, see above).
 FP32_POSITIONS = 3
@@ -111,10 +112,12 @@ class HalfCausalLM(CausalLM):
         self._multiple = multiple  # the next first pass sets its fp32 boundary from it
         return super()._left_pad(seqs, multiple)
 
-    def _key(self, op: str, **parts: Any) -> dict[str, Any]:
-        key = result_key(self, op, **parts)
-        key["dtype"] = f"{self.half} linear layers, fp32 first {self.fp32_positions} positions"
-        return key
+    def cache_identity(self) -> dict[str, str]:
+        return {**super().cache_identity(),
+                "dtype": f"{self.half} linear layers, fp32 first {self.fp32_positions} positions"}
+
+    def info(self) -> EngineInfo:
+        return self.hf_info(self.half)
 
     def _run(self, model, ids, mask, positions, keep, past):
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "use_cache": past is not None}

@@ -1,7 +1,9 @@
 """Turn a ModelSpec and the command-line options into a loaded model handle.
 
-Causal LMs load as CausalLM; BERT/RoBERTa-family masked LMs and BART as MaskedLM. The kind is
-read from the model's config.json (registry aliases also declare it up front).
+``load_model`` asks the run's engine (``--engine``, models/engines/) for an ``Engine`` and puts
+the one result cache around it (cached.py). The transformers engine (the reference) loads here:
+causal LMs as CausalLM, BERT/RoBERTa-family masked LMs and BART as MaskedLM. The kind is read
+from the model's config.json (registry aliases also declare it up front).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
+from bias_core.models.cached import CachedModel
 from bias_core.models.causal import CausalLM
 from bias_core.models import integrity
 from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
@@ -48,6 +51,21 @@ class LoadOptions:
     # line's default is auto; the library's stays fp32, the reference its callers were written against.
     precision: str = "fp32"
     adapter: str | None = None  # --adapter DIR: a PEFT adapter folder applied to the loaded model
+    # The engine (models/engines/) and its options; None: not given (each engine has its default).
+    engine: str = "transformers"
+    engine_url: str | None = None  # openai: the server's base URL
+    api_key_env: str | None = None  # openai: the environment variable holding the API key
+    served_model: str | None = None  # openai: the server's name of the model (default: the one it serves)
+    tensor_parallel_size: int | None = None  # vllm
+    pipeline_parallel_size: int | None = None  # vllm
+    max_concurrency: int | None = None  # openai: requests in flight at once
+    request_timeout: float | None = None  # openai: seconds per request
+
+
+# LoadOptions field -> its command-line option, for messages about engine options.
+ENGINE_OPTIONS = {"engine_url": "--engine-url", "api_key_env": "--api-key-env", "served_model": "--served-model",
+                  "tensor_parallel_size": "--tensor-parallel-size", "pipeline_parallel_size": "--pipeline-parallel-size",
+                  "max_concurrency": "--max-concurrency", "request_timeout": "--request-timeout"}
 
 
 def cuda_available() -> bool:
@@ -58,6 +76,22 @@ def cuda_available() -> bool:
 
 def check_options(opts: LoadOptions) -> None:
     """Usage errors that need no model: raised before anything loads."""
+    from bias_core.models.engines import get_engine
+
+    entry = get_engine(opts.engine)
+    given = [f for f in ENGINE_OPTIONS if getattr(opts, f) is not None and f not in entry.options]
+    if given:
+        names = ", ".join(ENGINE_OPTIONS[f] for f in given)
+        raise AuditUsageError(f"{names}: not an option of --engine {opts.engine}. Fix: drop it, or choose the engine "
+                              "it belongs to (docs/engines.md lists each engine's options).")
+    for field in ("tensor_parallel_size", "pipeline_parallel_size", "max_concurrency"):
+        value = getattr(opts, field)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise AuditUsageError(f"{ENGINE_OPTIONS[field]} {value}: must be a positive integer.")
+    if opts.request_timeout is not None and not opts.request_timeout > 0:
+        raise AuditUsageError(f"--request-timeout {opts.request_timeout}: must be a positive number of seconds.")
+    if entry.check is not None:
+        entry.check(opts)
     if opts.device not in DEVICES:
         raise AuditUsageError(f"--device {opts.device}: choose one of {', '.join(DEVICES)}.")
     if opts.dtype not in DTYPES:
@@ -206,7 +240,18 @@ def _model_class(kind: str):
 
 
 def load_model(spec: ModelSpec, opts: LoadOptions) -> Any:
+    """The model under audit through the run's engine, inside the result cache: a ``ScoringModel``
+    (models/protocol.py)."""
+    from bias_core.models.engines import get_engine
+
     check_options(opts)
+    entry = get_engine(opts.engine)
+    handle = CachedModel(entry.load(spec, opts), ResultCache(opts.cache_dir, enabled=opts.use_cache))
+    return entry.wrap(handle, opts) if entry.wrap is not None else handle
+
+
+def load_transformers(spec: ModelSpec, opts: LoadOptions) -> Any:
+    """The transformers engine on ``spec``: a CausalLM or MaskedLM, with ``--adapter`` merged."""
     import torch
     from transformers import AutoTokenizer
 
@@ -240,7 +285,6 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> Any:
         weights_sha256=weights_sha256,
         tokenizer_fingerprint=tokenizer_fingerprint(Path(source)),
         batch_size=auto_batch_size(opts, device),
-        cache=ResultCache(opts.cache_dir, enabled=opts.use_cache),
         progress=opts.progress,
     )
     if kind == "causal":
@@ -251,10 +295,15 @@ def load_model(spec: ModelSpec, opts: LoadOptions) -> Any:
         from bias_core.models.adapter import apply_adapter
 
         lm = apply_adapter(lm, opts.adapter, in_place=True)
+    return lm
+
+
+def wrap_transformers(handle: CachedModel, opts: LoadOptions) -> Any:
+    """``--precision`` on the cached transformers handle (an explicit --dtype is taken as asked)."""
     if opts.dtype != "auto" or opts.load_in_4bit:
-        lm.precision = "4-bit NF4" if opts.load_in_4bit else opts.dtype  # as asked, unchecked
-        return lm
-    return apply_precision(lm, opts.precision, device, opts.cache_dir if opts.use_cache else None)
+        handle.precision = "4-bit NF4" if opts.load_in_4bit else opts.dtype  # as asked, unchecked
+        return handle
+    return apply_precision(handle, opts.precision, resolve_device(opts), opts.cache_dir if opts.use_cache else None)
 
 
 def _gpu_settings(opts: LoadOptions, device: str, model) -> dict:

@@ -13,33 +13,31 @@ by one), and the logits at the mask's position are the prediction for the masked
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 import torch
 
-from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
 from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.models.batching import (
     PAD_MULTIPLE,
-    cached_map,
     finite_rows,
     non_finite,
     padded_width,
-    result_key,
     slot_split,
     top_whole_words,
     width_batches,
 )
+from bias_core.models.hf_text import HFText
 from bias_core.progress import progress_bar
 
 KINDS = ("masked", "seq2seq")
 
 
 @dataclass
-class MaskedLM:
+class MaskedLM(HFText):
     model: Any  # AutoModelForMaskedLM, or BartForConditionalGeneration for kind "seq2seq"
     tokenizer: Any
     name: str
@@ -47,10 +45,10 @@ class MaskedLM:
     tokenizer_fingerprint: str
     kind: str = "masked"
     batch_size: int = 32
-    cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
     weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
-    mask_token: ClassVar[str] = MASK
+    # No generation and no next-word probabilities: a masked LM fills slots inside a sentence.
+    capabilities: ClassVar[frozenset[str]] = frozenset({"scoring", "mask_filling", "embeddings", "training", "adapters"})
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -69,9 +67,6 @@ class MaskedLM:
         if tok.model_max_length and tok.model_max_length < 1_000_000:  # "unset" is a huge sentinel
             limits.append(int(tok.model_max_length))
         self.max_length = min(x for x in limits if x > 0) if any(limits) else 512
-
-    def _key(self, op: str, **parts: Any) -> dict[str, Any]:
-        return result_key(self, op, **parts)
 
     # ----- tokenization -----------------------------------------------------------------------
     def _encode(self, text: str) -> tuple[list[int], list[int]]:
@@ -198,24 +193,19 @@ class MaskedLM:
     def sentence_logprob(self, sentences: Sequence[str], desc: str = "pseudo-log-likelihoods") -> np.ndarray:
         """Pseudo-log-likelihood (Salazar et al. 2020): sum over the sentence's non-special tokens
         of log P(token | the sentence with that one token masked). One masked copy per token,
-        all batched together. Cached per sentence."""
+        all batched together."""
         mask_id = self.tokenizer.mask_token_id
-
-        def compute(idx: list[int]) -> list[float]:
-            requests, owner = [], []
-            for j, i in enumerate(idx):
-                ids, special = self._encode(sentences[i])
-                for pos, (token, is_special) in enumerate(zip(ids, special)):
-                    if not is_special:
-                        requests.append((tuple(ids[:pos] + [mask_id] + ids[pos + 1 :]), pos, token))
-                        owner.append(j)
-            totals = [0.0] * len(idx)
-            for j, lp in zip(owner, self._token_logprobs(requests, desc)):
-                totals[j] += lp
-            return totals
-
-        keys = [self._key("sentence_logprob", sentence=s) for s in sentences]
-        return np.asarray(cached_map(self.cache, keys, compute), dtype=np.float64).reshape(len(sentences))
+        requests, owner = [], []
+        for j, sentence in enumerate(sentences):
+            ids, special = self._encode(sentence)
+            for pos, (token, is_special) in enumerate(zip(ids, special)):
+                if not is_special:
+                    requests.append((tuple(ids[:pos] + [mask_id] + ids[pos + 1 :]), pos, token))
+                    owner.append(j)
+        totals = [0.0] * len(sentences)
+        for j, lp in zip(owner, self._token_logprobs(requests, desc) if requests else []):
+            totals[j] += lp
+        return np.asarray(totals, dtype=np.float64).reshape(len(sentences))
 
     def fill_probs(self, texts: Sequence[str], words: Sequence[str], desc: str = "fill probabilities") -> np.ndarray:
         """P(word fills the MASK slot) for each text and word, shape (len(texts), len(words)).
@@ -223,39 +213,33 @@ class MaskedLM:
         A word of n tokens is written into the slot, its n tokens are masked, and they are
         filled left to right: P = P(t1 | all masked) * P(t2 | t1, rest masked) * ... (the
         chain rule with the model's own conditionals; Kurita et al. score one-token words only).
-        Raw softmax, no renormalisation over the word list. Cached per text and word list.
+        Raw softmax, no renormalisation over the word list.
         """
         words = list(words)
         mask_id = self.tokenizer.mask_token_id
-
-        def compute(idx: list[int]) -> list[list[float]]:
-            requests, owner = [], []
-            for j, i in enumerate(idx):
-                for w, word in enumerate(words):
-                    found = self._word_in_slot(texts[i], word)
-                    if found is None:
-                        raise AuditUsageError(
-                            f"word {word!r} in {texts[i][:80]!r}: a token joins the word to the text "
-                            f"beside the {MASK}, so the word cannot be scored on its own. Fix: put a "
-                            f"space or punctuation around {MASK}."
-                        )
-                    ids, positions = found
-                    self._check_length(ids, texts[i])
-                    seq = list(ids)
-                    for pos in positions:
-                        seq[pos] = mask_id
-                    for pos in positions:
-                        requests.append((tuple(seq), pos, ids[pos]))
-                        owner.append((j, w))
-                        seq[pos] = ids[pos]  # filled for the next token's conditional
-            logs = np.zeros((len(idx), len(words)), dtype=np.float64)
-            for (j, w), lp in zip(owner, self._token_logprobs(requests, desc)):
-                logs[j, w] += lp
-            return np.exp(logs).tolist()
-
-        keys = [self._key("fill_probs", text=t, words=words) for t in texts]
-        rows = cached_map(self.cache, keys, compute)
-        return np.asarray(rows, dtype=np.float64).reshape(len(texts), len(words))
+        requests, owner = [], []
+        for j, text in enumerate(texts):
+            for w, word in enumerate(words):
+                found = self._word_in_slot(text, word)
+                if found is None:
+                    raise AuditUsageError(
+                        f"word {word!r} in {text[:80]!r}: a token joins the word to the text "
+                        f"beside the {MASK}, so the word cannot be scored on its own. Fix: put a "
+                        f"space or punctuation around {MASK}."
+                    )
+                ids, positions = found
+                self._check_length(ids, text)
+                seq = list(ids)
+                for pos in positions:
+                    seq[pos] = mask_id
+                for pos in positions:
+                    requests.append((tuple(seq), pos, ids[pos]))
+                    owner.append((j, w))
+                    seq[pos] = ids[pos]  # filled for the next token's conditional
+        logs = np.zeros((len(texts), len(words)), dtype=np.float64)
+        for (j, w), lp in zip(owner, self._token_logprobs(requests, desc) if requests else []):
+            logs[j, w] += lp
+        return np.exp(logs)
 
     def topk_fills(self, texts: Sequence[str], k: int, desc: str = "top-k fills") -> list[list[tuple[str, float]]]:
         """The k most probable whole-word tokens at each text's MASK slot, with probabilities.
@@ -264,58 +248,65 @@ class MaskedLM:
         the slot tokenizes to the masked text with exactly that token in the slot: "##s" pieces,
         and byte-level tokens lacking the leading space a space before the slot asks for, are
         skipped, and a word's probability here equals its fill_probs. Sorted by probability,
-        then token id. Cached per text and k.
+        then token id.
         """
-        def compute(idx: list[int]) -> list[list[list[Any]]]:
-            slots = [self._slot_ids(texts[i]) for i in idx]
-            out: dict[int, list[list[Any]]] = {}
+        slots = [self._slot_ids(t) for t in texts]
+        out: dict[int, list[list[Any]]] = {}
 
-            def use(j: int, logprobs: torch.Tensor) -> None:
-                text, (ids, pos) = texts[idx[j]], slots[j]
+        def use(j: int, logprobs: torch.Tensor) -> None:
+            text, (ids, pos) = texts[j], slots[j]
 
-                def accept(t: int, word: str) -> bool:
-                    found = self._word_in_slot(text, word)
-                    return found is not None and found[1] == [pos] and found[0] == ids[:pos] + [t] + ids[pos + 1 :]
+            def accept(t: int, word: str) -> bool:
+                found = self._word_in_slot(text, word)
+                return found is not None and found[1] == [pos] and found[0] == ids[:pos] + [t] + ids[pos + 1 :]
 
-                out[j] = top_whole_words(logprobs[0], k, self.tokenizer, accept)
+            out[j] = top_whole_words(logprobs[0], k, self.tokenizer, accept)
 
+        if slots:
             self._forward_rows([ids for ids, _ in slots], [[pos] for _, pos in slots], use, desc)
-            return [out[j] for j in range(len(idx))]
-
-        keys = [self._key("topk_fills", text=t, k=k) for t in texts]
-        return [[(str(w), float(p)) for w, p in row] for row in cached_map(self.cache, keys, compute)]
+        return [[(str(w), float(p)) for w, p in out[j]] for j in range(len(texts))]
 
     def embed(self, sentences: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """Mean of the last hidden states over non-special, non-pad tokens (for BART: of the
-        encoder's), shape (len(sentences), hidden size), float64. Cached per sentence."""
-        def compute(idx: list[int]) -> list[list[float]]:
-            encoded = [self._encode(self._unscored(sentences[i])) for i in idx]
-            for i, (_, special) in zip(idx, encoded):
-                if all(special):
-                    raise AuditUsageError(
-                        f"sentence {sentences[i]!r} has no tokens to embed. Fix: drop empty sentences.")
-            out: dict[int, list[float]] = {}
-            bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
-            with torch.inference_mode():
-                for batch in width_batches([len(ids) for ids, _ in encoded], self.batch_size):
-                    ids, mask = self._right_pad([encoded[j][0] for j in batch])
-                    keep = torch.zeros(ids.shape, dtype=torch.float64)
-                    for row, j in enumerate(batch):
-                        keep[row, : len(encoded[j][1])] = 1.0 - torch.tensor(encoded[j][1], dtype=torch.float64)
-                    hidden = self._encoder_states(ids, mask).double().cpu()
-                    means = (hidden * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
-                    finite = finite_rows(means)
-                    for row, j in enumerate(batch):
-                        if not finite[row]:
-                            raise non_finite(self, desc, sentences[idx[j]])
-                        out[j] = means[row].tolist()
-                    bar.update(len(batch))
-            bar.close()
-            return [out[j] for j in range(len(idx))]
-
-        keys = [self._key("embed", sentence=s) for s in sentences]
-        rows = cached_map(self.cache, keys, compute)
+        encoder's), shape (len(sentences), hidden size), float64."""
+        encoded = [self._encode(self._unscored(s)) for s in sentences]
+        for sentence, (_, special) in zip(sentences, encoded):
+            if all(special):
+                raise AuditUsageError(f"sentence {sentence!r} has no tokens to embed. Fix: drop empty sentences.")
+        out: dict[int, list[float]] = {}
+        bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
+        with torch.inference_mode():
+            for batch in width_batches([len(ids) for ids, _ in encoded], self.batch_size):
+                ids, mask = self._right_pad([encoded[j][0] for j in batch])
+                keep = torch.zeros(ids.shape, dtype=torch.float64)
+                for row, j in enumerate(batch):
+                    keep[row, : len(encoded[j][1])] = 1.0 - torch.tensor(encoded[j][1], dtype=torch.float64)
+                hidden = self._encoder_states(ids, mask).double().cpu()
+                means = (hidden * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
+                finite = finite_rows(means)
+                for row, j in enumerate(batch):
+                    if not finite[row]:
+                        raise non_finite(self, desc, sentences[j])
+                    out[j] = means[row].tolist()
+                bar.update(len(batch))
+        bar.close()
+        rows = [out[j] for j in range(len(encoded))]
         return np.asarray(rows, dtype=np.float64) if rows else np.zeros((0, 0))
+
+    def scored_token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Each non-special token is scored (pseudo-log-likelihood)."""
+        counts = []
+        for t in texts:
+            enc = self.tokenizer(t, add_special_tokens=True, return_special_tokens_mask=True)
+            counts.append(len(enc["input_ids"]) - int(sum(enc["special_tokens_mask"])))
+        return np.asarray(counts, dtype=np.int64)
+
+    def word_probs(self, prompts: Sequence[str], words: Sequence[str], desc: str = "word probabilities") -> np.ndarray:
+        raise AuditUsageError(f"{self.name} is a {self.kind} model: next-word probabilities need a causal LM. "
+                              f"Fix: ask fill_probs for a {MASK} slot.")
+
+    def generate(self, prompts: Sequence[str], config: Any = None, seed: int = 0, desc: str = "generating") -> list[str]:
+        raise AuditUsageError(f"{self.name} is a {self.kind} model and does not generate text. Fix: use a causal LM.")
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
         raise AuditUsageError(

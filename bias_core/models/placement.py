@@ -35,9 +35,16 @@ def take_worker_gpu(worker_id: str | None, opts: Any) -> int | None:
 
 def describe(opts: Any, workers: int = 0) -> dict[str, str]:
     """{"device": ..., "dtype": ...} a run with these LoadOptions uses, resolved ("auto" never
-    shows): e.g. "cuda:0 (NVIDIA H100 80GB HBM3)" and "bfloat16", or "cpu" and "float32"."""
+    shows): e.g. "cuda:0 (NVIDIA H100 80GB HBM3)" and "bfloat16", or "cpu" and "float32".
+    Another engine than transformers says what it knows before loading (engine, dtype, URL)."""
     from bias_core.models.loading import resolve_device, resolve_dtype
     from bias_core.models.precision import effective_precision
+
+    if getattr(opts, "engine", "transformers") != "transformers":
+        from bias_core.models.engines import get_engine
+
+        describe_opts = getattr(get_engine(opts.engine), "describe", None)
+        return describe_opts(opts) if describe_opts else {"engine": opts.engine}
 
     device = resolve_device(opts)
     dtype = str(resolve_dtype(opts, device)).removeprefix("torch.")
@@ -64,13 +71,16 @@ def describe(opts: Any, workers: int = 0) -> dict[str, str]:
 
 
 def of_model(lm: Any) -> dict[str, str]:
-    """{"device": ..., "dtype": ...} of a loaded model handle."""
+    """{"device": ..., "dtype": ...} of a loaded model handle, and its engine when that is not
+    the reference (transformers): name and version, and any parallelism."""
+    info = lm.info()
     mode = getattr(lm, "precision", None)
-    if mode in ("exact", "half"):
-        half = getattr(lm, "half", None)
-        name = half if isinstance(half, str) else getattr(half, "half", "bfloat16")
-        return {"device": str(lm.device), "dtype": _with_precision(name, mode)}
-    return {"device": str(lm.device), "dtype": str(lm.model.dtype).removeprefix("torch.")}
+    dtype = _with_precision(info.dtype, mode) if mode in ("exact", "half") else info.dtype
+    out = {"device": info.device, "dtype": dtype}
+    if info.engine != "transformers":
+        out["engine"] = f"{info.engine} {info.version}".strip()
+        out.update({k: str(v) for k, v in info.parallelism.items()})
+    return out
 
 
 def _with_precision(half: str, mode: str) -> str:

@@ -115,8 +115,9 @@ def settle_pairs(values: np.ndarray, bounds: np.ndarray, pairs: Sequence[tuple[i
 class ExactLM:
     """Half-precision work, fp32 decisions: the ``exact`` precision mode (see module doc).
 
-    Anything not defined here (tokenizer, name, fingerprint, kind, model, cache, ...) is the
-    fp32 handle's.
+    ``full`` and ``half`` are cached handles (cached.py) on the fp32 and the half-precision
+    engine. Anything of the ``ScoringModel`` surface not defined here (name, fingerprint, kind,
+    token counts, training, ...) is the fp32 handle's.
     """
 
     precision = "exact"
@@ -147,8 +148,19 @@ class ExactLM:
     def stats(self) -> dict[str, int]:
         return self.half.stats
 
+    @property
+    def half_dtype(self) -> str:
+        return self.half.engine.half
+
+    def info(self) -> Any:
+        return self.half.info()
+
+    def word_bound(self, words: Sequence[str]) -> float:
+        """Calibrated bound on a word's next-word log-probability (its tokens' sum)."""
+        return self.bound.of_sum(max(self.full.token_counts([" " + w for w in words])))
+
     def precision_info(self) -> dict[str, Any]:
-        return {"mode": "exact", "half_dtype": self.half.half, "fp32_positions": self.half.fp32_positions,
+        return {"mode": "exact", "half_dtype": self.half_dtype, "fp32_positions": self.half.engine.fp32_positions,
                 "bound": self.bound.as_dict(), "rechecked": self.rechecks.snapshot(), "note": self.note}
 
     # ----- pairwise decisions ---------------------------------------------------------------------
@@ -163,7 +175,7 @@ class ExactLM:
         values = self.half.sentence_logprob(sentences, desc=desc)
         if not pairs:
             return values
-        lengths = [len(self.tokenizer(s, add_special_tokens=False)["input_ids"]) for s in sentences]
+        lengths = self.full.token_counts(sentences)
         bounds = self._sum_bounds(lengths) if self.recheck else np.zeros(len(sentences))
         out, n = settle_pairs(values, bounds, pairs, None if weights is None else np.asarray(weights, dtype=np.float64),
                               lambda idx: self.full.sentence_logprob(
@@ -178,7 +190,7 @@ class ExactLM:
         values = np.asarray(self.half.loglikelihood(requests, desc=desc), dtype=np.float64)
         if not pairs:
             return values.tolist()
-        lengths = [len(cont) for _, cont in self.full.split_requests(requests)]
+        lengths = [len(cont) for _, cont in self.full.engine.split_requests(requests)]
         bounds = self._sum_bounds(lengths) if self.recheck else np.zeros(len(requests))
         out, n = settle_pairs(values, bounds, pairs, None if weights is None else np.asarray(weights),
                               lambda idx: self.full.loglikelihood([requests[i] for i in idx], desc=f"{desc} (fp32 re-check)"))
@@ -237,7 +249,8 @@ def precision_info(lm: Any) -> dict[str, Any]:
 
 
 def apply_precision(lm: Any, mode: str, device: str, cache_dir: Any) -> Any:
-    """The handle for ``mode`` built on ``lm`` (loaded in fp32), calibrating exact mode's bound."""
+    """The handle for ``mode`` built on ``lm`` (a cached handle on the transformers engine,
+    loaded in fp32), calibrating exact mode's bound. The half handle shares ``lm``'s cache."""
     from bias_core.models.calibration import calibrated_bound
     from bias_core.models.half import HalfCausalLM, half_copy, half_dtype
 
@@ -256,23 +269,27 @@ def apply_precision(lm: Any, mode: str, device: str, cache_dir: Any) -> Any:
         lm.precision = "fp32"
         lm.precision_note = f"--precision {mode}: {why}"
         return lm
+    engine = lm.engine
     name = str(dtype).removeprefix("torch.")
-    half_model = half_copy(lm.model, dtype)
-    plan = getattr(lm, "plan", None)
+    half_model = half_copy(engine.model, dtype)
+    plan = getattr(engine, "plan", None)
     if plan is not None:  # a GPU plan made before the copy took its memory: plan again, for both handles
         from bias_core.models.memory import gpu_plan
 
-        plan = lm.plan = gpu_plan(half_model)
-    half = HalfCausalLM(model=half_model, tokenizer=lm.tokenizer, name=lm.name,
-                        fingerprint=lm.fingerprint, tokenizer_fingerprint=lm.tokenizer_fingerprint,
-                        batch_size=lm.batch_size, cache=lm.cache, progress=lm.progress,
-                        reference=lm.model, half=name, plan=plan,
-                        compact_fraction=getattr(lm, "compact_fraction", 0.0))
+        plan = engine.plan = gpu_plan(half_model)
+    half_engine = HalfCausalLM(model=half_model, tokenizer=engine.tokenizer, name=engine.name,
+                               fingerprint=engine.fingerprint, tokenizer_fingerprint=engine.tokenizer_fingerprint,
+                               batch_size=engine.batch_size, progress=engine.progress,
+                               weights_sha256=engine.weights_sha256,
+                               reference=engine.model, half=name, plan=plan,
+                               compact_fraction=getattr(engine, "compact_fraction", 0.0))
+    half = lm.with_engine(half_engine)
     half.precision = "half"
-    half.precision_note = f"{name} linear layers ({why}); fp32 elsewhere and at the first {half.fp32_positions} positions of every text"
+    half.precision_note = (f"{name} linear layers ({why}); fp32 elsewhere and at the first "
+                           f"{half_engine.fp32_positions} positions of every text")
     if mode == "half":
         return half
-    return ExactLM(lm, half, calibrated_bound(lm, half, cache_dir), note=half.precision_note)
+    return ExactLM(lm, half, calibrated_bound(engine, half_engine, cache_dir), note=half.precision_note)
 
 
 def rechecks_snapshot(lm: Any) -> dict[str, list[int]]:

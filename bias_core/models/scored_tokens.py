@@ -8,16 +8,9 @@ import numpy as np
 
 
 def scored_token_counts(lm, texts: Sequence[str]) -> np.ndarray:
-    """Tokens ``lm.sentence_logprob`` scores per text: causal LMs score the sentence tokenized
-    without special tokens (after the prefix token); masked LMs score each non-special token."""
-    tok = lm.tokenizer
-    if lm.kind == "causal":
-        return np.asarray([len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts], dtype=np.int64)
-    counts = []
-    for t in texts:
-        enc = tok(t, add_special_tokens=True, return_special_tokens_mask=True)
-        counts.append(len(enc["input_ids"]) - int(sum(enc["special_tokens_mask"])))
-    return np.asarray(counts, dtype=np.int64)
+    """Tokens ``lm.sentence_logprob`` scores per text (the engine's own count: causal LMs score
+    the sentence tokenized without special tokens, masked LMs each non-special token)."""
+    return np.asarray(lm.scored_token_counts(list(texts)), dtype=np.int64)
 
 
 # How a causal LM's sentence log-likelihoods are compared where a paper compares sentences:

@@ -332,25 +332,6 @@ def with_variant(prompts: Sequence[GenderPairPrompt], variant: PromptVariant) ->
                     text=build_prompt(p.target, p.biased, p.anti, p.configuration, variant)) for p in prompts]
 
 
-def render_for_model(text: str, tokenizer: Any) -> str:
-    """What the model is given: the chat template for chat models, the plain prompt otherwise.
-
-    A tokenizer with a ``chat_template`` gets one user turn and the generation prompt. When the
-    template writes the BOS token itself and the tokenizer also adds BOS on encoding, the
-    template's copy is dropped, so the model layer's ``encode`` (special tokens on) does not
-    produce two BOS tokens.
-    """
-    if not getattr(tokenizer, "chat_template", None):
-        return text
-    rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
-    bos = getattr(tokenizer, "bos_token", None)
-    if bos and rendered.startswith(bos):
-        probe = tokenizer("x", add_special_tokens=True)["input_ids"]
-        if probe and probe[0] == tokenizer.bos_token_id:
-            rendered = rendered[len(bos):]
-    return rendered
-
-
 # --------------------------------------------------------------------------------------------
 # sampling
 

@@ -7,6 +7,7 @@ from typing import Any
 from bias_core.metrics.gbm import causal_text, gbm
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
+from bias_core.placeholders import MASK
 
 
 def run_gbm(lm: ScoringModel, probe: Any, k: int = 5, seed: int = 0) -> MetricResult:
@@ -14,8 +15,7 @@ def run_gbm(lm: ScoringModel, probe: Any, k: int = 5, seed: int = 0) -> MetricRe
     if k < 1:
         raise ValueError(f"run_gbm: k must be >= 1, got {k}")
     items = list(probe.items)
-    mask = getattr(lm, "mask_token", "[MASK]")
-    texts = [causal_text(it.prompt, mask) if lm.kind == "causal" else it.prompt for it in items]
+    texts = [causal_text(it.prompt, MASK) if lm.kind == "causal" else it.prompt for it in items]
     fills = lm.topk_fills(texts, k, desc=f"GBM top-{k} fills")
     if len(fills) != len(items):
         raise ValueError(f"run_gbm: the model returned {len(fills)} fill lists for {len(items)} prompts")

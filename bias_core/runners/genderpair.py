@@ -29,7 +29,7 @@ def decide_choices(lm: ScoringModel | None, prompts: Sequence[Any], responses: S
     """Per-prompt records: parse each response, then decide the undecided ones by likelihood.
 
     ``prompts`` are GenderPairPrompt objects or their ProbeItems. ``contexts`` are the exact
-    model inputs the responses were generated from (``render_for_model`` output); default: the
+    model inputs the responses were generated from (``lm.render_chat`` output); default: the
     prompt texts. The fallback asks ``lm.loglikelihood`` for log P(" " + descriptor | context)
     for both descriptors of each undecided prompt, i.e. how likely the model is to answer with
     that descriptor, given the instruction that offers both. Conditioning on the prompt rather

@@ -10,7 +10,7 @@ from bias_core.lexicon import DEFAULT_LEXICON, Lexicon, get_lexicon
 from bias_core.metrics import MetricResult
 from bias_core.metrics import disclosure as m
 from bias_core.errors import ProbeNotApplicable
-from bias_core.models.causal import DecodingConfig
+from bias_core.models.decoding import DecodingConfig
 from bias_core.probes.base import Probe
 from bias_core.probes.disclosure import DEFAULT_ARTICLES, load_probe
 from bias_core.suites.base import Suite

@@ -14,7 +14,7 @@ import numpy as np
 
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
-from bias_core.models.causal import DecodingConfig
+from bias_core.models.decoding import DecodingConfig
 from bias_core.probes.genderpair import DEFAULT_SAMPLE
 from bias_core.suites import ACROSS_GROUPS, GROUP_PROBES, ROBUSTNESS, genderpair_cases, regard_prefix
 from bias_core.suites.base import Suite
@@ -63,7 +63,7 @@ class GenderPairAudit(Suite):
             raise ProbeNotApplicable(f"GenderPair needs a generative (causal) model; {self.lm.name} is {self.lm.kind}")
         probe = self.probe(name)
         prompts = [gp.prompt_from_item(item) for item in probe.items]
-        contexts = [gp.render_for_model(p.text, self.lm.tokenizer) for p in prompts]
+        contexts = [self.lm.render_chat(p.text) for p in prompts]
         responses = self.lm.generate(contexts, self.decoding, seed=self.seed, desc=f"{name}: generating")
         records = decide_choices(self.lm, probe.items, responses, contexts=contexts)
         return {"probe": probe, "prompts": prompts, "contexts": contexts, "responses": responses, "records": records}
