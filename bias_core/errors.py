@@ -32,3 +32,8 @@ class ProbeNotApplicable(Exception):
 
 class BaselineMismatch(AuditUsageError):
     """A stored baseline cannot be paired with this run: other items, probe versions or decoding."""
+
+
+class EngineUnavailable(Exception):
+    """The engine stopped answering in the middle of a run (a server gone away): the run stops
+    there, its report says it is partial, and every result computed before stays in the cache."""

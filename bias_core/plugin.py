@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from bias_core.errors import AuditUsageError, DataSourceMissing, NonFiniteScores, ProbeNotApplicable
+from bias_core.errors import AuditUsageError, DataSourceMissing, EngineUnavailable, NonFiniteScores, ProbeNotApplicable
 from bias_core.gates import FAIL, INCONCLUSIVE
 from bias_core.progress import interactive
 from bias_core.settings import AuditSettings, add_options, build_settings
@@ -459,8 +459,10 @@ def pytest_runtest_call(item):
         return (yield)
     except DataSourceMissing as exc:
         pytest.skip(f"data missing: {exc}")
-    except ProbeNotApplicable as exc:
+    except ProbeNotApplicable as exc:  # an engine lacking a capability too (models.protocol.EngineCannot)
         pytest.skip(f"not applicable: {exc}")
+    except EngineUnavailable as exc:  # a server gone away: every later test would wait for it too
+        pytest.exit(f"engine error in {item.nodeid}: {exc}", returncode=pytest.ExitCode.INTERRUPTED)
     except (NonFiniteScores, AuditUsageError) as exc:  # NaN outputs, a broken data file, a prompt too long...
         if item.get_closest_marker("audit") is None:
             raise

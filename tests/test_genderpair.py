@@ -18,7 +18,7 @@ from bias_core.metrics import genderpair as gm
 from bias_core.runners import genderpair as gr
 from bias_core.probes import genderpair as gp
 from bias_core.models.engines.fake import FakeEngine
-from bias_core.models.hf_text import render_chat
+from bias_core.models.tokens import render_chat
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PUBLISHED = SHARED / "GenderCARE-ccs24"

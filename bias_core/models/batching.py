@@ -116,6 +116,31 @@ def cached_map(
     return out
 
 
+def cached_map_chunked(cache: ResultCache, keys: Sequence[dict[str, Any]],
+                       compute: Callable[[list[int]], Sequence[Any]], chunk: int) -> list[Any]:
+    """``cached_map`` for an engine whose items are computed independently of each other (one
+    request each to a server): the misses are computed ``chunk`` at a time and each chunk is
+    stored as soon as it is done, so an engine that fails mid-call loses at most one chunk.
+    (Hits stored by the same call need no recomputing: no item has batch mates.)"""
+    out: list[Any] = []
+    first: dict[str, int] = {}
+    todo: list[int] = []
+    for i, key in enumerate(keys):
+        value, _ = cache.lookup(key)
+        out.append(value)
+        if value is None and first.setdefault(canonical_key(key), i) == i:
+            todo.append(i)
+    for start in range(0, len(todo), max(1, chunk)):
+        part = todo[start:start + max(1, chunk)]
+        for i, value in zip(part, compute(part)):
+            cache.put(keys[i], value)
+            out[i] = value
+    for i, key in enumerate(keys):
+        if out[i] is None:
+            out[i] = out[first[canonical_key(key)]]
+    return out
+
+
 def slot_split(text: str) -> tuple[str, str]:
     """(text before, text after) the single MASK placeholder, or a usage error."""
     if text.count(MASK) != 1:

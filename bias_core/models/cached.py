@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from bias_core.cache import ResultCache
-from bias_core.models.batching import cached_map
+from bias_core.models.batching import cached_map, cached_map_chunked
 from bias_core.models.protocol import EngineInfo, cannot
 
 
@@ -127,6 +127,11 @@ class CachedModel:
         """Each request's cached value, computing the misses with ``compute(indices)`` (values: JSON)."""
         identity = self.cache_identity()
         keys = [{"op": op, **identity, **p} for p in parts]
+        # An engine whose items are independent (one request each) stores as it goes: a server
+        # that goes away mid-call costs at most one chunk of answers.
+        chunk = getattr(self.engine, "cache_chunk", None)
+        if chunk:
+            return cached_map_chunked(self.cache, keys, compute, chunk)
         return cached_map(self.cache, keys, compute)
 
     def sentence_logprob(self, sentences: Sequence[str], desc: str = "sentence log-probabilities") -> np.ndarray:

@@ -27,7 +27,6 @@ import numpy as np
 import torch
 
 from bias_core.errors import AuditUsageError
-from bias_core.placeholders import MASK
 from bias_core.models.batching import (  # noqa: F401 - re-exported: half.py, mitigation and tests import them from here
     GEN_PAD_MULTIPLE,
     LOGIT_BUDGET,
@@ -42,11 +41,12 @@ from bias_core.models.batching import (  # noqa: F401 - re-exported: half.py, mi
 )
 from bias_core.models.decoding import DecodingConfig
 from bias_core.models.hf_text import HFText
+from bias_core.models.tokens import CausalTokens
 from bias_core.progress import progress_bar
 
 
 @dataclass
-class CausalLM(HFText):
+class CausalLM(CausalTokens, HFText):
     model: Any
     tokenizer: Any
     name: str
@@ -79,52 +79,6 @@ class CausalLM(HFText):
         # Work done by the network, for throughput figures: real (non-pad) tokens through the
         # body, positions through the output projection, and pad tokens computed in vain.
         self.stats = {"body_tokens": 0, "head_positions": 0, "pad_tokens": 0, "new_tokens": 0}
-
-    # ----- tokenization -----------------------------------------------------------------------
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
-
-    def split_request(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
-        """Token ids of context and continuation, tokenized jointly (lm-eval's rule).
-
-        Encoding the pair together and splitting at the context's length gives the continuation
-        the token form it has in running text: " she" for byte-level BPE, "▁she" for
-        SentencePiece. A word that is several tokens keeps all of them.
-        """
-        return self.split_requests([(context, continuation)])[0]
-
-    def split_requests(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-        """split_request for many pairs, with one batched tokenizer call per kind of text."""
-        moved = []
-        for context, continuation in pairs:
-            n_space = len(context) - len(context.rstrip(" "))
-            if n_space:  # trailing spaces belong to the continuation's first token
-                context, continuation = context[:-n_space], context[-n_space:] + continuation
-            moved.append((context, continuation))
-        contexts = sorted({c for c, _ in moved})
-        ctx_ids = dict(zip(contexts, self._encode_many(contexts)))
-        wholes = self._encode_many([c + w for c, w in moved])
-        out = []
-        for (context, continuation), whole in zip(moved, wholes):
-            ctx = ctx_ids[context]
-            if whole[: len(ctx)] != ctx:  # a merge across the boundary: encode the parts apart
-                out.append((ctx, list(self.tokenizer(continuation, add_special_tokens=False)["input_ids"])))
-            else:
-                out.append((ctx, whole[len(ctx) :]))
-        return out
-
-    def _encode_many(self, texts: Sequence[str]) -> list[list[int]]:
-        if not texts:
-            return []
-        return [list(ids) for ids in self.tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
-
-    def _check_length(self, ids: Sequence[int], extra: int, text: str) -> None:
-        if len(ids) + extra > self.max_length:
-            raise AuditUsageError(
-                f"prompt too long for {self.name}: {len(ids)} tokens + {extra} new > context of "
-                f"{self.max_length} tokens. Prompt starts {text[:80]!r}. Fix: shorten the probe's "
-                "prompts or lower the number of new tokens."
-            )
 
     # ----- batched forward ---------------------------------------------------------------------
     def _left_pad(self, seqs: Sequence[Sequence[int]], multiple: int = PAD_MULTIPLE) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -247,23 +201,6 @@ class CausalLM(HFText):
         return result
 
     # ----- the scoring protocol shared with masked LMs -------------------------------------------
-    def prefix_token_id(self) -> int:
-        """The token an empty context stands for: BOS whenever the tokenizer defines one, else EOS.
-
-        lm-evaluation-harness's HFLM rule, kept for agreement with it: for a tokenizer that
-        defines a BOS it never prepends (SmolLM2), the other choice (EOS) moved CrowS-Pairs
-        log-likelihoods by up to 5.75 nats and changed 26 of 262 pair decisions.
-        """
-        tok = self.tokenizer
-        if tok.bos_token_id is not None:
-            return int(tok.bos_token_id)
-        if tok.eos_token_id is None:
-            raise AuditUsageError(
-                f"{self.name}: the tokenizer neither prepends BOS nor defines EOS, so a sentence has no "
-                "token to be scored after. Fix: use a tokenizer with a BOS or EOS token."
-            )
-        return int(tok.eos_token_id)
-
     def sentence_logprob(self, sentences: Sequence[str], desc: str = "sentence log-probabilities") -> np.ndarray:
         """log P(sentence) as lm-evaluation-harness scores a request with an empty context.
 
@@ -280,18 +217,6 @@ class CausalLM(HFText):
             requests.append((prefix, cont))
         scores = self._score_tokens(requests, desc) if requests else []
         return np.asarray(scores, dtype=np.float64).reshape(len(sentences))
-
-    def _prefix_of(self, text: str) -> str:
-        before, after = slot_split(text)
-        if after.strip():
-            raise AuditUsageError(
-                f"text {text[:80]!r}: a causal LM ({self.name}) can only fill a {MASK} at the end of the "
-                f"text. Fix: end the prompt at {MASK}, or use a masked LM for mid-sentence slots."
-            )
-        prefix = before.rstrip(" ")
-        if not prefix:
-            raise AuditUsageError(f"text {text!r}: nothing before {MASK} to condition on. Fix: add a prompt.")
-        return prefix
 
     def fill_probs(self, texts: Sequence[str], words: Sequence[str], desc: str = "fill probabilities") -> np.ndarray:
         """P(word is the next word) at the final MASK slot of each text; see word_probs."""
@@ -324,10 +249,6 @@ class CausalLM(HFText):
                 bar.update(len(batch))
         bar.close()
         return [[(str(w), float(p)) for w, p in out[j]] for j in range(len(encoded))]
-
-    def whole_word_test(self, prefix: str):
-        """accept(token, word): does " word" after ``prefix`` tokenize to exactly that one token?"""
-        return lambda t, word: self.split_request(prefix, " " + word)[1] == [t]
 
     def embed(self, sentences: Sequence[str], desc: str = "embedding") -> np.ndarray:
         """Last-layer hidden state of each sentence's last token (special tokens added as usual)."""

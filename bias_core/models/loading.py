@@ -213,6 +213,30 @@ def _weights_dir(spec: ModelSpec, opts: LoadOptions) -> tuple[str, str, str]:
     return folder, f"hub:{spec.hub_id}@{Path(folder).name}", integrity.weights_digest(blobs)
 
 
+def local_tokenizer(spec: ModelSpec, opts: LoadOptions) -> tuple[Any, Path, str, str]:
+    """(tokenizer, folder, model fingerprint, tokenizer fingerprint) of ``spec`` for an engine that
+    runs the model elsewhere (a server) but tokenizes here. A hub id fetches only its config and
+    tokenizer files; a package or folder is read as the transformers engine reads it."""
+    from transformers import AutoTokenizer
+
+    if spec.hub_id and not spec.local_dir:
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = snapshot_download(spec.hub_id, allow_patterns=["*.json", "*.model", "*.txt"])
+        except Exception as exc:  # offline, gated repo, typo
+            raise AuditUsageError(f"--model {spec.name}: could not fetch the tokenizer of {spec.hub_id} from the "
+                                  f"Hugging Face hub ({type(exc).__name__}). Fix: pass --model a local folder holding "
+                                  "the served model's tokenizer files.") from exc
+        source, fingerprint = Path(folder), f"hub:{spec.hub_id}@{Path(folder).name}"
+    else:
+        folder, fingerprint, _ = _weights_dir(spec, opts)
+        source = Path(folder)
+    with _unreadable_weights(spec, str(source)):
+        tokenizer = AutoTokenizer.from_pretrained(str(source), trust_remote_code=opts.trust_remote_code)
+    return tokenizer, source, fingerprint, tokenizer_fingerprint(source)
+
+
 @contextlib.contextmanager
 def _unreadable_weights(spec: ModelSpec, source: str):
     """Files transformers cannot read (a truncated safetensors header, a garbled config) are a

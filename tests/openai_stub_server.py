@@ -1,0 +1,158 @@
+"""A small OpenAI-compatible server on 127.0.0.1 that a test controls (stdlib ``http.server``).
+
+It serves a transformers causal LM (the tiny test model) the way vLLM's server does: ``/v1/models``,
+``/tokenize`` and ``/v1/completions`` with token-id prompts, ``echo`` + ``logprobs`` (prompt
+log-probabilities, None for the first token), ``top_logprobs`` with ``token_id:N`` keys, and
+greedy or seeded generation. Faults are delivered at known points, never by timing:
+
+- ``statuses``: answers to give the next completion requests instead of computing (e.g.
+  ``[429, 503]``: a 429, then a 503, then normal answers); 429s carry ``Retry-After: 0``;
+- ``die_after``: after that many answered completion requests the server stops listening
+  (later connections are refused);
+- ``prompt_logprobs=False``: llama.cpp's behaviour, logprobs only for generated tokens;
+- ``chat_only=True``: /v1/completions does not exist (404);
+- ``tokenize=False``: no /tokenize (404), as servers other than vLLM;
+- ``other_tokenizer``: tokenize text prompts with another tokenizer (a mismatch).
+
+Every request's path and headers are recorded in ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import torch
+
+
+class StubServer:
+    def __init__(self, model: Any, tokenizer: Any, name: str = "stub-model", *, statuses: list[int] | None = None,
+                 die_after: int | None = None, prompt_logprobs: bool = True, chat_only: bool = False,
+                 tokenize: bool = True, other_tokenizer: Any = None):
+        self.model, self.tokenizer, self.name = model.eval(), tokenizer, name
+        self.statuses = list(statuses or [])
+        self.die_after, self.prompt_logprobs, self.chat_only, self.tokenize = die_after, prompt_logprobs, chat_only, tokenize
+        self.other_tokenizer = other_tokenizer
+        self.requests: list[dict[str, Any]] = []
+        self.answered = 0
+        self._lock = threading.Lock()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> "StubServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            threading.Thread(target=self.httpd.shutdown, daemon=True).start()
+        self.httpd.server_close()  # the listening socket: new connections are refused from here
+
+    # ----- the model --------------------------------------------------------------------------------
+    def _logprobs(self, ids: list[int]) -> torch.Tensor:
+        with torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([ids])).logits[0].float()
+        return torch.log_softmax(logits, dim=-1)
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = body["prompt"]
+        tok = self.other_tokenizer or self.tokenizer
+        ids = list(prompt) if isinstance(prompt, list) else list(tok(prompt, add_special_tokens=True)["input_ids"])
+        ids_prompt = list(ids)
+        generated, gen_lps, tops = [], [], []
+        n_top = body.get("logprobs")
+        as_ids = bool(body.get("return_tokens_as_token_ids"))
+        name = (lambda t: f"token_id:{t}") if as_ids else (lambda t: self.tokenizer.convert_ids_to_tokens(t))
+        gen = torch.Generator().manual_seed(int(body.get("seed") or 0))
+        for _ in range(int(body.get("max_tokens", 16))):
+            lp = self._logprobs(ids)[-1]
+            if float(body.get("temperature", 1.0)) == 0.0:
+                nxt = int(lp.argmax())
+            else:
+                nxt = int(torch.multinomial(lp.exp(), 1, generator=gen))
+            if n_top:
+                top = lp.topk(int(n_top))
+                tops.append({name(int(t)): float(v) for v, t in zip(top.values, top.indices)})
+            else:
+                tops.append(None)
+            gen_lps.append(float(lp[nxt]))
+            if nxt == self.tokenizer.eos_token_id:
+                break
+            generated.append(nxt)
+            ids.append(nxt)
+        out_tokens, out_lps, out_tops = [], [], []
+        if body.get("echo"):
+            prompt_lp = self._logprobs(ids_prompt)
+            out_tokens = [name(t) for t in ids_prompt]
+            out_lps = [None] + [float(prompt_lp[i - 1, t]) for i, t in enumerate(ids_prompt) if i > 0]
+            out_tops = [None] * len(ids_prompt)
+            if not self.prompt_logprobs:  # llama.cpp: the prompt comes back without its logprobs
+                out_tokens, out_lps, out_tops = [], [], []
+        logprobs = None
+        if n_top is not None:
+            logprobs = {"tokens": out_tokens + [name(t) for t in generated], "token_logprobs": out_lps + gen_lps[: len(generated)],
+                        "top_logprobs": out_tops + tops[: len(generated) or 1]}
+        text = (self.tokenizer.decode(ids_prompt) if body.get("echo") else "") + self.tokenizer.decode(generated)
+        return {"id": "cmpl-stub", "object": "text_completion", "model": self.name,
+                "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "stop"}]}
+
+    # ----- HTTP -----------------------------------------------------------------------------------------
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                server.requests.append({"method": "GET", "path": self.path, "headers": dict(self.headers)})
+                if self.path == "/v1/models":
+                    self._send(200, {"object": "list", "data": [{"id": server.name, "object": "model"}]})
+                else:
+                    self._send(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                server.requests.append({"method": "POST", "path": self.path, "headers": dict(self.headers), "body": body})
+                if self.path == "/tokenize" and server.tokenize:
+                    tok = server.other_tokenizer or server.tokenizer
+                    ids = tok(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))["input_ids"]
+                    self._send(200, {"tokens": list(ids), "count": len(ids)})
+                    return
+                if self.path != "/v1/completions" or server.chat_only:
+                    self._send(404, {"error": f"no route {self.path}"})
+                    return
+                with server._lock:
+                    status = server.statuses.pop(0) if server.statuses else None
+                if status is not None:
+                    self._send(status, {"error": f"stub status {status}"}, {"Retry-After": "0"} if status == 429 else None)
+                    return
+                if body.get("max_tokens", 16) == 0 and not body.get("echo"):
+                    self._send(400, {"error": "max_tokens 0 needs echo"})
+                    return
+                answer = server._completion(body)
+                with server._lock:
+                    server.answered += 1
+                    dying = server.die_after is not None and server.answered >= server.die_after
+                self._send(200, answer)
+                if dying:
+                    server.stop()
+
+        return Handler
