@@ -180,7 +180,7 @@ def pytest_report_header(config) -> list[str] | None:
         return None
     target = _target(config)
     batch = settings.load.batch_size or "auto"
-    engine = f"engine {target['engine']}, " if "engine" in target else ""
+    engine = f"engine {target['engine']}, " if target["engine"] != "transformers" else ""
     return [f"bias-core: model {settings.model_value}, {engine}device {target.get('device', '?')}, "
             f"dtype {target.get('dtype', '?')}, batch {batch}",
             f"bias-audit definitions: {_definitions_line(settings)}",
@@ -194,7 +194,8 @@ def _target(config) -> dict[str, str]:
         from bias_core.models.placement import describe
 
         workers = getattr(config.option, "numprocesses", 0) if config.pluginmanager.hasplugin("xdist") else 0
-        run["target"] = describe(config.stash[SETTINGS].load, workers if isinstance(workers, int) else 0)
+        target = describe(config.stash[SETTINGS].load, workers if isinstance(workers, int) else 0)
+        run["target"] = {"engine": "transformers", **target}  # run card, JUnit: the engine always named
     return run["target"]
 
 
@@ -594,7 +595,7 @@ class _Reporter:
         lm = self.config.stash.get(MODEL, None)
         if lm is not None:  # in-process runs only; xdist workers keep their own counts
             info["model_fingerprint"] = lm.fingerprint
-            info["engine"] = lm.info().as_dict()
+            info["engine_card"] = lm.info().as_dict()  # name, version, dtype, device, parallelism
             info["cache"] = lm.cache_stats()
             from bias_core.models.precision import precision_info
 

@@ -423,9 +423,9 @@ def test_result_cache_keys_carry_the_verified_weights(tiny_model_dir, tmp_path, 
     from bias_core.models import LoadOptions, load_model, resolve_model
 
     lm = load_model(resolve_model(str(tiny_model_dir)), LoadOptions(cache_dir=tmp_path, use_cache=True, progress=False))
-    assert len(lm.weights_sha256) == 64
+    assert len(lm.cache_identity()["weights"]) == 64
     lm.word_probs(["My friend is a nurse, and"], ["she"])
-    other = dataclasses.replace(lm, weights_sha256="0" * 64)
+    other = lm.with_engine(dataclasses.replace(lm.engine, weights_sha256="0" * 64))
     misses = other.cache.misses
     other.word_probs(["My friend is a nurse, and"], ["she"])
     assert other.cache.misses == misses + 1
@@ -851,8 +851,8 @@ def test_call_stored_in_part_is_recomputed_with_its_batch_mates(tiny_model_dir, 
     for entry in entries[::2]:  # half of the call's entries never reached the disk
         entry.unlink()
     scored = []
-    real = lm._score_tokens
-    lm._score_tokens = lambda requests, desc: scored.append(len(requests)) or real(requests, desc)
+    real = lm.engine._score_tokens
+    lm.engine._score_tokens = lambda requests, desc: scored.append(len(requests)) or real(requests, desc)
     again = lm.word_probs(prompts, words)
     assert scored == [len(prompts) * len(words)], "the whole call is computed again"
     assert again.tolist() == first.tolist()  # bit for bit

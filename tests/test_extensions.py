@@ -9,6 +9,8 @@ import shutil
 import textwrap
 from pathlib import Path
 
+from toy_package import write_toy_package
+
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,12 +55,7 @@ def pytest_bias_core_register(registry):
 
 
 def _toy_package(site: Path) -> None:
-    (site / "toy_bias").mkdir(parents=True)
-    (site / "toy_bias" / "__init__.py").write_text(TOY)
-    info = site / "toy_bias-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-bias\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[bias_core.suites]\ntoy = toy_bias\n")
+    write_toy_package(site, "toy_bias", TOY, "bias_core.suites", "toy = toy_bias")
 
 
 def test_installed_package_adds_a_gated_suite(pytester, monkeypatch, tiny_model_dir, tmp_path):

@@ -190,13 +190,26 @@ def test_a_baseline_with_another_configuration_is_refused(change, named):
     assert isinstance(info.value, AuditUsageError)
 
 
-def test_tokenizer_and_dtype_may_differ_and_are_reported():
-    other = dataclasses.replace(RUN, model_fingerprint="w2", tokenizer_fingerprint="t2", dtype="torch.bfloat16")
+def test_model_and_tokenizer_may_differ_and_are_reported():
+    other = dataclasses.replace(RUN, model_fingerprint="w2", tokenizer_fingerprint="t2")
     cmp = check_configs(RUN, other)
-    assert cmp.dtype_differs and cmp.tokenizer_differs and not cmp.same_model
-    assert "different dtypes (candidate torch.float32, baseline torch.bfloat16)" in cmp.describe()
+    assert cmp.tokenizer_differs and not cmp.same_model and not cmp.dtype_differs
+    assert "different tokenizers" in cmp.describe()
     same = check_configs(RUN, RUN)
     assert same.same_model and not same.dtype_differs and not same.tokenizer_differs
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"dtype": "torch.bfloat16"}, "dtype differs \\(candidate torch.float32, baseline torch.bfloat16\\)"),
+    ({"engine": "vllm"}, "engine differs \\(candidate transformers, baseline vllm\\).*measure the engines"),
+])
+def test_another_engine_or_dtype_is_refused_saying_why(change, named):
+    with pytest.raises(BaselineMismatch, match=named):
+        check_configs(RUN, dataclasses.replace(RUN, **change))
+    # a file from before engines names none: it was the transformers engine
+    check_configs(dataclasses.replace(RUN, engine="transformers"), RUN)
+    # before loading the candidate's dtype is unknown: nothing to refuse yet
+    check_configs(dataclasses.replace(RUN, dtype=""), dataclasses.replace(RUN, **{**change, "engine": ""}))
 
 
 def test_other_items_are_refused_naming_counts_and_ids():
@@ -225,10 +238,10 @@ def test_check_probes_before_any_model_loads(tmp_path):
 
 def test_pair_runs_pairs_every_block_and_drops_items_without_a_value(tmp_path):
     base = write_items(tmp_path / "b.jsonl.gz", RUN, [block([0.1, 0.2, 0.3]), block([1.0, None, 0.0], metric="GAS")])
-    cand = write_items(tmp_path / "c.jsonl.gz", dataclasses.replace(RUN, dtype="torch.bfloat16"),
+    cand = write_items(tmp_path / "c.jsonl.gz", dataclasses.replace(RUN, model_fingerprint="w2"),
                        [block([0.2, 0.2, 0.5]), block([1.0, 1.0, 1.0], metric="GAS")])
     cmp, pairs = pair_runs(read_items(cand), read_items(base))
-    assert cmp.dtype_differs
+    assert not cmp.same_model
     gld, gas = pairs[("template-hobby", "GLD")], pairs[("template-hobby", "GAS")]
     assert list(gld.candidate - gld.baseline) == pytest.approx([0.1, 0.0, 0.2])
     assert gas.ids == ("hobby:0", "hobby:2") and gas.n_dropped == 1

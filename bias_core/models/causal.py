@@ -207,14 +207,7 @@ class CausalLM(CausalTokens, HFText):
         The context is the prefix token alone and the continuation is the sentence tokenized
         without special tokens, so every token of the sentence is scored (the first one too).
         """
-        prefix = [self.prefix_token_id()] if len(sentences) else []
-        requests = []
-        for sentence in sentences:
-            cont = list(self.tokenizer(sentence, add_special_tokens=False)["input_ids"])
-            if not cont:
-                raise AuditUsageError(f"sentence {sentence!r} has no tokens to score. Fix: drop empty sentences.")
-            self._check_length(prefix + cont, 0, sentence)
-            requests.append((prefix, cont))
+        requests = self.sentence_requests(sentences)
         scores = self._score_tokens(requests, desc) if requests else []
         return np.asarray(scores, dtype=np.float64).reshape(len(sentences))
 

@@ -60,6 +60,9 @@ class LoadOptions:
     pipeline_parallel_size: int | None = None  # vllm
     max_concurrency: int | None = None  # openai: requests in flight at once
     request_timeout: float | None = None  # openai: seconds per request
+    # Adapters will be applied this run (--adapter, --baseline-adapter): an engine that must
+    # prepare for them when it starts (vLLM's LoRA) does so.
+    adapters_expected: bool = False
 
 
 # LoadOptions field -> its command-line option, for messages about engine options.

@@ -117,6 +117,19 @@ class CausalTokens(TokenizerText):
             )
         return int(tok.eos_token_id)
 
+    def sentence_requests(self, sentences: Sequence[str]) -> list[tuple[list[int], list[int]]]:
+        """(context, continuation) token ids scoring a whole sentence: the prefix token, then the
+        sentence tokenized without special tokens (lm-evaluation-harness's empty-context rule)."""
+        prefix = [self.prefix_token_id()] if len(sentences) else []
+        requests = []
+        for sentence in sentences:
+            cont = list(self.tokenizer(sentence, add_special_tokens=False)["input_ids"])
+            if not cont:
+                raise AuditUsageError(f"sentence {sentence!r} has no tokens to score. Fix: drop empty sentences.")
+            self._check_length(prefix + cont, 0, sentence)
+            requests.append((prefix, cont))
+        return requests
+
     def _prefix_of(self, text: str) -> str:
         before, after = slot_split(text)
         if after.strip():

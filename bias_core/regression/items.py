@@ -49,8 +49,9 @@ _VALUE_ATOL = 1e-12
 
 @dataclass(frozen=True)
 class RunConfig:
-    """What a run was made with. Pairing refuses a baseline that differs in ``MUST_MATCH``;
-    model, tokenizer and dtype may differ (that is the comparison) and are reported."""
+    """What a run was made with. Pairing refuses a baseline that differs in ``MUST_MATCH``, or
+    that was computed by another engine or in another dtype (their numbers differ by more than
+    the models would); model and tokenizer may differ (that is the comparison) and are reported."""
 
     model: str
     model_fingerprint: str = ""
@@ -63,6 +64,7 @@ class RunConfig:
     sample_sizes: dict[str, Any] = field(default_factory=dict)  # e.g. {"genderpair": 216}
     scorers: dict[str, str] = field(default_factory=dict)  # classifier role -> its fingerprint
     extra: dict[str, Any] = field(default_factory=dict)  # informative only (versions, device)
+    engine: str = ""  # the engine's name (models/engines/); "" in files from before engines: transformers
 
     MUST_MATCH = ("seed", "decoding", "lexicon_sha256", "sample_sizes", "scorers")
 

@@ -66,6 +66,13 @@ def check_configs(candidate: RunConfig, baseline: RunConfig, where: str = "basel
         else:
             detail = f"candidate {_brief(c)}, baseline {_brief(b)}"
         problems.append(f"{name} differs ({detail})")
+    engines = (candidate.engine or "transformers", baseline.engine or "transformers")
+    if engines[0] != engines[1]:
+        problems.append(f"engine differs (candidate {engines[0]}, baseline {engines[1]}): two engines' numbers differ "
+                        "in their last digits and near-ties, so the comparison would measure the engines, not the models")
+    if candidate.dtype and baseline.dtype and candidate.dtype != baseline.dtype:
+        problems.append(f"dtype differs (candidate {candidate.dtype}, baseline {baseline.dtype}): half precision moves "
+                        "log-likelihoods by up to a few nats, more than the changes the gate looks for")
     if problems:
         raise BaselineMismatch(
             f"{where} was made with another configuration: " + "; ".join(problems)

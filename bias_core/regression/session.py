@@ -110,6 +110,7 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
         where = of_model(lm)
         fingerprint, tokenizer, dtype = lm.fingerprint, lm.tokenizer_fingerprint, where["dtype"]
         extra["device"] = where["device"]
+        extra["engine"] = lm.info().as_dict()
     return RunConfig(
         model=model or settings.model_value, model_fingerprint=fingerprint, tokenizer_fingerprint=tokenizer,
         dtype=dtype, adapter=adapter if model else settings.load.adapter, seed=settings.seed,
@@ -122,6 +123,7 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
         scorers={"toxicity": _scorer("toxicity", settings.toxicity_classifier),
                  "regard": _scorer("regard", settings.regard_classifier)},
         extra=extra,
+        engine=settings.load.engine,
     )
 
 
@@ -288,7 +290,8 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
     else:
         baseline_run = run_config(audit_settings, baseline_lm, model=options.baseline, adapter=options.live_adapter,
                                   compared=True)
-    configs = check_configs(candidate_run, baseline_run)
+    with _usage_exit():  # another engine or dtype: refused, saying why
+        configs = check_configs(candidate_run, baseline_run)
     method = "bh" if len(comparisons) > LARGE_FAMILY else "holm"
     for key, c in zip(comparisons, adjust(list(comparisons.values()))):
         out[key] = _row(c, key[0], method, options.label(), configs)

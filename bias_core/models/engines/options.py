@@ -46,4 +46,5 @@ def engine_fields(opt: Callable[[str], Any]) -> dict[str, Any]:
             "tensor_parallel_size": _number("--tensor-parallel-size", opt("--tensor-parallel-size"), int),
             "pipeline_parallel_size": _number("--pipeline-parallel-size", opt("--pipeline-parallel-size"), int),
             "max_concurrency": _number("--max-concurrency", opt("--max-concurrency"), int),
-            "request_timeout": _number("--request-timeout", opt("--request-timeout"), float)}
+            "request_timeout": _number("--request-timeout", opt("--request-timeout"), float),
+            "adapters_expected": bool(opt("--adapter", None) or opt("--baseline-adapter", None))}

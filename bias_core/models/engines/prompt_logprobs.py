@@ -90,14 +90,7 @@ class PromptLogprobEngine(CausalTokens):
 
     def sentence_logprob(self, sentences: Sequence[str], desc: str = "sentence log-probabilities") -> np.ndarray:
         """As the transformers engine: the prefix token, then the sentence without special tokens."""
-        prefix = [self.prefix_token_id()] if len(sentences) else []
-        requests = []
-        for sentence in sentences:
-            cont = list(self.tokenizer(sentence, add_special_tokens=False)["input_ids"])
-            if not cont:
-                raise AuditUsageError(f"sentence {sentence!r} has no tokens to score. Fix: drop empty sentences.")
-            self._check_length(prefix + cont, 0, sentence)
-            requests.append((prefix, cont))
+        requests = self.sentence_requests(sentences)
         return np.asarray(self._sum_after(requests, desc, list(sentences)), dtype=np.float64).reshape(len(sentences))
 
     def word_probs(self, prompts: Sequence[str], words: Sequence[str], desc: str = "word probabilities") -> np.ndarray:

