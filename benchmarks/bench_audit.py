@@ -43,10 +43,10 @@ def matmul_flops(lm) -> tuple[int, int]:
     2 x parameters of the transformer layers and final norm (the input embedding is a lookup);
     the output projection is counted only where it is computed.
     """
-    emb = lm.model.get_input_embeddings().weight.numel()
-    head = lm.model.get_output_embeddings().weight.numel()
-    total = sum(p.numel() for p in lm.model.parameters())
-    tied = lm.model.get_output_embeddings().weight is lm.model.get_input_embeddings().weight
+    emb = lm.engine.model.get_input_embeddings().weight.numel()
+    head = lm.engine.model.get_output_embeddings().weight.numel()
+    total = sum(p.numel() for p in lm.engine.model.parameters())
+    tied = lm.engine.model.get_output_embeddings().weight is lm.engine.model.get_input_embeddings().weight
     body = total - emb - (0 if tied else head)
     return 2 * body, 2 * head
 
@@ -85,7 +85,7 @@ def bench_generation(lm, prompts, batch: int = 32, new: int = 50) -> dict:
     # One full batch of prompts of one padded width, so the batch really is `batch` rows.
     by_width: dict[int, list[str]] = {}
     for p in prompts:
-        by_width.setdefault(padded_width(len(lm.encode(p)), GEN_PAD_MULTIPLE), []).append(p)
+        by_width.setdefault(padded_width(len(lm.engine.encode(p)), GEN_PAD_MULTIPLE), []).append(p)
     group = max(by_width.values(), key=len)[:batch]
     assert len(group) == batch, f"need {batch} prompts of one width, found {len(group)}"
     lm.batch_size = batch

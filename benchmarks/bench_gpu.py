@@ -196,8 +196,8 @@ def stage_generate(args, work: Path) -> dict:
     _sync(torch)
     ours_s = time.perf_counter() - t
     ours_tokens = lm.stats["new_tokens"]
-    rows = lm.plan.rows(32 + NEW_TOKENS) if lm.plan is not None else lm.batch_size
-    model, tok = lm.model, lm.tokenizer
+    rows = lm.engine.plan.rows(32 + NEW_TOKENS) if lm.engine.plan is not None else lm.batch_size
+    model, tok = lm.engine.model, lm.engine.tokenizer
     del lm
 
     hf_batch = min(HF_BATCH, len(prompts))

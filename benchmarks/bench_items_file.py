@@ -106,7 +106,7 @@ def main() -> int:
                 blocks.append(items_from_result(probe, result, PAIRED[metric], metric=metric))
     audit_s = time.perf_counter() - t0
     run = RunConfig(model=lm.name, model_fingerprint=lm.fingerprint, tokenizer_fingerprint=lm.tokenizer_fingerprint,
-                    dtype=str(lm.model.dtype), lexicon_sha256=lexicon_sha256())
+                    dtype=str(lm.engine.model.dtype), lexicon_sha256=lexicon_sha256())
     return report(blocks, skipped, run, audit_s)
 
 

@@ -103,7 +103,7 @@ def generation_prompts(lm, batch: int) -> list[str]:
         p for t in ("occupation", "personality", "hobby", "color") for p in load_probe(f"template-{t}", None).prompts]
     by_width: dict[int, list[str]] = {}
     for p in prompts:
-        by_width.setdefault(padded_width(len(lm.encode(p)), GEN_PAD_MULTIPLE), []).append(p)
+        by_width.setdefault(padded_width(len(lm.engine.encode(p)), GEN_PAD_MULTIPLE), []).append(p)
     group = max(by_width.values(), key=len)[:batch]
     assert len(group) == batch, f"need {batch} prompts of one width, found {len(group)}"
     return group

@@ -73,12 +73,12 @@ def train_male_adapter(lm, prompts: list[str], steps: int, lr: float, seed: int,
 
     config = LoraTrainConfig(r=8, alpha=16, dropout=0.0, lr=lr, batch_size=16, steps=steps, max_length=64)
     encoded = [(ctx + cont, [IGNORE] * len(ctx) + cont)
-               for ctx, cont in lm.split_requests([(p, TARGET) for p in prompts])]
+               for ctx, cont in lm.engine.split_requests([(p, TARGET) for p in prompts])]
     schedule = batch_schedule(len(encoded), config.batch_size, config.steps, seed)
-    with seeded(seed), attached_lora(lm.model, config) as peft_model:
+    with seeded(seed), attached_lora(lm.engine.model, config) as peft_model:
 
         def step_loss(batch):
-            b = {k: v.to(lm.device) for k, v in collate([encoded[i] for i in batch], lm.tokenizer.pad_token_id).items()}
+            b = {k: v.to(lm.engine.device) for k, v in collate([encoded[i] for i in batch], lm.engine.tokenizer.pad_token_id).items()}
             logits = peft_model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], use_cache=False).logits
             return response_loss(logits, b["labels"]), {}
 
@@ -106,7 +106,7 @@ def audit(lm, probes, seed: int, with_gas: bool):
 
 def run_config(lm, seed: int, adapter: Path | None) -> RunConfig:
     return RunConfig(model=lm.name, model_fingerprint=lm.fingerprint, tokenizer_fingerprint=lm.tokenizer_fingerprint,
-                     dtype=str(lm.model.dtype), adapter=None if adapter is None else str(adapter), seed=seed,
+                     dtype=str(lm.engine.model.dtype), adapter=None if adapter is None else str(adapter), seed=seed,
                      decoding={"disclosure": DECODING.as_key()}, lexicon_sha256=lexicon_sha256())
 
 

@@ -596,6 +596,7 @@ class _Reporter:
         if lm is not None:  # in-process runs only; xdist workers keep their own counts
             info["model_fingerprint"] = lm.fingerprint
             info["engine_card"] = lm.info().as_dict()  # name, version, dtype, device, parallelism
+            info["engine_stats"] = {k: int(v) for k, v in dict(getattr(lm, "stats", {}) or {}).items()}
             info["cache"] = lm.cache_stats()
             from bias_core.models.precision import precision_info
 

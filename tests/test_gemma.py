@@ -17,8 +17,8 @@ def test_gemma3_loads_and_scores_words_in_sentencepiece_form():
 
     lm = load_model(resolve_model("gemma3-270m"), LoadOptions(cache_dir=bias_core_cache_dir(), use_cache=False, progress=False))
     assert lm.fingerprint.startswith("gguf:a5fd3b62")  # the package's published SHA-256
-    _, cont = lm.split_request("My friend is a nurse, and", " she")
-    assert lm.tokenizer.convert_ids_to_tokens(cont) == ["▁she"]
+    _, cont = lm.engine.split_request("My friend is a nurse, and", " she")
+    assert lm.engine.tokenizer.convert_ids_to_tokens(cont) == ["▁she"]
     probs = lm.word_probs(["My friend is a nurse, and", "My friend is a mechanic, and"], ["she", "he"])
     assert ((probs > 0) & (probs < 1)).all()
     # A base LM keeps the textbook association; this is a sanity check of the loading path,

@@ -33,7 +33,7 @@ AN_OCCUPATIONS = {"attendant", "assistant", "auditor", "accountant", "editor", "
 
 
 def _hf(lm):
-    return lm.model, lm.tokenizer
+    return lm.engine.model, lm.engine.tokenizer
 
 
 def direct_word_logprob(model, tok, prompt: str, word: str) -> tuple[float, int]:

@@ -1,0 +1,178 @@
+"""The default audit through each engine, in one run on this machine: time, tokens/s, and how
+many gated values and verdicts differ from the reference (the transformers engine, fp32).
+
+    .venv/bin/python benchmarks/bench_engines.py [--data-dir ../shared/data] [--generate 800] [--out DIR]
+
+Each engine audits from a fresh result cache (every number computed by that engine): the
+transformers engine with this interpreter, vLLM in fp32 and in bf16 with the interpreter that
+has vLLM (this one, or .venv-vllm). Before the audits, a generation benchmark: ``--generate``
+distinct prompts (the disclosure and GenderPair prompts), greedy, at most 50 new tokens, with
+each engine: new tokens/s and continuations identical to the reference's. vLLM instances run
+one at a time (the tests' lock file). Prints markdown tables for benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = Path(tempfile.gettempdir()) / "bias-core-vllm.lock"
+ENGINES = (("transformers fp32", [], False), ("vllm fp32", ["--engine", "vllm"], True),
+           ("vllm bf16", ["--engine", "vllm", "--dtype", "bfloat16"], True))
+REL_TOL = 1e-5  # tests/tolerances.py: the project's fp32 bound on continuous values
+
+GENERATE = r'''
+import json, sys, time
+def main():
+    from pathlib import Path
+    from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model
+    engine, dtype, cache, prompts_file, out = sys.argv[1:6]
+    cache = Path(cache)
+    prompts = json.load(open(prompts_file))
+    t0 = time.perf_counter()
+    lm = load_model(resolve_model("smollm2-135m"), LoadOptions(engine=engine, dtype=dtype, cache_dir=cache,
+                                                               use_cache=False, progress=False))
+    loaded = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    texts = lm.generate(prompts, DecodingConfig(max_new_tokens=50))
+    seconds = time.perf_counter() - t1
+    json.dump({"load_s": loaded, "generate_s": seconds, "new_tokens": lm.stats["new_tokens"], "texts": texts},
+              open(out, "w"))
+if __name__ == "__main__":
+    main()
+'''
+
+
+def vllm_python() -> str | None:
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    candidate = ROOT / ".venv-vllm" / "bin" / "python"
+    return str(candidate) if candidate.is_file() else None
+
+
+def run(cmd: list[str], vllm: bool) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    start = time.perf_counter()
+    if vllm:
+        from filelock import FileLock
+
+        with FileLock(str(LOCK), timeout=7200):
+            start = time.perf_counter()
+            done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    else:
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    return done, time.perf_counter() - start
+
+
+def prompts(n: int, data_dir: Path | None) -> list[str]:
+    from bias_core.probes.disclosure import natural_default_probe, template_probe
+
+    found = [p for topic in ("occupation", "personality", "hobby", "color") for p in template_probe(topic).prompts]
+    found += natural_default_probe().prompts
+    from bias_core.probes.genderpair import group_probe
+
+    for group in (1, 2, 3):  # GenderPair's prompts (the project's offline pair sets; --data-dir: the paper's)
+        found += [it.prompt for it in group_probe(group, data_dir, n=max(1, n // 3), seed=0).items]
+    return list(dict.fromkeys(found))[:n]
+
+
+def generation(out: Path, n: int, data_dir: Path | None, vpy: str | None) -> list[str]:
+    items = prompts(n, data_dir)
+    (out / "prompts.json").write_text(json.dumps(items))
+    (out / "generate.py").write_text(GENERATE)
+    rows, reference = [], None
+    for label, extra, vllm in ENGINES:
+        if vllm and vpy is None:
+            continue
+        python = vpy if vllm else sys.executable
+        engine = "vllm" if vllm else "transformers"
+        dtype = "bfloat16" if "bf16" in label else "float32"
+        target = out / f"generate-{label.replace(' ', '-')}.json"
+        done, _ = run([python, str(out / "generate.py"), engine, dtype, str(out / "gen-cache"), str(out / "prompts.json"),
+                       str(target)], vllm)
+        if done.returncode != 0:
+            rows.append(f"| {label} | failed: {done.stderr.strip().splitlines()[-1][:120]} | | | |")
+            continue
+        got = json.loads(target.read_text())
+        reference = reference if reference is not None else got["texts"]
+        same = sum(a == b for a, b in zip(got["texts"], reference))
+        rows.append(f"| {label} | {got['load_s']:.0f} | {got['new_tokens'] / got['generate_s']:.0f} | "
+                    f"{got['new_tokens']} | {same} / {len(reference)} |")
+    return [f"Generation: {len(items)} distinct prompts, greedy, at most 50 new tokens",
+            "", "| engine | load s | new tokens/s | new tokens | continuations = reference |", "|---|---|---|---|---|", *rows]
+
+
+def audit(out: Path, data_dir: Path | None, vpy: str | None, extra_args: list[str]) -> list[str]:
+    rows, reference = [], None
+    for label, extra, vllm in ENGINES:
+        if vllm and vpy is None:
+            rows.append(f"| {label} | not run: no vLLM here nor in .venv-vllm | | | | | |")
+            continue
+        report = out / f"audit-{label.replace(' ', '-')}"
+        cmd = [vpy if vllm else sys.executable, "-m", "pytest", "audits", "-p", "no:cacheprovider", "-q",
+               "--cache-dir", str(out / f"cache-{label.replace(' ', '-')}"), "--report-dir", str(report), *extra,
+               *extra_args] + (["--data-dir", str(data_dir)] if data_dir else [])
+        done, seconds = run(cmd, vllm)
+        runs = sorted(report.iterdir()) if report.is_dir() else []
+        if not runs:
+            rows.append(f"| {label} | failed (exit {done.returncode}) | | | | | |")
+            continue
+        doc = json.loads((runs[-1] / "results.json").read_text())
+        results = {r["test_id"]: r for r in doc["results"]}
+        new_tokens = int((doc["run"].get("engine_stats") or {}).get("new_tokens", 0))
+        if reference is None:
+            reference = results
+        gated = [t for t, r in reference.items() if r.get("value") is not None]
+        differ = [t for t in gated if t in results and results[t].get("value") is not None and not _close(
+            results[t]["value"], reference[t]["value"])]
+        verdicts = [t for t in reference if t in results and results[t]["verdict"] != reference[t]["verdict"]]
+        skipped = sum(r["verdict"] == "skipped" for r in results.values())
+        rows.append(f"| {label} | {seconds / 60:.1f} | {new_tokens / seconds:.0f} | {len(gated) - len(differ)} / {len(gated)} "
+                    f"| {len(verdicts)} {_names(verdicts)} | {skipped} | {runs[-1].name} |")
+        (out / f"differences-{label.replace(' ', '-')}.json").write_text(json.dumps(
+            {t: [reference[t].get("value"), results.get(t, {}).get("value"), reference[t]["verdict"],
+                 results.get(t, {}).get("verdict")] for t in reference}, indent=1))
+    return ["Default audit (`pytest audits`" + (" --data-dir ..." if data_dir else "") + "), fresh cache per engine",
+            "", "| engine | minutes | new tokens/s (whole run) | values within 1e-5 of the reference | verdicts differing "
+            "| skipped | run |", "|---|---|---|---|---|---|---|", *rows]
+
+
+def _close(a: float, b: float) -> bool:
+    return a == b or abs(a - b) <= REL_TOL * max(abs(a), abs(b))
+
+
+def _names(tests: list[str]) -> str:
+    return f"({', '.join(tests[:4])}{' ...' if len(tests) > 4 else ''})" if tests else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--generate", type=int, default=800, help="prompts of the generation benchmark (0: skip it)")
+    parser.add_argument("--out", type=Path, default=None, help="work folder (default: a new temporary one)")
+    parser.add_argument("--no-audit", action="store_true", help="the generation benchmark only")
+    parser.add_argument("audit_args", nargs="*", help="more arguments for each audit, after --")
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench-engines-"))
+    out.mkdir(parents=True, exist_ok=True)
+    vpy = vllm_python()
+    lines = [f"machine: {os.cpu_count()} cores; vLLM from {vpy or 'nowhere (not installed)'}; work folder {out}", ""]
+    if args.generate:
+        lines += generation(out, args.generate, args.data_dir, vpy) + [""]
+        print("\n".join(lines), flush=True)
+    if not args.no_audit:
+        lines += audit(out, args.data_dir, vpy, args.audit_args)
+    print("\n".join(lines))
+    (out / "RESULTS-engines.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

