@@ -171,3 +171,46 @@ def test_a_masked_engine_fills_mid_sentence_slots_and_a_causal_one_end_slots():
     with pytest.raises(EngineCannot, match="next-word"):
         causal.fill_probs(["The person is a [MASK]"], ["he"])
     assert np.isfinite(CachedModel(FakeEngine()).fill_probs(["The person is a [MASK]"], ["he"])).all()
+
+
+# ----- fine-tuning on an engine that only serves -----------------------------------------------------------
+class ServedEngine(FakeEngine):
+    """An engine that serves (as vLLM): it trains on a transformers copy and serves adapters itself."""
+
+    def __init__(self, trainer, fingerprint=None):
+        super().__init__(capabilities={"scoring", "next_word", "generation", "training", "adapters"},
+                         fingerprint=fingerprint or trainer.fingerprint)
+        self.trainer, self.tokenizer_fingerprint, self.served_adapters = trainer, trainer.tokenizer_fingerprint, []
+
+    def info(self):
+        from bias_core.models.protocol import EngineInfo
+
+        return EngineInfo(engine="served", version="1", dtype="float32", device="cpu")
+
+    def training_engine(self):
+        return self.trainer
+
+    def with_adapter(self, folder, tag):
+        self.served_adapters.append(folder)
+        return ServedEngine(self.trainer, fingerprint=f"{self.fingerprint}:{tag}")
+
+
+def test_an_engine_that_serves_trains_on_a_copy_and_audits_the_adapter_through_its_own_lora(tiny_lm, tmp_path):
+    from bias_core.mitigation.apply import with_adapter
+    from bias_core.mitigation.debias_tuning import DebiasTuningConfig, train_debias_adapter
+    from bias_core.mitigation.sentence_debias import sentence_debiased
+
+    served = ServedEngine(tiny_lm.engine)
+    lm = CachedModel(served, ResultCache(tmp_path / "results"))
+    prompts = ["My friend is a nurse, and", "The person is a pilot, and", "My cousin is a dancer, and",
+               "Our colleague is a teacher, and"]
+    config = DebiasTuningConfig(r=4, alpha=8, lr=1e-2, batch_size=2, steps=2)
+    folder = train_debias_adapter(lm, prompts, config, seed=0, cache_dir=tmp_path, progress=False,
+                                  pairs=(("she", "he"),))
+    variant = with_adapter(lm, folder)  # trained on the transformers copy, served by the engine itself
+    assert served.served_adapters == [str(folder)] and variant.info().engine == "served"
+    assert variant.fingerprint.startswith(lm.fingerprint + ":") and variant.fingerprint != lm.fingerprint
+    # a hooked torch module cannot be served by it: refused, saying why (no mixed-engine comparison)
+    with pytest.raises(EngineCannot, match="hooks such as SentenceDebias's cannot"):
+        with sentence_debiased(lm, np.eye(1, 32)):
+            pass

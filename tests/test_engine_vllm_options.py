@@ -46,8 +46,8 @@ def test_lora_is_enabled_for_adapters_with_a_rank_that_holds_them(tmp_path):
     (folder / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 100}))
     args = engine.engine_args("/m", opts(adapter=str(folder)), gpus=0)
     assert args["enable_lora"] is True and args["max_lora_rank"] == 128
-    baseline_only = engine.engine_args("/m", opts(adapters_expected=True), gpus=0)  # --baseline-adapter
-    assert baseline_only["enable_lora"] is True and baseline_only["max_lora_rank"] == 64
+    later = engine.engine_args("/m", opts(adapters_expected=True), gpus=0)  # --baseline-adapter, --mitigation
+    assert later["enable_lora"] is True and later["max_lora_rank"] == 128
 
 
 def test_without_vllm_the_engine_is_a_usage_error_naming_the_install(monkeypatch):

@@ -73,11 +73,14 @@ def with_adapter(lm: Any, adapter_dir: Path | str, merge: bool | None = None) ->
 
     t = lm.training()
     key, digest = adapter_identity(adapter_dir)
+    served = lm.info().engine != "transformers" and "adapters" in lm.capabilities
     if key.get("base") != base_fingerprint(t):
         raise AuditUsageError(
             f"adapter {adapter_dir} was trained on another base model ({key.get('base')}), not on {t.name} "
             f"({base_fingerprint(t)}). Fix: train the adapter on this model."
         )
+    if served:  # an engine that serves adapters itself (vLLM's LoRA): the variant runs there, as its base
+        return lm.with_adapter(str(adapter_dir), digest)
     if merge is None:
         merge = merge_by_default(t.model)
     if merge:

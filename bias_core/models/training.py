@@ -79,5 +79,12 @@ class TrainingAccess:
     # ----- handles on modified models ---------------------------------------------------------------
     def with_model(self, model: Any, fingerprint: str) -> Any:
         """A handle on ``model`` (an adapted or debiased copy, or the module itself with a hook)
-        under ``fingerprint``, in the same result cache: its entries never mix with the base's."""
+        under ``fingerprint``, in the same result cache: its entries never mix with the base's.
+        Only where the handle's engine runs this module itself: another engine (vLLM) would have
+        the variant computed by a different engine than the model it is compared with."""
+        if self._engine is not self._handle.engine:
+            from bias_core.models.protocol import cannot
+
+            raise cannot(self._handle.info().engine, "training", "a modified torch module cannot be served by it; "
+                         "adapters can (LoRA), hooks such as SentenceDebias's cannot")
         return self._handle.with_engine(self._engine.replace_model(model, fingerprint))

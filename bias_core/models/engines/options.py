@@ -47,4 +47,5 @@ def engine_fields(opt: Callable[[str], Any]) -> dict[str, Any]:
             "pipeline_parallel_size": _number("--pipeline-parallel-size", opt("--pipeline-parallel-size"), int),
             "max_concurrency": _number("--max-concurrency", opt("--max-concurrency"), int),
             "request_timeout": _number("--request-timeout", opt("--request-timeout"), float),
-            "adapters_expected": bool(opt("--adapter", None) or opt("--baseline-adapter", None))}
+            "adapters_expected": any(opt(o, None) for o in ("--adapter", "--baseline-adapter", "--mitigation",
+                                                             "--mitigation-sweep"))}

@@ -82,9 +82,11 @@ def resolve_dtype(opts: Any, gpus: int) -> str:
     return "auto" if gpus else "float32"
 
 
-def lora_rank(folder: str | None) -> int:
-    """The smallest LoRA rank vLLM accepts that holds ``folder``'s adapter (64 without one)."""
-    rank = 64
+def lora_rank(folder: str | None, unknown: bool = False) -> int:
+    """The smallest LoRA rank vLLM accepts that holds ``folder``'s adapter (at least 64), and
+    128 when adapters not known yet will come (a baseline's, those --mitigation trains: the
+    paper's CDA configuration is r = 128)."""
+    rank = 128 if unknown else 64
     if folder:
         try:
             rank = max(rank, int(json.loads((Path(folder) / "adapter_config.json").read_text(encoding="utf-8"))["r"]))
@@ -106,12 +108,17 @@ def engine_args(model_dir: str, opts: Any, gpus: int) -> dict[str, Any]:
     if tp * pp > max(gpus, 1):  # more workers than this machine's GPUs: other nodes, through a Ray cluster
         args["distributed_executor_backend"] = "ray"
     if opts.adapter or getattr(opts, "adapters_expected", False):
-        args.update(enable_lora=True, max_lora_rank=lora_rank(opts.adapter), max_loras=2)
+        unknown = bool(getattr(opts, "adapters_expected", False))
+        args.update(enable_lora=True, max_lora_rank=lora_rank(opts.adapter, unknown), max_loras=2)
     return args
 
 
 class VLLMEngine(PromptLogprobEngine):
-    capabilities = frozenset({"generation", "scoring", "next_word", "topk", "adapters"})
+    # "training": fine-tuning (--mitigation) runs on a transformers copy of the same weights,
+    # loaded when first asked for; the adapters it trains are then served through vLLM's LoRA.
+    capabilities = frozenset({"generation", "scoring", "next_word", "topk", "adapters", "training"})
+    trainer: Any = None  # the transformers copy, once loaded
+    load_trainer: Any = None  # () -> that copy
 
     def __init__(self, llm: Any, tokenizer: Any, name: str, fingerprint: str, tokenizer_fingerprint: str,
                  weights_sha256: str, args: dict[str, Any], version: str, eos_ids: list[int], max_length: int,
@@ -149,9 +156,22 @@ class VLLMEngine(PromptLogprobEngine):
         from vllm.lora.request import LoRARequest
 
         lora = LoRARequest(tag, _LORA_IDS.setdefault(tag, len(_LORA_IDS) + 1), str(Path(folder).resolve()))
-        return VLLMEngine(self.llm, self.tokenizer, self.name, f"{self.fingerprint}:{tag}", self.tokenizer_fingerprint,
-                          self.weights_sha256, self.args, self.version, sorted(self.eos_ids), self.max_length,
-                          self.progress, lora=lora)
+        adapted = VLLMEngine(self.llm, self.tokenizer, self.name, f"{self.fingerprint}:{tag}",
+                             self.tokenizer_fingerprint, self.weights_sha256, self.args, self.version,
+                             sorted(self.eos_ids), self.max_length, self.progress, lora=lora)
+        adapted.load_trainer = None  # an adapted model is audited, not trained further
+        adapted.capabilities = adapted.capabilities - {"training"}
+        return adapted
+
+    def training_engine(self) -> Any:
+        """A transformers engine on the same weights (fp32), for fine-tuning: vLLM only serves."""
+        if self.trainer is None:
+            if self.load_trainer is None:
+                from bias_core.models.protocol import cannot
+
+                raise cannot("vllm", "training", "an adapted model is not trained further")
+            self.trainer = self.load_trainer()
+        return self.trainer
 
     # ----- the three primitives ----------------------------------------------------------------------
     def _run(self, seqs: list[list[int]], params: Any) -> list[Any]:
@@ -233,12 +253,22 @@ def load(spec: Any, opts: Any) -> VLLMEngine:
     engine = VLLMEngine(llm, tokenizer, spec.name, fingerprint, tokenizer_fingerprint(Path(folder)), weights_sha256,
                         args, vllm_version() or "unknown", _eos_ids(Path(folder), tokenizer),
                         int(config.get("max_position_embeddings") or 2048), progress=opts.progress)
+    engine.load_trainer = lambda: _transformers_copy(spec, opts)
     if opts.adapter:
         from bias_core.models.adapter import adapter_sha256, check_adapter_dir
 
         check_adapter_dir(opts.adapter)
         engine = engine.with_adapter(opts.adapter, f"adapter:{adapter_sha256(opts.adapter)}")
     return engine
+
+
+def _transformers_copy(spec: Any, opts: Any) -> Any:
+    import dataclasses
+
+    from bias_core.models.loading import load_transformers
+
+    return load_transformers(spec, dataclasses.replace(opts, engine="transformers", adapter=None, dtype="auto",
+                                                       tensor_parallel_size=None, pipeline_parallel_size=None))
 
 
 def describe(opts: Any) -> dict[str, str]:
