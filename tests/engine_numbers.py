@@ -19,8 +19,9 @@ from bias_core.models.decoding import DecodingConfig
 MAX_NEW = 50  # the disclosure audit's continuation length (Dong et al.)
 
 
-def requests() -> dict[str, Any]:
-    """Prompts from the project's own probes (offline), a few of each kind of request."""
+def requests(small: bool = False) -> dict[str, Any]:
+    """Prompts from the project's own probes (offline), a few of each kind of request (``small``:
+    a fifth of them)."""
     from bias_core.probes.disclosure import natural_default_probe, template_probe
     from bias_core.probes.occupation_pronoun import load_occupation_pronouns
     from bias_core.probes.sentiment_templates import sentiment_templates_probe
@@ -28,6 +29,8 @@ def requests() -> dict[str, Any]:
     prompts = template_probe("occupation").prompts + natural_default_probe().prompts[:60]
     pairs = load_occupation_pronouns().items[:40]
     gbm = [it.prompt for it in sentiment_templates_probe().items[::100]]
+    if small:
+        prompts, pairs, gbm = prompts[::5], pairs[::5], gbm[::5]
     return {"prompts": prompts, "words": list(FEMALE_WORDS) + list(MALE_WORDS),
             "sentences": [s for it in pairs for s in (it.prompt, it.meta["anti"])],
             "fills": [p[: p.index("[MASK]") + len("[MASK]")] for p in gbm]}
@@ -50,12 +53,14 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--cache-dir", required=True, type=Path)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--adapter", default=None)
+    parser.add_argument("--small", action="store_true")
     args = parser.parse_args()
     from bias_core.models import LoadOptions, load_model, resolve_model
 
     lm = load_model(resolve_model(args.model), LoadOptions(engine=args.engine, cache_dir=args.cache_dir,
-                                                           use_cache=False, progress=False))
-    out = {"info": lm.info().as_dict(), **numbers(lm)}
+                                                           use_cache=False, progress=False, adapter=args.adapter))
+    out = {"info": lm.info().as_dict(), "fingerprint": lm.fingerprint, **numbers(lm, requests(args.small))}
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump(out, fh)
 

@@ -188,3 +188,39 @@ def test_the_audit_through_vllm_has_the_transformers_engines_values_and_verdicts
         assert got["n"] == ref["n"], test_id
         for field in ("value", "ci_low", "ci_high"):
             assert got[field] == pytest.approx(ref[field], rel=RTOL, abs=1e-12), (test_id, field)
+
+
+def test_an_adapter_through_vllms_lora_equals_the_merged_adapter(vllm_python, tmp_path):
+    """--adapter: vLLM applies a LoRA adapter per request; the transformers engine merges it into
+    the weights. Same numbers (a LoRA product added before or after the matmul rounds alike to
+    within the fp32 tolerance)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from bias_core.models import LoadOptions, load_model, resolve_model
+    from engine_numbers import requests
+
+    base = load_model(resolve_model("smollm2-135m"), LoadOptions(cache_dir=bias_core_cache_dir(), use_cache=False,
+                                                                 progress=False, dtype="float32"))
+    adapter = tmp_path / "adapter"
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        peft_model = get_peft_model(base.engine.model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+        with torch.no_grad():  # lora_B starts at zero (no change): give it small values
+            for name, param in peft_model.named_parameters():
+                if "lora_B" in name:
+                    param.normal_(0.0, 0.02)
+        peft_model.save_pretrained(str(adapter))
+        peft_model.unload()
+    reference = load_model(resolve_model("smollm2-135m"), LoadOptions(cache_dir=bias_core_cache_dir(), use_cache=False,
+                                                                      progress=False, dtype="float32",
+                                                                      adapter=str(adapter)))
+    expected = numbers(reference, requests(small=True))
+    assert expected["word_probs"] != numbers(base, requests(small=True))["word_probs"]  # the adapter changes them
+    out = tmp_path / "lora.json"
+    done = _run([vllm_python, "tests/engine_numbers.py", "--engine", "vllm", "--cache-dir", str(bias_core_cache_dir()),
+                 "--adapter", str(adapter), "--small", "--out", str(out)], timeout=2 * START_DEADLINE_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert got["fingerprint"] == reference.fingerprint  # both keyed by the adapter's SHA-256
+    _assert_same_numbers(got, expected)
