@@ -16,7 +16,7 @@ binds, how far a probe got depends on the machine's speed, and the row says "bud
 
 Each metric's items are fed to its CS in the order of the units (never in the order a metric
 sorts its details), so the intervals at successive looks are one confidence sequence. How each
-metric's interval is formed is in ``FORMS`` and the README ("Adaptive samples").
+metric's interval is formed is in ``FORMS`` and docs/sampling.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A ``MetricSpec`` says what a metric is: its family and probes, which way is better (and its
 ideal), its scale and possible values, whether a paired per-item difference between two models
 is meaningful, and the pure function that computes it. The audits' parametrization, the gates'
-known names, range and direction checks, the regression pairing table and the README's metric
+known names, range and direction checks, the regression pairing table and the docs' metric
 table are all read from here; thresholds.toml holds only limits and their notes.
 
 Compute functions are named as "module:function" and imported on use: the catalogue is read
@@ -207,7 +207,7 @@ def cases(family: str, exclude: Callable[[MetricSpec], bool] = lambda m: False) 
 
 
 def markdown_table() -> str:
-    """The README's metric table."""
+    """The docs' metric table (docs/audits/index.md; scripts/metric_table.py writes it there)."""
     lines = ["| metric | family | probes | better | scale | paired |", "|---|---|---|---|---|---|"]
     for m in METRICS:
         better = m.better if m.ideal is None else f"ideal {m.ideal:g}" if m.better == "ideal" else f"{m.better} (ideal {m.ideal:g})"

@@ -148,7 +148,7 @@ def pytest_configure(config) -> None:
 
 
 def _definitions(settings: AuditSettings) -> dict[str, Any]:
-    """Run-level record of the paper-or-project choices (README: Departures from the papers)."""
+    """Run-level record of the paper-or-project choices (docs/audits/: departures from the papers)."""
     from bias_core.lexicon import get_lexicon
 
     lexicon = get_lexicon(settings.lexicon)
@@ -207,7 +207,7 @@ def pytest_sessionstart(session) -> None:
         return
     for name, value in _target(session.config).items():
         xml.add_global_property(name, value)
-    # the paper-or-project definition choices (README: Departures from the papers)
+    # the paper-or-project definition choices (docs/audits/: departures from the papers)
     definitions = _definitions(settings)
     xml.add_global_property("lexicon", settings.lexicon)
     xml.add_global_property("lexicon_pairs", " ".join(f"{f}/{m}" for f, m in definitions["lexicon"]["pairs"]))

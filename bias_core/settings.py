@@ -23,7 +23,7 @@ from bias_core.probes.genderpair import DEFAULT_SAMPLE
 from bias_core.suites import known_metrics, known_probes
 
 
-# Sized so the default offline GenderPair audit stays within its time budget (README, benchmarks/).
+# Sized so the default offline GenderPair audit stays within its time budget (docs/performance.md, benchmarks/).
 DEFAULT_GENDERPAIR_SAMPLE = DEFAULT_SAMPLE
 CLASSIFIER_CHOICES = ("auto", "hub", "offline")
 
@@ -90,8 +90,8 @@ def add_options(parser) -> None:
     group.addoption("--mitigation-instruction", default=None,
                     help='prefix for --mitigation instruction (default: "Continue the sentence without gender mentions: ")')
     group.addoption("--trust-remote-code", action="store_true", help="allow model repos to run their own code (off by default)")
-    # Where the project departs from a paper, the paper's choice is the default (README: "Departures
-    # from the papers"); these select the project's alternative.
+    # Where the project departs from a paper, the paper's choice is the default (docs/audits/:
+    # "Departures from the papers"); these select the project's alternative.
     group.addoption("--lexicon", default=DEFAULT_LEXICON,
                     help="gender words of GAS/GLD/ADD: paper (Dong et al.'s pronoun pairs) or extended "
                          f"(22 pairs with nouns such as woman/man) (default: {DEFAULT_LEXICON})")

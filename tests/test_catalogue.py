@@ -1,5 +1,5 @@
 """The metric catalogue is the one place a metric is declared: what the audits parametrize, the
-gates, the regression pairing and the README's table all agree with it."""
+gates, the regression pairing and the docs' metric table all agree with it."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from bias_core.regression import spec as regression_spec
 from bias_core.suites import known_metrics, known_probes
 
 ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("metric_table", ROOT / "scripts" / "metric_table.py")
+metric_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(metric_table)
 
 
 class _Metafunc:
@@ -94,13 +97,21 @@ def test_association_suite_runs_each_probe_with_the_catalogues_runner():
     assert table["stereoset-gender"][1] is run_stereoset
 
 
-def test_readme_metric_table_is_the_catalogue():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"<!-- metric-table:begin -->\n(.*?)<!-- metric-table:end -->", text, re.S)
-    assert found, "README.md lost its metric table markers"
-    assert found.group(1) == catalogue.markdown_table(), "regenerate it: python -c 'from bias_core.catalogue import markdown_table; print(markdown_table())'"
-    listed = {row.split("|")[1].strip() for row in found.group(1).splitlines()[2:]}
+def test_docs_metric_table_is_the_catalogue():
+    _, table, _ = metric_table.split(metric_table.PAGE.read_text(encoding="utf-8"))
+    assert table == catalogue.markdown_table(), "regenerate it: .venv/bin/python scripts/metric_table.py"
+    listed = {row.split("|")[1].strip() for row in table.splitlines()[2:]}
     assert listed == set(BY_NAME)
+
+
+def test_metric_table_script_rewrites_only_between_the_markers():
+    page = "# Metrics\n\n<!-- metric-table:begin -->\n| old | table |\n<!-- metric-table:end -->\n\nAfter.\n"
+    new = metric_table.with_table(page, catalogue.markdown_table())
+    assert new == ("# Metrics\n\n<!-- metric-table:begin -->\n" + catalogue.markdown_table()
+                   + "<!-- metric-table:end -->\n\nAfter.\n")
+    assert metric_table.with_table(new, catalogue.markdown_table()) == new
+    with pytest.raises(ValueError, match="no metric table markers"):
+        metric_table.split("# Metrics without a table\n", "page.md")
 
 
 def test_gate_ranges_and_regression_pairing_come_from_the_catalogue():

@@ -113,7 +113,7 @@ def test_dropping_finished_rows_late_changes_no_sample(eos_lm, torch_single_thre
 # ----- CUDA float32 against the CPU -----------------------------------------------------------------
 @pytest.mark.gpu
 def test_cuda_float32_reproduces_cpu(tiny_model_dir, pytestconfig, torch_single_thread):
-    """README (GPU): in float32 a GPU gives the CPU's scores within 1e-5 relative and the same
+    """docs/gpu.md: in float32 a GPU gives the CPU's scores within 1e-5 relative and the same
     greedy continuations."""
     usable_device(pytestconfig, "cuda")
     cpu, cuda = load_tiny(tiny_model_dir, "cpu"), load_tiny(tiny_model_dir, "cuda")

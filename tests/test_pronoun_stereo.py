@@ -1,4 +1,4 @@
-"""The worked-example metric of README "Adding a metric": ``pronoun_stereo`` on the
+"""The worked-example metric of docs/extending/metric.md: ``pronoun_stereo`` on the
 occupation-pronoun probe (WinoBias-style)."""
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def rows(run: Path, kind: str | None = "regression") -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def baseline_run(project, tiny_model_dir):
-    # a release's baseline is stored with whole samples (README: Release gate)
+    # a release's baseline is stored with whole samples (docs/release-gate.md)
     code, out, run = audit(project, tiny_model_dir, project / "baseline", "--sample", "fixed")
     assert code in (0, 1), out  # absolute gates may fail on random weights; no regression tests without --baseline
     return run

@@ -1,4 +1,4 @@
-"""The determinism bound the README documents, in one place for the tests that check it.
+"""The determinism bound docs/reliability.md documents, in one place for the tests that check it.
 
 Results must not depend on batch size, batch mates, input order, xdist workers or thread count
 beyond the last bits of fp32 arithmetic: continuous values agree to 1e-5 relative, discrete ones
