@@ -181,8 +181,20 @@ def pytest_report_header(config) -> list[str] | None:
     target = _target(config)
     batch = settings.load.batch_size or "auto"
     return [f"bias-core: model {settings.model_value}, device {target['device']}, dtype {target['dtype']}, batch {batch}",
+            *(f"bias-core: model card: {line}" for line in _model_card(config)),
             f"bias-audit definitions: {_definitions_line(settings)}",
             f"bias-audit sampling: {_sampling_line(settings)}"]
+
+
+def _model_card(config) -> list[str]:
+    """What was chosen for the user in loading the audited (and a live baseline) model: files, an
+    adapter's base; once loaded in this process, what loading dropped (models/load_report.py)."""
+    from bias_core.regression.session import STATE as REGRESSION
+
+    regression = config.stash.get(REGRESSION, None)
+    lm = config.stash.get(MODEL, None)
+    return [*config.stash[SETTINGS].model_card, *(regression.options.card if regression else ()),
+            *(getattr(lm, "load_notes", ()) if lm is not None else ())]
 
 
 def _target(config) -> dict[str, str]:
@@ -594,6 +606,7 @@ class _Reporter:
             from bias_core.models.precision import precision_info
 
             info["precision"] = precision_info(lm)
+            info["model_card"] = _model_card(self.config)
         self.table.set_run_info(info)
         self.table.write(complete=reason is None, partial_reason=reason)
         from bias_core.reports.render import run_sections
@@ -647,6 +660,6 @@ def _run_info(config) -> dict[str, Any]:
         "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
         "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, **_target(config),
-        "precision": {"mode": settings.load.precision},
+        "precision": {"mode": settings.load.precision}, "model_card": _model_card(config),
         "versions": versions, **_definitions(settings), "sampling": plan(config).describe(),
     }

@@ -13,7 +13,8 @@ pytest_plugins = ["pytester"]
 
 
 def options(**given):
-    values = {"--baseline": None, "--baseline-adapter": None, "--summary-md": None}
+    values = {"--baseline": None, "--baseline-adapter": None, "--summary-md": None, "--trust-remote-code": False,
+              "--allow-adapter-base-mismatch": False}
     values.update({f"--{k.replace('_', '-')}": v for k, v in given.items()})
     return parse_options(values.__getitem__)
 

@@ -148,7 +148,7 @@ def configure(config, settings) -> None:
     """Parse and check the regression options (usage errors now); the controller sets
     ``run_dir`` once the run folder exists."""
     try:
-        options = parse_options(config.getoption)
+        options = parse_options(config.getoption, settings.load.cache_dir)
         if options.stored is not None:
             check_configs(run_config(settings, compared=True), options.stored.run, where=f"--baseline {options.baseline}")
     except AuditUsageError as exc:
@@ -251,7 +251,8 @@ def baseline_model(pytestconfig, audit_settings):
     from bias_core.models.loading import load_model
     options = pytestconfig.stash[STATE].options
     with _usage_exit(), terminal(pytestconfig):
-        return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter))
+        return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter),
+                          option="--baseline")
 
 
 @pytest.fixture(scope="session")
