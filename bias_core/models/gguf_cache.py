@@ -191,12 +191,16 @@ def dequantize(gguf_path: Path, out: Path) -> None:
     from bias_core.models import weight_files
     from bias_core.models.load_report import check_loading_info
 
-    found = weight_files.gguf_problem(gguf_path)  # the reader's own error would be a traceback
-    if found:
-        raise AuditUsageError(f"{gguf_path}: {found}. Fix: {weight_files.RESTORE}.")
-    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-    model, info = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32,
-                                                       output_loading_info=True, ignore_mismatched_sizes=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model, info = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                           dtype=torch.float32, output_loading_info=True,
+                                                           ignore_mismatched_sizes=True)
+    except Exception:
+        found = weight_files.gguf_problem(gguf_path)  # a cut file: say so, not "cannot reshape array"
+        if found:
+            raise AuditUsageError(f"{gguf_path}: {found}. Fix: {weight_files.RESTORE}.") from None
+        raise
     # Saved as they are, initialised weights would pass for the GGUF's own in every later run.
     check_loading_info(info, model, str(gguf_path), fix="use a GGUF file whose architecture transformers can read "
                        "in full, or a saved Hugging Face folder of the model")

@@ -46,8 +46,10 @@ def gguf_problem(path: Path) -> str | None:
     try:
         reader = GGUFReader(str(path))
     except Exception as exc:  # noqa: BLE001 - ValueError, IndexError, struct.error...: the reader's words for "not whole"
-        return (f"not a readable GGUF file (the gguf reader: {type(exc).__name__}: {str(exc)[:160]}): its header or "
-                "tensors run past the end of the file, so it is cut short (an interrupted copy or download) or garbled")
+        if "magic" in str(exc).lower():
+            return "not a GGUF file: it does not start with the GGUF magic bytes"
+        return (f"not a readable GGUF file (the gguf reader: {type(exc).__name__}: {str(exc)[:160]}): the file is cut "
+                "short (an interrupted copy or download) or garbled")
     size = path.stat().st_size
     end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
     if end > size:
