@@ -198,7 +198,7 @@ def finish_junit(config, partial_reason: str | None) -> None:
         return
     # pytest's own write failed (guard_writers recorded it), or its file is not whole XML
     if "junit.xml" not in log.failed and log.attempt("junit.xml", lambda: finish(tmp, final, partial_reason)):
-        xml.logfile = str(final)  # pytest's "generated xml file" line names the real file
+        xml.logfile = os.path.abspath(final)  # pytest's "generated xml file" line names the real file
         return
     tmp.unlink(missing_ok=True)
     del config.stash[xml_key]  # as junitxml's own unconfigure does before it unregisters

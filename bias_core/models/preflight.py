@@ -63,7 +63,7 @@ def check_local_model(folder: Path, trust_remote_code: bool, option: str = "--mo
             "model whose architecture transformers supports natively.")
     if not custom:
         _check_architecture(folder, config, option)
-    _check_weight_files(folder)
+    _check_weight_files(folder, option)
 
 
 def _check_architecture(folder: Path, config: dict[str, Any], option: str) -> None:
@@ -95,14 +95,14 @@ def _check_architecture(folder: Path, config: dict[str, Any], option: str) -> No
             "causal LM (Llama, GPT-2, ...), a BERT/RoBERTa-family masked LM or BART.")
 
 
-def _check_weight_files(folder: Path) -> None:
+def _check_weight_files(folder: Path, option: str) -> None:
     """Every weight file transformers may read (safetensors, and torch's .bin where no safetensors)."""
     files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
     for path in files:
         found = weight_files.problem(path)
         if found:
-            raise AuditUsageError(f"{path}: {found}. Fix: re-save the model (save_pretrained) or restore the file "
-                                  "from its source.")
+            raise AuditUsageError(f"{option} {folder}: {path}: {found}. Fix: re-save the model (save_pretrained) or "
+                                  "restore the file from its source.")
 
 
 def choices(spec: ModelSpec) -> list[str]:

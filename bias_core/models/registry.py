@@ -140,7 +140,8 @@ def resolve_model(value: str) -> ModelSpec:
         return ModelSpec(name=str(path.resolve()), local_dir=str(path.resolve()), gguf_file=gguf,
                          kind=detect_kind(path))
     if value.startswith((".", "/", "~")) or value.endswith("/"):
-        raise AuditUsageError(f"--model {value}: no such directory.")
+        raise AuditUsageError(f"--model {value}: no such directory. Fix: check the path (a saved model folder, or a "
+                              "folder holding a .gguf file).")
     if value.count("/") == 1 and all(value.split("/")):
         return ModelSpec(name=value, hub_id=value)
     close = difflib.get_close_matches(value, REGISTRY, n=3)

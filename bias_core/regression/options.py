@@ -62,6 +62,8 @@ def _is_stored_run(value: str) -> bool:
         if (p / ITEMS_FILE).exists() or (p / "results.json").exists():
             return True
         return not ((p / "config.json").exists() or any(p.glob("*.gguf")))  # a model folder
+    if not p.exists() and value.startswith((".", "/", "~")):
+        return True  # a path that is not there: refused below as a missing run folder, which names the fix
     return p.name.endswith((".json", ".jsonl.gz")) or p.is_file()
 
 
