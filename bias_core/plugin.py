@@ -590,12 +590,12 @@ class _Reporter:
         n = len(self.table.rows) if self.table is not None else 0
         exc = self.interrupted
         if isinstance(exc, KeyboardInterrupt) and str(exc).startswith(USAGE_STOP):
-            return f"stopped after {n} result(s): {str(exc)[:500]}"
+            return f"stopped after {n} result(s): {str(exc)[:1000]}"
         if isinstance(exc, KeyboardInterrupt):
             how = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT / Ctrl-C (KeyboardInterrupt)"
             return f"interrupted by {how} after {n} result(s)"
         if exc is not None:  # pytest.exit(): e.g. a usage error found while loading the model
-            return f"stopped after {n} result(s): {str(exc)[:500]}"
+            return f"stopped after {n} result(s): {str(exc)[:1000]}"
         if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
             return f"stopped after {n} result(s) with exit status {int(exitstatus)} ({pytest.ExitCode(exitstatus).name})"
         early = getattr(session, "shouldfail", False) or getattr(session, "shouldstop", False)
