@@ -30,10 +30,12 @@ import pytest
 
 #: Exit status of a run whose gates all passed but one of whose report files was not written.
 REPORT_INCOMPLETE = 6
-#: Below this much free space a report dir is refused up front (a default audit writes ~2 MB).
+#: Below this much free space a report dir is refused up front (a default audit's items file alone
+#: takes 0.5-4 MB, benchmarks/RESULTS.md; report.html and results.json come on top).
 MIN_REPORT_FREE = 16 * 2**20
 
 OUTPUTS = pytest.StashKey["OutputLog"]()
+_JUNIT = pytest.StashKey[dict]()  # {"final", "tmp", "done"}: where pytest's JUnit file goes, and when
 FIX_SPACE = "free space there or point the option elsewhere"
 
 
@@ -152,9 +154,6 @@ def redirect_junit(config, final: Path) -> None:
 def junit_destination(config) -> Path | None:
     state = config.stash.get(_JUNIT, None)
     return state["final"] if state else None
-
-
-_JUNIT = pytest.StashKey[dict]()
 
 
 def guard_writers(config) -> None:
