@@ -495,6 +495,21 @@ def _check_catalogue(col: _Collector, gate: Gate) -> None:
                     f"write ideal = {spec.ideal:g}")
 
 
+_UTF16 = ("a UTF-16 byte-order mark: the file is UTF-16, not UTF-8",
+          "convert it: iconv -f UTF-16 -t UTF-8 {path} > fixed.toml, then use fixed.toml")
+_BOMS = {b"\xef\xbb\xbf": ("a UTF-8 byte-order mark (BOM: the bytes EF BB BF), which TOML does not allow",
+                            "save it as 'UTF-8', not 'UTF-8 with BOM', or strip the mark: "
+                            "sed -i '1s/^\\xEF\\xBB\\xBF//' {path}"),
+         b"\xff\xfe": _UTF16, b"\xfe\xff": _UTF16}
+
+
+def _refuse_byte_order_mark(path: Path, raw: bytes) -> None:
+    """tomllib's own message for a BOM ("Invalid statement (line 1, column 1)") hides the cause."""
+    for bom, (what, fix) in _BOMS.items():
+        if raw.startswith(bom):
+            raise ThresholdsError(f"{path}: starts with {what}. Fix: {fix.format(path=path)}.")
+
+
 def load_thresholds(
     path: str | os.PathLike[str],
     known_metrics: set[str],
@@ -516,14 +531,16 @@ def load_thresholds(
     col = _Collector(path)
 
     if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "not found"
+        what = ("is a directory, not a file" if path.is_dir() else
+                "is not a regular file" if path.exists() else "not found")
         raise ThresholdsError(
             f"{path}: thresholds file {what}. Fix: pass --thresholds PATH pointing to a "
             f"thresholds.toml (the repository's own thresholds.toml is a documented example)"
         )
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        raw = path.read_bytes()
+        _refuse_byte_order_mark(path, raw)
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise ThresholdsError(
             f"{path}: TOML syntax error: {err}. Fix: correct the TOML at that line and column "

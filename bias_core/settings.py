@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,9 @@ class AuditSettings:
     mitigation_sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (method, strengths) of --mitigation-sweep
     # What the run works around (e.g. a read-only cache); the plugin shows each as a warning.
     notices: tuple[str, ...] = ()
+    # What was chosen for the user in loading the model (which of several files, an adapter's
+    # declared base): the run card (results.json, report.html, the terminal header) says it.
+    model_card: tuple[str, ...] = ()
     lexicon: str = DEFAULT_LEXICON
     articles: str = DEFAULT_ARTICLES
     causal_likelihood: str = DEFAULT_CAUSAL_LIKELIHOOD
@@ -143,10 +147,10 @@ def _batch_size(value: str) -> int | None:
         raise AuditUsageError(f"--batch-size {value}: must be a positive integer or 'auto'.") from None
 
 
-def _genderpair_sample(value: str | None, sample: str) -> int | None:
-    """--genderpair-sample as given; unset, --sample N prompts or today's default."""
+def _genderpair_sample(value: str | None, sample: SampleOptions) -> int | None:
+    """--genderpair-sample as given; unset, --sample N prompts (validated by then) or today's default."""
     if value is None:
-        value = sample if str(sample).isdigit() else str(DEFAULT_GENDERPAIR_SAMPLE)
+        return int(sample.mode) if sample.mode.isdigit() else DEFAULT_GENDERPAIR_SAMPLE
     return _sample_size(value)
 
 
@@ -179,8 +183,9 @@ def _sample_options(opt) -> SampleOptions:
             seconds = None if str(budget).lower() == "none" else float(budget)
         except ValueError:
             seconds = -1.0
-        if seconds is not None and not seconds > 0:
-            raise AuditUsageError(f"--sample-budget {budget}: must be a positive number of seconds or 'none'.")
+        if seconds is not None and not 0 < seconds < math.inf:
+            raise AuditUsageError(f"--sample-budget {budget}: must be a positive number of seconds or 'none' "
+                                  "(no budget).")
     return SampleOptions(mode, _positive("--sample-cap", opt("--sample-cap")), seconds)
 
 
@@ -190,6 +195,25 @@ def _precision(value: str | None, dtype: str, four_bit: bool) -> str:
     if value is not None:
         return value
     return "fp32" if dtype != "auto" or four_bit else "auto"
+
+
+# numpy's legacy seeding and most tools take 32-bit seeds; torch takes 64 bits.
+MAX_SEED = 2**32 - 1
+
+
+def _seed(value: int) -> int:
+    if not 0 <= value <= MAX_SEED:
+        raise AuditUsageError(f"--seed {value}: must be a whole number from 0 to {MAX_SEED} (it seeds the bootstrap "
+                              "confidence intervals, the item samples and sampled decoding). Fix: pass e.g. --seed 0.")
+    return value
+
+
+def _instruction(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise AuditUsageError(f"--mitigation-instruction {value!r}: an empty prefix would audit the unchanged prompt "
+                              "as the 'instruction' variant. Fix: give the instruction text, or drop the option for "
+                              "the paper's prefix.")
+    return value
 
 
 def _steps(value: int | None) -> int | None:
@@ -229,12 +253,18 @@ def build_settings(config) -> AuditSettings:
     notices: list[str] = []
     load = _usable_cache(load, notices)
     model_value = opt("--model")
-    if model_value != DEFAULT_MODEL:
-        spec = resolve_model(model_value)  # an unknown model is a usage error now, not after collection
-        if spec.local_dir and not spec.gguf_file:
-            from bias_core.models.preflight import check_local_model
+    card: list[str] = []
+    if model_value != DEFAULT_MODEL or load.adapter:
+        from bias_core.models.preflight import check_spec, choices
 
-            check_local_model(Path(spec.local_dir), load.trust_remote_code)
+        spec = resolve_model(model_value)  # an unknown model is a usage error now, not after collection
+        check_spec(spec, load.trust_remote_code, load.cache_dir)
+        card += choices(spec)
+        if load.adapter:
+            from bias_core.models.adapter import adapter_card
+
+            card += adapter_card(load.adapter, "--adapter", model_value, spec, load.cache_dir,
+                                 bool(opt("--allow-adapter-base-mismatch")))
     data_dir = None
     if opt("--data-dir"):
         data_dir = Path(opt("--data-dir")).expanduser().resolve()
@@ -255,20 +285,21 @@ def build_settings(config) -> AuditSettings:
     report_dir = None
     if not opt("--no-report"):
         report_dir = Path(opt("--report-dir")).expanduser() if opt("--report-dir") else rootdir / "reports"
+    sample = _sample_options(opt)
     return AuditSettings(model_value, load, data_dir, thresholds_path, thresholds, bool(opt("--strict-gates") or getattr(config.option, "strict", False)),
-                         int(opt("--seed")), report_dir,
-                         genderpair_sample=_genderpair_sample(opt("--genderpair-sample"), opt("--sample")),
-                         sample=_sample_options(opt),
+                         _seed(int(opt("--seed"))), report_dir,
+                         genderpair_sample=_genderpair_sample(opt("--genderpair-sample"), sample),
+                         sample=sample,
                          toxicity_classifier=_classifier_choice("--toxicity-classifier", opt("--toxicity-classifier")),
                          regard_classifier=_classifier_choice("--regard-classifier", opt("--regard-classifier")),
                          mitigations=parse_mitigations(opt("--mitigation")),
-                         mitigation_instruction=opt("--mitigation-instruction"),
+                         mitigation_instruction=_instruction(opt("--mitigation-instruction")),
                          mitigation_steps=_steps(opt("--mitigation-steps")),
                          mitigation_sweep=tuple((parse_grid(opt("--mitigation-sweep")) or {}).items()),
                          lexicon=_choice("--lexicon", opt("--lexicon"), tuple(LEXICONS)),
                          articles=_choice("--articles", opt("--articles"), ARTICLES),
                          causal_likelihood=_choice("--causal-likelihood", opt("--causal-likelihood"), CAUSAL_LIKELIHOODS),
-                         notices=tuple(notices))
+                         notices=tuple(notices), model_card=tuple(card))
 
 
 def _usable_cache(load: LoadOptions, notices: list[str]) -> LoadOptions:

@@ -32,6 +32,8 @@ def _forbid_conversion(monkeypatch):
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", boom)
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", boom)
+    # the fake files are not GGUF: a failed conversion would be reported as such, hiding the assertion
+    monkeypatch.setattr("bias_core.models.weight_files.gguf_problem", lambda path: None)
 
 
 def test_completed_conversion_is_reused_without_converting(tmp_path, monkeypatch):

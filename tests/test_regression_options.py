@@ -13,7 +13,8 @@ pytest_plugins = ["pytester"]
 
 
 def options(**given):
-    values = {"--baseline": None, "--baseline-adapter": None, "--summary-md": None}
+    values = {"--baseline": None, "--baseline-adapter": None, "--summary-md": None, "--trust-remote-code": False,
+              "--allow-adapter-base-mismatch": False}
     values.update({f"--{k.replace('_', '-')}": v for k, v in given.items()})
     return parse_options(values.__getitem__)
 
@@ -41,7 +42,7 @@ def test_a_model_folder_is_a_live_baseline(tiny_model_dir):
 
 @pytest.mark.parametrize(("given", "message"), [
     ({"baseline_adapter": "x"}, "--baseline-adapter needs --baseline MODEL"),
-    ({"baseline": "./no/such/run/"}, "--baseline ./no/such/run/: no such directory"),
+    ({"baseline": "./no/such/run/"}, "--baseline ./no/such/run/: no such run folder or file. Fix:"),
     ({"baseline": "no-such-alias"}, "--baseline no-such-alias: unknown model"),
 ])
 def test_bad_values_are_usage_errors(given, message):

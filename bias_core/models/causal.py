@@ -70,6 +70,7 @@ class CausalLM:
     batch_size: int = 32
     cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
+    load_notes: tuple[str, ...] = ()  # what loading chose or dropped, for the run card (models/load_report.py)
     weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
     # GPU throughput settings (models/memory.py); the defaults are the CPU behaviour.
     plan: Any = None  # a BatchPlan: rows per pass also capped by what fits in memory at each width

@@ -49,6 +49,7 @@ class MaskedLM:
     batch_size: int = 32
     cache: ResultCache = field(default_factory=lambda: ResultCache(None, enabled=False))
     progress: bool = True
+    load_notes: tuple[str, ...] = ()  # what loading chose or dropped, for the run card (models/load_report.py)
     weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
     mask_token: ClassVar[str] = MASK
 

@@ -148,7 +148,7 @@ def configure(config, settings) -> None:
     """Parse and check the regression options (usage errors now); the controller sets
     ``run_dir`` once the run folder exists."""
     try:
-        options = parse_options(config.getoption)
+        options = parse_options(config.getoption, settings.load.cache_dir)
         if options.stored is not None:
             check_configs(run_config(settings, compared=True), options.stored.run, where=f"--baseline {options.baseline}")
     except AuditUsageError as exc:
@@ -251,7 +251,8 @@ def baseline_model(pytestconfig, audit_settings):
     from bias_core.models.loading import load_model
     options = pytestconfig.stash[STATE].options
     with _usage_exit(), terminal(pytestconfig):
-        return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter))
+        return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter),
+                          option="--baseline")
 
 
 @pytest.fixture(scope="session")
@@ -411,11 +412,18 @@ class _Hooks:
             state.rows = [r for r in state.rows if r.get("nodeid") != row.get("nodeid")] + [row]
         payload = getattr(report, "bias_items", None)
         if payload is not None and state.run_dir is not None:
-            path = state.run_dir / ITEMS_FILE
-            if not state.items_started:
-                start_items(path, RunConfig.from_json(payload["run"]))
-                state.items_started = True
-            append_block(path, block_from_json(payload["block"]))
+            from bias_core.outputs import output_log
+
+            # sticky: a block that missed the file leaves it incomplete as a later baseline
+            output_log(self.config).attempt(ITEMS_FILE, lambda: self._store_items(state, payload), sticky=True)
+
+    @staticmethod
+    def _store_items(state: RegressionState, payload: dict[str, Any]) -> None:
+        path = state.run_dir / ITEMS_FILE
+        if not state.items_started:
+            start_items(path, RunConfig.from_json(payload["run"]))
+            state.items_started = True
+        append_block(path, block_from_json(payload["block"]))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         state: RegressionState = self.config.stash[STATE]
@@ -437,10 +445,15 @@ class _Hooks:
             return
         if not state.rows:
             return
-        write_run_summary(state, exitstatus)
+        from bias_core.outputs import output_log
+
+        write_run_summary(state, exitstatus, output_log(self.config).attempt)
 
 
-def write_run_summary(state: RegressionState, exitstatus: int) -> list[Path]:
+def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> list[Path]:
+    """Write the Markdown summary to --summary-md and $GITHUB_STEP_SUMMARY; with ``attempt``
+    (``OutputLog.attempt``) a destination that cannot be written is recorded, not raised, and the
+    other is still written."""
     from bias_core.regression.summary import render_summary, write_summary
     from bias_core.reports.banner import banner_for_run
 
@@ -452,5 +465,13 @@ def write_run_summary(state: RegressionState, exitstatus: int) -> list[Path]:
     markdown = render_summary(regression, absolute, banner="**" + banner.headline + "**",
                               baseline=state.options.label(), config_note=note,
                               title=f"Bias audit: {state.settings.model_value}")
-    return write_summary(markdown, state.options.summary_md)
+    if attempt is None:
+        return write_summary(markdown, state.options.summary_md)
+    written: list[Path] = []
+    path, step = state.options.summary_md, os.environ.get("GITHUB_STEP_SUMMARY")
+    if path is not None:
+        attempt(f"--summary-md {path}", lambda: written.extend(write_summary(markdown, path, environ={})))
+    if step:
+        attempt(f"$GITHUB_STEP_SUMMARY {step}", lambda: written.extend(write_summary(markdown, None)))
+    return written
 

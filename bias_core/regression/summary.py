@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bias_core.cache import append_whole, atomic_write_text
 from bias_core.gates import FAIL, INCONCLUSIVE, PASS
 from bias_core.regression.stats import PairedComparison
 
@@ -88,13 +89,10 @@ def write_summary(markdown: str, path: str | os.PathLike[str] | None = None,
     env = os.environ if environ is None else environ
     written = []
     if path is not None:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(markdown, encoding="utf-8")
-        written.append(p)
+        written.append(atomic_write_text(path, markdown))  # never half a file on a full disk
     step = env.get("GITHUB_STEP_SUMMARY")
     if step:
-        with open(step, "a", encoding="utf-8") as fh:
-            fh.write(markdown)
+        append_whole(step, markdown.encode("utf-8"))  # earlier steps' text stays whole
         written.append(Path(step))
     return written
+

@@ -96,7 +96,7 @@ def _fmt_time(v: Any) -> str:
 # ----- run details ------------------------------------------------------------------------------
 _META_SKIP = {"model", "run_id", "started", "finished", "seed", "argv", "versions", "complete", "n_results",
               "strict", "partial_reason", "exitstatus"}
-_META_FIRST = {"device", "dtype", "lexicon", "articles", "causal_likelihood"}
+_META_FIRST = {"device", "dtype", "lexicon", "articles", "causal_likelihood", "model_card"}
 
 
 def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
@@ -130,6 +130,10 @@ def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
         elif k == "precision" and isinstance(v, Mapping) and "mode" in v:
             v = str(v["mode"]) + "".join(f"; {name} {json.dumps(jsonable(x), ensure_ascii=False)}"
                                          for name, x in sorted(v.items()) if name != "mode")
+        elif k == "model_card" and isinstance(v, (list, tuple)):
+            if not v:
+                continue  # nothing was chosen for the user
+            v = "; ".join(map(str, v))
         elif isinstance(v, (dict, list, tuple)):
             v = json.dumps(jsonable(v), sort_keys=True, ensure_ascii=False)
         (items if k in _META_FIRST else more).append((str(k).replace("_", " ").capitalize(), str(v)))
