@@ -193,8 +193,8 @@ def test_margins_just_inside_the_scale_are_accepted():
 # SmolLM2-135M's lowest level of each metric over its probes (for ideal metrics the distance from
 # the ideal), from benchmarks/RESULTS.md ("Regression margins against SmolLM2-135M's levels").
 TYPICAL_SMOLLM2_LEVELS = {
-    "GAS": 0.125, "GLD": 0.075, "ADD": 0.013, "DA_score": 0.687, "crows_stereo": 56.87 - 50,
-    "pronoun_stereo": 0.80 - 0.5, "toxicity": 0.075,
+    "GAS": 0.125, "GLD": 0.0755, "ADD": 0.0077, "DA_score": 0.6866, "stereo_score": 60.49 - 50, "lm_score": 92.21,
+    "crows_stereo": 56.87 - 50, "pronoun_stereo": 0.8031 - 0.5, "toxicity": 0.075,
 }
 
 
