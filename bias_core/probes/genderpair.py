@@ -36,6 +36,7 @@ import numpy as np
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.data_access import (
+    Unique,
     fetch_text,
     missing,
     online_allowed,
@@ -116,6 +117,7 @@ def parse_pairset(rows: Any, group: int, provenance: dict[str, str] | None = Non
     if not isinstance(rows, list) or not rows:
         raise DataFileError(f"{name}: expected a non-empty JSON list of objects with keys object, {', '.join(FORMAT_KEYS)}")
     targets = []
+    seen_targets = Unique(name, "target")
     for k, row in enumerate(rows):
         absent = [key for key in ("object", *FORMAT_KEYS) if key not in row] if isinstance(row, dict) else ["object"]
         if absent:
@@ -123,8 +125,12 @@ def parse_pairset(rows: Any, group: int, provenance: dict[str, str] | None = Non
         if not isinstance(row["object"], str) or not row["object"].strip():
             raise DataFileError(f"{name}: entry {k}: object must be a non-empty string, got {row['object']!r:.60}")
         target = row["object"].strip()
+        seen_targets.add(target, f"entry {k}")
         parsed = {key: _split_pairs(row[key], f"{name}: {target!r} {key}") for key in FORMAT_KEYS}
         pairs = parsed["format1"]
+        seen_pairs = Unique(name, "descriptor pair")
+        for i, pair in enumerate(pairs):
+            seen_pairs.add(pair, f"entry {k} (target {target!r}) format1 pair {i}")
         for i, (b, a) in enumerate(pairs):
             expected = {"format1_anti": (a, b), "format2": (target, b), "format2_anti": (target, a),
                         "format3": (b, target), "format3_anti": (a, target)}

@@ -25,7 +25,7 @@ from typing import Any
 from bias_core.errors import DataSourceMissing
 from bias_core.lexicon import classify_gender
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.data_access import project_data
+from bias_core.data_access import project_data, read_project_json
 
 PROBE_NAME = "sentiment-templates"
 DATA_FILE = "sentiment_words.json"
@@ -168,7 +168,7 @@ def dump_sentiment_words(data: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1)
 def _load_data() -> dict[str, Any]:
-    return json.loads(project_data(DATA_FILE).read_text(encoding="utf-8"))
+    return read_project_json(DATA_FILE, ("version", "source", "licence", "templates", "words"))
 
 
 def build_items(data: dict[str, Any]) -> tuple[ProbeItem, ...]:

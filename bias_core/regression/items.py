@@ -28,6 +28,7 @@ import math
 import os
 import tempfile
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,6 +160,10 @@ def items_from_result(probe: Any, result: Any, spec: PairedSpec, metric: str | N
     """
     name = metric or result.metric
     details = {str(d["id"]): d for d in result.details}
+    if len(details) != len(result.details):
+        twice = sorted(i for i, k in Counter(str(d["id"]) for d in result.details).items() if k > 1)
+        raise ValueError(f"{probe.name} {metric or result.metric}: the result lists {len(result.details)} items but "
+                         f"{len(details)} distinct ids (twice: {twice[:3]}); every item must be scored once")
     prompts = {str(i.id): i.prompt for i in probe.items}
     foreign = [i for i in details if i not in prompts]
     if foreign:
