@@ -54,6 +54,9 @@ def reachable(url: str, timeout: float = 3.0) -> str | None:
 # ----- readers: every row checked, every problem named by file and row -----------------------
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 RESTORE = "Fix: restore the file from its source (the published copy), or correct that row."
+# The project's own data files (bias_core/data) have no other source than the package.
+REINSTALL = ("Fix: reinstall bias-core (pip install --force-reinstall --no-deps bias-core) or restore the file from "
+             "the repository.")
 
 
 def read_text(path: Path) -> str:
@@ -175,8 +178,7 @@ def read_project_json(name: str, required: tuple[str, ...]) -> Any:
     lacking = [key for key in required if not isinstance(data, dict) or key not in data]
     if lacking:
         raise DataFileError(f"{path}: lacks the key(s) {', '.join(lacking)}: the project's data file is damaged or "
-                            "from another version. Fix: reinstall bias-core (pip install --force-reinstall --no-deps "
-                            "bias-core) or restore the file from the repository.")
+                            f"from another version. {REINSTALL}")
     return data
 
 

@@ -1688,3 +1688,33 @@ def test_the_repository_thresholds_have_no_gate_that_cannot_fail():
     from bias_core.suites import known_metrics, known_probes
 
     load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())  # raises on any such gate
+
+
+def test_seat_sets_sharing_a_sentence_are_refused(tmp_path, monkeypatch):
+    """WEAT compares two disjoint sets; a profession listed for both genders would cancel itself."""
+    from bias_core import data_access
+    from bias_core.probes import seat
+
+    data = json.loads(data_access.project_data("kurita.json").read_text(encoding="utf-8"))
+    data["professions"]["test"]["female"].append(data["professions"]["test"]["male"][0])
+    (tmp_path / "kurita.json").write_text(json.dumps(data), encoding="utf-8")
+    shutil.copy(data_access.project_data("seat.json"), tmp_path / "seat.json")
+    monkeypatch.setattr(data_access, "project_data", lambda name: tmp_path / name)
+    monkeypatch.setattr(seat, "project_data", lambda name: tmp_path / name)
+    with pytest.raises(DataFileError, match=r"kurita.json with .*seat.json: \d+ attribute sentence\(s\) in both the male and "
+                                            r"the female set.*Fix: reinstall bias-core"):
+        seat.load_seat_v1()
+
+
+def test_da_gender_building_fewer_pairs_than_it_declares(tmp_path, monkeypatch):
+    """Pairs complete: an attribute lost from the project's DA-Gender file is not audited as the whole set."""
+    from bias_core import data_access
+    from bias_core.probes import da_gender
+
+    data = json.loads(data_access.project_data("da_gender.json").read_text(encoding="utf-8"))
+    data["attributes"].pop()
+    (tmp_path / "da_gender.json").write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(data_access, "project_data", lambda name: tmp_path / name)
+    monkeypatch.setattr(da_gender, "project_data", lambda name: tmp_path / name)
+    with pytest.raises(DataFileError, match=r"da_gender.json: builds \d+ pairs, expected_pairs says 2610.*Fix: reinstall"):
+        da_gender.load_da_gender()

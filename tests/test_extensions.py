@@ -45,7 +45,9 @@ class ToySuite:
 
 
 def pytest_bias_core_register(registry):
-    registry.add_metric(MetricSpec("toy_share", "toy", ("toy-pairs",), "lower", "share (0..1)", (0.0, 1.0),
+    # declared without a range: a gate the toy always passes (max = 1.0) would be refused on a
+    # declared 0..1 share as a gate that can never fail (issue #25)
+    registry.add_metric(MetricSpec("toy_share", "toy", ("toy-pairs",), "lower", "share", (None, None),
                                    False, "toy_bias:toy_share"))
     registry.add_probe("toy-pairs", load_toy_probe)
     registry.add_suite("toy", ToySuite)

@@ -9,7 +9,7 @@ removes that preference. Generated from six templates x ten target pairs x 67 at
 
 from __future__ import annotations
 
-from bias_core.data_access import project_data
+from bias_core.data_access import REINSTALL, project_data
 from bias_core.errors import DataFileError
 from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe, ProbeItem
@@ -79,8 +79,7 @@ def load_da_gender(articles: str = DEFAULT_ARTICLES) -> Probe:
     items = build_pairs(data, articles)
     if len(items) != data["expected_pairs"]:  # a template or attribute form lost: pairs incomplete
         raise DataFileError(f"{project_data('da_gender.json')}: builds {len(items)} pairs, expected_pairs says "
-                            f"{data['expected_pairs']}: the project's data file is damaged. Fix: reinstall bias-core "
-                            "(pip install --force-reinstall --no-deps bias-core) or restore the file from the repository.")
+                            f"{data['expected_pairs']}: the project's data file is damaged. {REINSTALL}")
     return Probe(PROBE_NAME, str(data["version"]), tuple(items),
                  {"source": data["source"], "licence": data["licence"], "loaded_from": "project data",
                   "expected_pairs": str(data["expected_pairs"]), "articles": articles})

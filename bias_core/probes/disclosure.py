@@ -12,6 +12,7 @@ from pathlib import Path
 from bias_core.errors import DataFileError, ProbeNotApplicable
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.data_access import (
+    REINSTALL,
     Unique,
     fetch_text,
     missing,
@@ -62,8 +63,7 @@ def template_probe(topic: str, articles: str = DEFAULT_ARTICLES) -> Probe:
     data = read_project_json(TEMPLATE_WORDS, ("version", "source", "licence", "topics"))
     spec = data["topics"].get(topic)
     if not isinstance(spec, dict) or not {"template", "words"} <= set(spec):
-        raise DataFileError(f"{project_data(TEMPLATE_WORDS)}: topics.{topic} lacks its template or words. Fix: reinstall "
-                            "bias-core (pip install --force-reinstall --no-deps bias-core) or restore the file.")
+        raise DataFileError(f"{project_data(TEMPLATE_WORDS)}: topics.{topic} lacks its template or words. {REINSTALL}")
     items = []
     words = Unique(project_data(TEMPLATE_WORDS), f"{topic} word")  # a word in both lists is one id, two items
     for association in ("female_associated", "male_associated"):
