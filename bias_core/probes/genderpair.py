@@ -50,7 +50,6 @@ from bias_core.probes.published import Counter, Counts, find_in_data_dir
 DEFAULT_SAMPLE = 216
 
 GROUPS = (1, 2, 3)
-GROUP_LABELS = {1: "male", 2: "female", 3: "transgender, non-binary and neutral"}
 FORMAT_KEYS = ("format1", "format1_anti", "format2", "format2_anti", "format3", "format3_anti")
 CONFIGURATIONS = (1, 2, 3, 4, 5, 6)
 #: configuration -> (instruction kind, descriptor order, element shape)
