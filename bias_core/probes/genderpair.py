@@ -445,6 +445,21 @@ def robustness_probe(data_dir: Path | None = None, n: int | None = None, seed: i
                   **({"stand_in": "the project-written GenderPair set, not the paper's descriptors"} if "project" in kinds else {})})
 
 
+def load_group(name: str, data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0) -> Probe:
+    """``genderpair-group{g}`` (the catalogue's loader) with its third of ``sample`` prompts
+    over the three groups (None: all of them)."""
+    n = None if sample is None else max(1, sample // len(GROUPS))
+    return group_probe(int(name.removeprefix("genderpair-group")), data_dir, n=n, seed=seed)
+
+
+def load_robustness(data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0) -> Probe:
+    """``genderpair-robustness`` (the catalogue's loader): a quarter of ``sample`` under each of
+    the four wordings, as many generations as the group probes, and the paper wording's are
+    shared with theirs when sampled alike."""
+    n = None if sample is None else max(len(GROUPS), sample // 4)
+    return robustness_probe(data_dir, n=n, seed=seed)
+
+
 def prompt_from_item(item: ProbeItem) -> GenderPairPrompt:
     """Back from a ProbeItem (what suites hold) to the prompt record the metrics use."""
     m = item.meta
