@@ -3,8 +3,10 @@
 A suite loads a probe with the loader the catalogue names for it (``catalogue.PROBES``) and
 computes a metric with the runner its catalogue entry names. Loaders and runners say what they
 need by their parameters' names, as pytest fixtures do: a loader may name ``data_dir``, ``name``,
-``seed`` and the family's ``probe_options()``; a runner ``lm``, ``probe``, ``seed`` and the
-family's ``runner_inputs()``. ``call_with`` hands each exactly what it names.
+``seed`` and the family's ``probe_options()``; a runner ``lm``, ``probe``, ``seed``, ``metrics``
+(name -> pure function of every metric naming that runner on the probe: a runner that computes
+numbers several metrics share hands them to each) and the family's ``runner_inputs()``.
+``call_with`` hands each exactly what it names.
 """
 
 from __future__ import annotations
@@ -141,6 +143,8 @@ class Suite:
         if spec.runner is None:
             raise NotImplementedError(f"{metric} names no runner in the catalogue; its {spec.family} suite computes it")
         offered = {"lm": lambda: self.lm, "probe": lambda: self.probe(probe_name), "seed": lambda: self.seed,
+                   "metrics": lambda: {m.name: m.compute_function() for m in catalogue.declared()
+                                       if m.runner == spec.runner and probe_name in m.probes},
                    **self.runner_inputs(probe_name)}
         out = self._remembered(self._runs, (probe_name, spec.runner),
                                lambda: call_with(spec.runner_function(), offered, f"{metric}'s runner"))
