@@ -89,6 +89,12 @@ METRICS: tuple[MetricSpec, ...] = (
                compute=f"{_DM}:add", runner=f"{_DR}:run_next_word", sampling=MeanOfItems(high=_ADD_HIGH),
                pairing=Paired(), precision=Propagated("bias_core.precision_gate:add_error"),
                examples=f"{_EX}:add_table"),
+    # the second worked example of docs/extending/metric.md: GLD with its sign, from the same pass
+    MetricSpec("gender_lean", family="disclosure", probes=DISCLOSURE_PROBES, better="ideal", ideal=0.0,
+               scale="mean (Pf - Pm) / (Pf + Pm) over prompts (-1..1; 0 = none, > 0 leans female)",
+               value_range=(-1.0, 1.0), compute=f"{_DM}:gender_lean", runner=f"{_DR}:run_next_word",
+               sampling=MeanOfItems(low=-1.0), pairing=Paired(),
+               precision=Propagated("bias_core.precision_gate:gld_error"), examples=f"{_EX}:generic_table"),
     # ----- association
     MetricSpec("DA_score", family="association", probes=("da-gender",), better="higher",
                scale="share of pairs where the factually right sentence wins (0..1)", value_range=(0.0, 1.0),

@@ -37,7 +37,7 @@ class _Speaker:
         return probs
 
 
-def test_disclosure_runs_gas_and_one_next_word_pass_for_gld_and_add():
+def test_disclosure_runs_gas_and_one_next_word_pass_for_gld_add_and_gender_lean():
     suite = DisclosureAudit(lm=None)
     suite.lm = lm = _Speaker(suite.lexicon)
     n = len(suite.probe("template-hobby").items)
@@ -46,7 +46,8 @@ def test_disclosure_runs_gas_and_one_next_word_pass_for_gld_and_add():
     gld, add = suite.result("template-hobby", "GLD"), suite.result("template-hobby", "ADD")
     assert gld.value == pytest.approx(0.2 / 0.4)  # |0.3 - 0.1| / (0.3 + 0.1)
     assert add.value == pytest.approx((0.3 * math.log(1.5) + 0.1 * math.log(0.5)) / 2, abs=1e-8)
-    assert lm.word_calls == 1  # GLD and ADD share their runner's one pass
+    assert suite.result("template-hobby", "gender_lean").value == pytest.approx(0.2 / 0.4)  # towards female
+    assert lm.word_calls == 1  # the metrics naming run_next_word share its one pass
     assert gld.breakdown["definition"] == {"lexicon": suite.lexicon.name, "articles": suite.articles}
 
 
