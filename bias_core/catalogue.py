@@ -175,7 +175,8 @@ METRICS: tuple[MetricSpec, ...] = (
     # the damage guard scores held-out text with both models (guards.perplexity_rise_from is its pure part)
     MetricSpec("perplexity_rise", **_COMPARISON, probes=("heldout-neutral-text",), better="lower",
                scale="mitigated / original perplexity - 1", value_range=(-1.0, None),
-               compute="bias_core.mitigation.guards:perplexity_rise_from"),
+               compute="bias_core.mitigation.guards:perplexity_rise_from",
+               runner="bias_core.mitigation.guards:perplexity_rise"),
     MetricSpec("lm_score_drop", **_COMPARISON, probes=("stereoset-gender",), better="lower",
                scale="original minus mitigated lm_score, points", value_range=(-100.0, 100.0),
                compute="bias_core.mitigation.guards:lm_score_drop", of="lm_score"),

@@ -127,7 +127,8 @@ class MetricSpec:
     of: str | None = None
     # "module:function" that sends a probe through a model and returns this metric (or a dict
     # with it, when one run gives several); its parameters name what it needs of the suite
-    # (bias_core/suites/base.py). None: the family's suite compares other results (mitigation).
+    # (bias_core/suites/base.py). None for a mitigation metric ``of`` another: the mitigation
+    # suite compares that metric's results of the two models.
     runner: str | None = None
 
     def __post_init__(self) -> None:

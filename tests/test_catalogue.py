@@ -86,9 +86,9 @@ def test_names_are_unique_and_the_suites_know_them_all():
 def test_every_reference_is_a_function_and_every_family_but_mitigation_has_runners():
     for m in METRICS:
         assert callable(m.compute_function()) and callable(m.examples_function()), m.name
-        # mitigation metrics compare two models' results (the mitigation suite); every other
-        # family's metric is sent through the model by the runner its entry names
-        assert (m.runner is None) == (m.family == "mitigation"), m.name
+        # every metric is sent through the model by the runner its entry names, but a mitigation
+        # metric of another, which compares that metric's results of two models
+        assert (m.runner is None) == (m.family == "mitigation" and m.of is not None), m.name
         assert m.runner is None or callable(m.runner_function()), m.name
         if isinstance(m.sampling, OwnInterval):
             assert callable(resolve(m.sampling.function)), m.name
