@@ -215,6 +215,8 @@ def test_shipped_thresholds_agree_with_the_catalogue():
         m = BY_NAME[name]
         assert gate.direction == m.gate_direction, name
         assert gate.ideal == (m.ideal if m.gate_direction == "max" else None), name
+    # the release gate (--baseline) runs every paired metric and refuses to start without its margin
+    assert set(t.regression) == {m.name for m in METRICS if m.paired}
 
 
 def _load(tmp_path: Path, body: str):
