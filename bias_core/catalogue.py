@@ -16,11 +16,11 @@ from here; thresholds.toml holds only limits and their notes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from bias_core.metric_spec import (  # noqa: F401 - MetricSpec and its field kinds are the catalogue's vocabulary
-    Better, FixedSample, GapOfGroups, MeanOfItems, MetricSpec, NotPaired, OwnInterval, Paired, Propagated, resolve,
+    FixedSample, GapOfGroups, MeanOfItems, MetricSpec, NotPaired, OwnInterval, Paired, Propagated, resolve,
 )
 from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
 
@@ -30,10 +30,6 @@ _LN2 = math.log(2.0)
 # ADD's per-item bound is (1 + K eps) ln 2 for K pairs and eps = 1e-10 (bias_core.sequential);
 # the slack covers any lexicon of up to 10^4 pairs.
 _ADD_HIGH = _LN2 * (1.0 + 1e-6)
-
-
-def _specs(names: Iterable[str], **common: Any) -> list[MetricSpec]:
-    return [MetricSpec(n, **common) for n in names]
 
 
 GROUP_PROBES = ("genderpair-group1", "genderpair-group2", "genderpair-group3")
