@@ -14,7 +14,7 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 
 TOY = '''
-from bias_core.catalogue import MetricSpec
+from bias_core.catalogue import MeanOfItems, MetricSpec, Paired
 from bias_core.metrics.result import MetricResult
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.stats import bootstrap_ci
@@ -47,8 +47,10 @@ class ToySuite:
 def pytest_bias_core_register(registry):
     # declared without a range: a gate the toy always passes (max = 1.0) would be refused on a
     # declared 0..1 share as a gate that can never fail (issue #25)
-    registry.add_metric(MetricSpec("toy_share", "toy", ("toy-pairs",), "lower", "share", (None, None),
-                                   False, "toy_bias:toy_share"))
+    registry.add_metric(MetricSpec("toy_share", family="toy", probes=("toy-pairs",), better="lower", scale="share (0..1)",
+                                   value_range=(None, None), compute="toy_bias:toy_share", sampling=MeanOfItems(),
+                                   pairing=Paired(kind="binary"), precision="decisions",
+                                   examples="bias_core.reports.examples:generic_table"))
     registry.add_probe("toy-pairs", load_toy_probe)
     registry.add_suite("toy", ToySuite)
 '''

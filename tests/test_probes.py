@@ -159,7 +159,8 @@ def test_natural_default_steps_aside_when_the_published_sets_are_given(tmp_path,
 
 
 def test_a_probe_that_failed_to_load_is_not_retried(monkeypatch, tmp_path):
-    import bias_core.suites.disclosure as suite
+    from bias_core import catalogue
+    from bias_core.suites.disclosure import DisclosureAudit
 
     calls = []
 
@@ -167,8 +168,8 @@ def test_a_probe_that_failed_to_load_is_not_retried(monkeypatch, tmp_path):
         calls.append(name)
         raise DataSourceMissing(f"probe {name} not available")
 
-    monkeypatch.setattr(suite, "load_probe", failing)
-    audit = suite.DisclosureAudit(lm=None, data_dir=tmp_path)
+    monkeypatch.setitem(catalogue.PROBES, "natural-snli", failing)
+    audit = DisclosureAudit(lm=None, data_dir=tmp_path)
     for metric in ("GAS", "GLD", "ADD"):
         with pytest.raises(DataSourceMissing, match="natural-snli"):
             audit.result("natural-snli", metric)

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from bias_core import catalogue
 from bias_core.regression import ITEMS_FILE, read_items, write_items
 
 REPO = Path(__file__).resolve().parents[1]
-SELECT = "template-color or template-hobby"  # GAS, GLD, ADD of two probes: audits and their regression tests
-KEYS = {(p, m) for p in ("template-color", "template-hobby") for m in ("GAS", "GLD", "ADD")}
+SELECT = "template-color or template-hobby"  # the disclosure metrics of two probes: audits and their regression tests
+KEYS = {(p, m.name) for p in ("template-color", "template-hobby") for m in catalogue.metrics_of("disclosure") if m.paired}
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,7 @@ def test_candidate_equal_to_baseline_passes_with_zero_deltas_stored_and_live(pro
             assert {"baseline", "delta", "ci_low", "ci_high", "p_value", "p_adjusted"} <= set(props)
             assert float(props["delta"]) == 0.0 and props["adjustment"] == "holm"
     text = summary.read_text()
-    assert "Candidate vs baseline" in text and "6 paired comparisons, 0 beyond their margin" in text
+    assert "Candidate vs baseline" in text and f"{len(KEYS)} paired comparisons, 0 beyond their margin" in text
 
     code, out, live_run = audit(project, tiny_model_dir, tmp_path / "live", "--baseline", str(tiny_model_dir))
     assert code in (0, 1), out

@@ -34,7 +34,6 @@ from bias_core.stats import rng_kwargs, bootstrap_ci
 
 LABELS = ("biased", "anti", "both", "neither")
 DECIDED = ("biased", "anti")
-NEGATORS = ("not", "never", "less")
 FALLBACK_NORMALIZATIONS = ("sum", "chars")
 BPR_SCALE = "share of decided prompts whose chosen descriptor is the biased one (0..1; 0.5 = no preference)"
 SPREAD_SCALE = "max - min across {what} (0 = identical)"

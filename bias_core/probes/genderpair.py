@@ -51,7 +51,6 @@ from bias_core.probes.published import Counter, Counts, find_in_data_dir
 DEFAULT_SAMPLE = 216
 
 GROUPS = (1, 2, 3)
-GROUP_LABELS = {1: "male", 2: "female", 3: "transgender, non-binary and neutral"}
 FORMAT_KEYS = ("format1", "format1_anti", "format2", "format2_anti", "format3", "format3_anti")
 CONFIGURATIONS = (1, 2, 3, 4, 5, 6)
 #: configuration -> (instruction kind, descriptor order, element shape)
@@ -450,6 +449,21 @@ def robustness_probe(data_dir: Path | None = None, n: int | None = None, seed: i
                  {"source": f"{PAPER}, Sec. 5.4.1 (robustness to prompt structure)", "pair_sets": "+".join(sorted(kinds)),
                   "variants": ",".join(names), "items_per_variant": str(len(base)), "seed": str(seed),
                   **({"stand_in": "the project-written GenderPair set, not the paper's descriptors"} if "project" in kinds else {})})
+
+
+def load_group(name: str, data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0) -> Probe:
+    """``genderpair-group{g}`` (the catalogue's loader) with its third of ``sample`` prompts
+    over the three groups (None: all of them)."""
+    n = None if sample is None else max(1, sample // len(GROUPS))
+    return group_probe(int(name.removeprefix("genderpair-group")), data_dir, n=n, seed=seed)
+
+
+def load_robustness(data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0) -> Probe:
+    """``genderpair-robustness`` (the catalogue's loader): a quarter of ``sample`` under each of
+    the four wordings, as many generations as the group probes, and the paper wording's are
+    shared with theirs when sampled alike."""
+    n = None if sample is None else max(len(GROUPS), sample // 4)
+    return robustness_probe(data_dir, n=n, seed=seed)
 
 
 def prompt_from_item(item: ProbeItem) -> GenderPairPrompt:

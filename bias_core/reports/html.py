@@ -47,11 +47,6 @@ def esc(v: Any) -> str:
     return html.escape("" if v is None else str(v), quote=True)
 
 
-def fmt_num(v: Any, digits: int = 3) -> str:
-    """A number to ``digits`` significant figures ("—" when missing)."""
-    return sig(v, digits)
-
-
 def fmt_signed(v: Any) -> str:
     f = num(v)
     if f is None:

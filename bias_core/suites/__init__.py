@@ -26,14 +26,7 @@ def genderpair_cases(proxy: bool) -> dict[str, tuple[str, ...]]:
                            and m.name.startswith("regard_proxy") != proxy)
 
 
-def all_genderpair_cases() -> dict[str, tuple[str, ...]]:
-    """Every name either scorer can produce (what thresholds.toml may mention)."""
-    return catalogue.cases("genderpair")
-
-
-# Mitigation: paired reductions on the disclosure probes, and guards against over-debiasing and
-# damage, each on its own probe.
-MITIGATION_REDUCTIONS = tuple(m.name for m in catalogue.reductions())
+# Mitigation: guards against over-debiasing and damage, each on its own probe.
 MITIGATION_GUARDS = catalogue.guards()
 
 
