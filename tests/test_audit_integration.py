@@ -16,6 +16,8 @@ import pytest
 
 from conftest import bias_core_cache_dir, usable_device
 
+from bias_core.suites import DISCLOSURE_METRICS
+
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,9 +49,10 @@ def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny
             "--device", device, "-k", "natural or none", "-rs"]
     first = audit_project.runpytest_subprocess(*args)
     outcomes = first.parseoutcomes()
-    # natural-default runs offline (3 metrics); natural-stsb/snli have no data: skipped, with the
-    # reason; the two mitigation placeholders skip ("no --mitigation given") and report no row.
-    assert outcomes.get("skipped") == 8, first.stdout.str()
+    # natural-default runs offline (every disclosure metric); natural-stsb/snli have no data:
+    # skipped, with the reason; the two mitigation placeholders skip ("no --mitigation given")
+    # and report no row.
+    assert outcomes.get("skipped") == 2 * len(DISCLOSURE_METRICS) + 2, first.stdout.str()
     first.stdout.fnmatch_lines(["*no --mitigation given*"])
     first.stdout.fnmatch_lines(["*probe natural-stsb not available*--data-dir*"])
     doc1 = _results(audit_project)
