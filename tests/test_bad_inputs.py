@@ -32,13 +32,10 @@ import pytest
 
 from bias_core import plugin
 from bias_core.errors import DataFileError
+from paths import REPO, SHARED, TESTS, needs_shared
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[1]
-# CI keeps the seed papers' data beside the repository; a checkout elsewhere can name it.
-SHARED = Path(os.environ.get("BIAS_CORE_SHARED_DATA", REPO.parent / "shared" / "data"))
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the seed papers' data) is not beside the repo")
 SELECT = "template-color and GLD"
 
 
@@ -197,6 +194,7 @@ def synthetic(pytester, monkeypatch):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     pytester.makefile(".toml", thresholds=BASE)
     pytester.makepyfile(test_audit=SYNTHETIC)
+    shutil.copy(TESTS / "fault_points.py", pytester.path)  # -p fault_points: signals as at a terminal
     return pytester
 
 
@@ -575,9 +573,33 @@ def test_corrupt_cache_entry_is_a_miss_and_is_replaced(tmp_path, garbage):
     assert cache.get(parts) == 0.25
 
 
+def _finish(procs: list[subprocess.Popen], what: str, deadline_s: float = 600) -> list[tuple[str, str]]:
+    """Each process's (stdout, stderr) once all have ended; a process still running at the
+    deadline is killed (none is left behind) and the test fails saying which."""
+    outputs = []
+    for proc in procs:
+        try:
+            outputs.append(proc.communicate(timeout=deadline_s))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+                p.communicate()
+            raise AssertionError(f"{what}: process {proc.args[:3]}... did not end within {deadline_s:.0f} s") from None
+    return outputs
+
+
 _WRITER = """
-import sys
+import os, sys, time
+from pathlib import Path
 from bias_core.cache import ResultCache
+# Both writers start together: each waits until the other is ready (deadline 300 s).
+meet = Path(sys.argv[2])
+(meet / f"ready-{os.getpid()}").touch()
+deadline = time.monotonic() + 300
+while len(list(meet.iterdir())) < 2:
+    if time.monotonic() > deadline:
+        sys.exit("waited 300 s for the other writer to start")
+    time.sleep(0.01)
 cache = ResultCache(sys.argv[1])
 for i in range(300):
     cache.put({"op": "x", "i": i % 50}, [i % 50] * 20)
@@ -586,14 +608,17 @@ for i in range(300):
 
 def test_two_processes_on_one_cache(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], env=env) for _ in range(2)]
-    assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    entries = list((tmp_path / "entries").rglob("*.json"))
+    (tmp_path / "meet").mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path / "cache"), str(tmp_path / "meet")], env=env,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errors = [err for _, err in _finish(procs, "two cache writers")]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    entries = list((tmp_path / "cache" / "entries").rglob("*.json"))
     assert len(entries) == 50
     for entry in entries:  # every entry whole: written to a temporary file and renamed
         doc = json.loads(entry.read_text())
         assert doc["value"] == [doc["key"]["i"]] * 20
-    assert not list(tmp_path.rglob("*.tmp"))
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
 
 
 # =============================================================================================
@@ -751,8 +776,8 @@ def _junit_partial(run: Path) -> tuple[dict, list]:
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_interrupted_run_is_reported_partial_everywhere(synthetic, monkeypatch, sig):
-    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", sig)
-    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", sig)  # the second test signals its own process
+    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "fault_points")
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:]
     run = _only_run(synthetic)
     doc = json.loads((run / "results.json").read_text())
@@ -809,11 +834,16 @@ def test_run_ids_are_unique_within_one_second(tmp_path):
 
 
 def test_two_runs_started_together_keep_their_own_reports(synthetic):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
-    procs = [subprocess.Popen(cmd + ["-k", probe], cwd=synthetic.path, env=env, stdout=subprocess.DEVNULL)
+    # Both runs wait for each other just before they make their run folders (fault_points), so
+    # they make them at the same time however the machine schedules them.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "BIAS_CORE_TEST_MEET": f"{synthetic.path / 'meet'} 2"}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "fault_points", "-q"]
+    procs = [subprocess.Popen(cmd + ["-k", probe], cwd=synthetic.path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
              for probe in ("template-color", "template-hobby")]
-    assert [p.wait(timeout=600) for p in procs] == [0, 0]
+    outs = [out for out, _ in _finish(procs, "two synthetic audit runs")]
+    assert [p.returncode for p in procs] == [0, 0], [out[-2000:] for out in outs]
     runs = sorted((synthetic.path / "reports").iterdir())
     assert len(runs) == 2
     found = sorted(json.loads((r / "results.json").read_text())["results"][0]["test_id"] for r in runs)
