@@ -274,6 +274,9 @@ def test_auto_uses_hub_when_reachable(monkeypatch):
 
 @pytest.mark.parametrize("make", [HubToxicity, HubRegard])
 def test_hub_classifiers_fail_clearly_offline(monkeypatch, make):
+    # Imported before the patch: huggingface_hub reads HF_HUB_OFFLINE once, when first imported.
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: F401
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     clf = make(progress=False)
     with pytest.raises(ClassifierUnavailable, match=r"could not be loaded: online loading is off.*Fix: .*kind='offline'") as info:

@@ -52,7 +52,11 @@ def _handle(model, tokenizer, name):
 
 def _force_qlora_checks_past_cuda(monkeypatch):
     """Run check_quantization as on a CUDA machine (bitsandbytes present, model 4-bit), so
-    QLoRA training runs on this CPU."""
+    QLoRA training runs on this CPU. bitsandbytes is imported first, outside the patch: imported
+    under it, it loads its CUDA backend on this CPU and stays half-imported for every later test
+    in the worker (issue 22)."""
+    import bitsandbytes  # noqa: F401
+
     real = lora.check_quantization
 
     def check(config, model=None):
