@@ -82,7 +82,8 @@ class ImportWatch:
 
     # -- the meta path entry: observes, finds nothing --------------------------------------------
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if self._busy or name in self.noted:
+        # The standard library's lazy imports (codecs such as encodings.idna) read none of it.
+        if self._busy or name in self.noted or name.partition(".")[0] in sys.stdlib_module_names:
             return None
         self._busy = True
         try:

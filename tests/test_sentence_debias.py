@@ -22,6 +22,7 @@ from bias_core.mitigation.sentence_debias import (
     sentence_debiased,
 )
 from bias_core.mitigation.swap import GenderSwapper, default_pairs
+from tolerances import Forward, assert_close, assert_close_rows
 
 SENTENCES = ["She is a nurse and her job is hard.", "He said his friend is a doctor.", "The man read.",
              "My friend likes books.", "The boy is here.", "Mary met a friend."]
@@ -100,8 +101,9 @@ def test_hooked_causal_model_equals_hand_computation_and_is_removed(tiny_lm):
         hooked = model(input_ids=ids, output_hidden_states=True)
         final = plain.hidden_states[-1]
         by_hand = final - (final @ b.T) @ b
-        assert torch.allclose(hooked.hidden_states[-1], by_hand, atol=1e-6)
-        assert torch.allclose(hooked.logits, model.lm_head(by_hand), atol=1e-5)
+        sizes = Forward.of(tiny_lm, ["She is a nurse."])
+        assert_close_rows(hooked.hidden_states[-1][0], by_hand[0], sizes.hidden_rtol(), kind="hidden states")
+        assert_close(hooked.logits, model.lm_head(by_hand), sizes.logit_atol(), kind="logits")
         embedded = handle.embed(["She is a nurse."])
         assert abs((embedded @ basis.T).item()) < 1e-5  # SEAT's representation has no gender component
     with torch.no_grad():

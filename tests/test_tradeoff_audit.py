@@ -10,7 +10,9 @@ import os
 
 import pytest
 
+from conftest import load_tiny
 from test_audit_integration import _results, audit_project  # noqa: F401 (a fixture)
+from tolerances import assert_close, disclosure_atol, disclosure_eta
 
 pytest_plugins = ["pytester"]
 
@@ -51,7 +53,9 @@ def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_mod
         assert row is not None, out
         assert row["verdict"] in ("pass", "fail", "inconclusive") and 0 < row["p_value"] <= 1
         b = row["breakdown"]
-        assert b["original"] == pytest.approx(rows["natural-default-GLD"]["value"])
+        # the probe scored again for the pairing, in other batches: within the fp32 bound
+        assert_close(b["original"], rows["natural-default-GLD"]["value"],
+                     disclosure_atol("GLD", disclosure_eta(load_tiny(tiny_model_dir), ("natural-default",))))
         assert row["value"] == pytest.approx(b["original"] - b["mitigated"], abs=1e-9)
         assert b["mitigated"] != b["original"], f"{variant} left GLD exactly as it was"
         info = b["variant"]
