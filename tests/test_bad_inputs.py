@@ -126,9 +126,11 @@ THRESHOLDS_CASES = {
     "negative-distance": (BASE + "[metrics.crows_stereo]\nideal = 50\nmax = -1\n", ["metrics.crows_stereo.max", "cannot be negative"]),
     "distance-beyond-range": (BASE + "[metrics.crows_stereo]\nideal = 50\nmax = 60\n", ["metrics.crows_stereo.max", "no result can fail"]),
     "model-key-typo": (BASE + '[models."smolm2-135m".GLD]\nmax = 0.4\n', ['models."smolm2-135m"', "did you mean 'smollm2-135m'"]),
-    "model-keys-differ-in-case": (BASE + '[models."gpt2".GLD]\nmax = 0.4\n[models."GPT2".GLD]\nmax = 0.5\n', ['models."GPT2"', "the same model as", "whatever their case"]),
+    "model-keys-differ-in-case": (BASE + '[models."gpt2".GLD]\nmax = 0.4\n[models."GPT2".GLD]\nmax = 0.5\n',
+                                  ['models."GPT2"', "the same model as", "whatever their case"]),
     "metrics-not-a-table": ("metrics = 3\n", ["metrics: must be a table"]),
-    "missing-gate-for-selected-metric": ("[metrics.GAS]\nmax = 0.35\n", ["no default gate for the collected metric(s) GLD", "[metrics.GLD]", "-k"]),
+    "missing-gate-for-selected-metric": ("[metrics.GAS]\nmax = 0.35\n",
+                                         ["no default gate for the collected metric(s) GLD", "[metrics.GLD]", "-k"]),
 }
 
 
@@ -246,7 +248,8 @@ OPTION_CASES = {
     "toxicity-classifier": (["--toxicity-classifier", "perspective"], ["--toxicity-classifier perspective", "offline"]),
     "regard-classifier": (["--regard-classifier", "vibes"], ["--regard-classifier vibes", "offline"]),
     "report-dir-is-a-file": (["--report-dir", "thresholds.toml"], ["--report-dir thresholds.toml", "is a file", "--no-report"]),
-    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"], ["--report-dir thresholds.toml/runs", "lies under a file", "--no-report"]),
+    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"],
+                                ["--report-dir thresholds.toml/runs", "lies under a file", "--no-report"]),
 }
 
 

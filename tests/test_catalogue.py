@@ -98,7 +98,8 @@ def test_readme_metric_table_is_the_catalogue():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     found = re.search(r"<!-- metric-table:begin -->\n(.*?)<!-- metric-table:end -->", text, re.S)
     assert found, "README.md lost its metric table markers"
-    assert found.group(1) == catalogue.markdown_table(), "regenerate it: python -c 'from bias_core.catalogue import markdown_table; print(markdown_table())'"
+    assert found.group(1) == catalogue.markdown_table(), (
+        "regenerate it: python -c 'from bias_core.catalogue import markdown_table; print(markdown_table())'")
     listed = {row.split("|")[1].strip() for row in found.group(1).splitlines()[2:]}
     assert listed == set(BY_NAME)
 

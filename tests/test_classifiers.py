@@ -230,7 +230,8 @@ def test_vader_proxy_is_labelled_as_a_proxy():
 @needs_vader
 def test_vader_proxy_classes_hand_picked_sentences():
     proxy = VaderRegardProxy(progress=False)
-    texts = ["She is a wonderful, kind doctor.", "He is a terrible, cruel liar.", "The man worked as a clerk.", "The woman was known for being brilliant."]
+    texts = ["She is a wonderful, kind doctor.", "He is a terrible, cruel liar.", "The man worked as a clerk.",
+             "The woman was known for being brilliant."]
     expected = ["positive", "negative", "neutral", "positive"]
     out = proxy.score(texts)
     assert out.shape == (4, len(REGARD_COLUMNS))
@@ -307,7 +308,8 @@ def _tiny_classifier(tmp_path, id2label: dict[int, str]):
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]")
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                        max_position_embeddings=64, num_labels=len(id2label), id2label=id2label, label2id={v: k for k, v in id2label.items()})
+                        max_position_embeddings=64, num_labels=len(id2label), id2label=id2label,
+                        label2id={v: k for k, v in id2label.items()})
     model = BertForSequenceClassification(config).eval()
     tok.save_pretrained(tmp_path)
     model.save_pretrained(tmp_path)
@@ -327,7 +329,8 @@ def _direct_probs(tok, model, text):
     return torch.softmax(logits, dim=-1).numpy()
 
 
-TINY_TEXTS = ["she is a nurse", "he is very very cruel and was known", "the doctor", "she is kind and the doctor is very kind", "he", "a nurse"] * 4
+TINY_TEXTS = ["she is a nurse", "he is very very cruel and was known", "the doctor", "she is kind and the doctor is very kind",
+              "he", "a nurse"] * 4
 
 
 def test_hub_toxicity_on_tiny_local_model(tmp_path):

@@ -512,7 +512,8 @@ def test_causal_topk_fills_equal_direct_computation(tiny_lm, k):
     for text, row in zip(texts, got):
         ids = list(tok(text.replace("[MASK]", "").rstrip())["input_ids"])
         with torch.no_grad():
-            probs = torch.softmax(tiny_lm.model(input_ids=torch.tensor([ids], device=tiny_lm.model.device)).logits[0, -1].double(), -1).cpu()
+            logits = tiny_lm.model(input_ids=torch.tensor([ids], device=tiny_lm.model.device)).logits[0, -1]
+            probs = torch.softmax(logits.double(), -1).cpu()
         order = sorted(range(len(tok)), key=lambda t: (-float(probs[t]), t))
         # A new word after the prompt: byte-level tokens that start with a space.
         words = [(tok.decode([t]).strip(), float(probs[t])) for t, name in zip(order, tok.convert_ids_to_tokens(order))

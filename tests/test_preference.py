@@ -146,8 +146,8 @@ def test_crows_matches_the_original_metric_loop():
     more, less = rng.normal(size=(2, 50))
     directions = rng.choice(["stereo", "antistereo"], size=50)
     count = 0
-    for m, l, d in zip(more, less, directions):
-        sent1, sent2 = (m, l) if d == "stereo" else (l, m)
+    for m, ls, d in zip(more, less, directions):
+        sent1, sent2 = (m, ls) if d == "stereo" else (ls, m)
         count += (sent1 > sent2) if d == "stereo" else (sent2 > sent1)
     assert crows_score(more, less, directions).value == pytest.approx(100 * count / 50)
 
@@ -158,7 +158,7 @@ def test_crows_properties(pairs):
     more, less = map(list, zip(*pairs))
     res = crows_score(more, less)
     assert 0.0 <= res.ci_low <= res.value <= res.ci_high <= 100.0
-    if all(m != l for m, l in pairs):
+    if all(m != ls for m, ls in pairs):
         assert crows_score(less, more).value == pytest.approx(100.0 - res.value)
 
 

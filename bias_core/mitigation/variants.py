@@ -146,5 +146,6 @@ def build_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache
     else:
         raise AuditUsageError(f"--mitigation {name}: unknown; choose from {', '.join(MITIGATIONS)}.")
     info = {"adapter": str(folder), "training_data": source, "seconds": round(time.perf_counter() - started, 1),
-            "config": {k: v for k, v in config.hyperparameters().items() if k in ("r", "alpha", "lr", "batch_size", "steps", "epochs", "switches", "load_in_4bit")}}
+            "config": {k: v for k, v in config.hyperparameters().items()
+                       if k in ("r", "alpha", "lr", "batch_size", "steps", "epochs", "switches", "load_in_4bit")}}
     return Variant(name, with_adapter(lm, folder), info=info)

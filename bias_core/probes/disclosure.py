@@ -97,7 +97,8 @@ def _natural_online(which: str) -> list[str]:
 
 
 def _natural_items(name: str, predicates: list[str]) -> tuple[ProbeItem, ...]:
-    return tuple(ProbeItem(id=f"{name}:{i}", prompt=f"My friend {p.rstrip('.')}, and", meta={"predicate": p}) for i, p in enumerate(predicates))
+    return tuple(ProbeItem(id=f"{name}:{i}", prompt=f"My friend {p.rstrip('.')}, and", meta={"predicate": p})
+                 for i, p in enumerate(predicates))
 
 
 def natural_probe(which: str, data_dir: Path | None) -> Probe:
@@ -112,7 +113,8 @@ def natural_probe(which: str, data_dir: Path | None) -> Probe:
         try:
             preds = _natural_online(which)
             return Probe(name, "1", _natural_items(name, preds),
-                         {"source": f"{which.upper()} test split via the Hugging Face hub, derived by the paper's rule", "loaded_from": "hub"})
+                         {"source": f"{which.upper()} test split via the Hugging Face hub, derived by the paper's rule",
+                          "loaded_from": "hub"})
         except Exception as exc:  # offline or hub trouble: reported in the skip reason
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     raise missing(f"probe {name}", data_dir, candidates, error)
@@ -121,7 +123,8 @@ def natural_probe(which: str, data_dir: Path | None) -> Probe:
 def natural_default_probe() -> Probe:
     path = project_data("natural_default_predicates.txt")
     return Probe("natural-default", "1", _natural_items("natural-default", read_lines(path)),
-                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0", "loaded_from": "project data",
+                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0",
+                  "loaded_from": "project data",
                   "stand_in": "project-written neutral predicates standing in for the paper's STS-B/SNLI sets"})
 
 
@@ -135,13 +138,15 @@ def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
         lines, loaded_from = read_lines(path), str(path)
     elif online_allowed() and (error := reachable("https://raw.githubusercontent.com")) is None:
         try:
-            lines, loaded_from = [l.strip() for l in fetch_text(UPSTREAM + filename).splitlines() if l.strip()], UPSTREAM + filename
+            text = fetch_text(UPSTREAM + filename)
+            lines, loaded_from = [line.strip() for line in text.splitlines() if line.strip()], UPSTREAM + filename
         except Exception as exc:
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     if lines is None:
         raise missing(f"probe {name}", data_dir, candidates, error)
     items = tuple(ProbeItem(id=f"{name}:{i}", prompt=f"{line.rstrip('.')}, and") for i, line in enumerate(lines))
-    return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0", "loaded_from": str(loaded_from)})
+    return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0",
+                                    "loaded_from": str(loaded_from)})
 
 
 def load_probe(name: str, data_dir: Path | None, articles: str = DEFAULT_ARTICLES) -> Probe:

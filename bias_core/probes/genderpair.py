@@ -420,7 +420,8 @@ def group_probe(group: int, data_dir: Path | None = None, n: int | None = None, 
     if n is not None:
         prompts = sample(prompts, n, seed)
     return Probe(f"genderpair-group{group}", "1", tuple(p.to_item() for p in prompts),
-                 {**pairset.provenance, "variant": variant, "prompts_in_full_set": str(total), "sampled": str(len(prompts)), "seed": str(seed)})
+                 {**pairset.provenance, "variant": variant, "prompts_in_full_set": str(total), "sampled": str(len(prompts)),
+                  "seed": str(seed)})
 
 
 def robustness_probe(data_dir: Path | None = None, n: int | None = None, seed: int = 0,
