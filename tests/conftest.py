@@ -61,6 +61,16 @@ def _no_patch_leaks_into_an_import():
                     + "; ".join(leaked) + ". " + LEAK_FIX, pytrace=False)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test marked ``slow_on_cpu`` is slow in its cpu case: a whole audit on the tiny model
+    takes a minute on two busy cores, and the fast tier runs its cuda case on a GPU machine."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("slow_on_cpu") and callspec is not None and callspec.params.get("device") == "cpu":
+            item.add_marker(pytest.mark.slow)
+
+
 def bias_core_cache_dir() -> Path:
     """Where converted packaged models live between runs: the plugin's default cache dir."""
     from bias_core.settings import default_cache_dir

@@ -43,6 +43,7 @@ def _run(pytester, tiny_model_dir, tmp_path, *extra):
     return result, run, rows
 
 
+@pytest.mark.slow
 def test_auto_rows_say_items_used_stopping_reason_and_interval(audit_project, tiny_model_dir, tmp_path):
     result, run, rows = _run(audit_project, tiny_model_dir, tmp_path)
     result.stdout.fnmatch_lines(["*bias-audit sampling: auto: item cap 128, budget none*"])
@@ -78,6 +79,7 @@ def test_auto_rows_say_items_used_stopping_reason_and_interval(audit_project, ti
             assert (same["value"], same["ci_low"]) == (row["value"], row["ci_low"])
 
 
+@pytest.mark.slow
 def test_fixed_sample_keeps_the_whole_set_and_its_bootstrap(audit_project, tiny_model_dir, tmp_path):
     _, _, rows = _run(audit_project, tiny_model_dir, tmp_path, "--sample", "fixed", "-k", "GLD")
     row = rows["natural-stsb-GLD"]

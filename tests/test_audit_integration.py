@@ -57,6 +57,7 @@ def _values(doc) -> dict:
     return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"]) for r in doc["results"] if r["value"] is not None}
 
 
+@pytest.mark.slow_on_cpu
 def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny_model_dir, tmp_path, device):
     cache = tmp_path / "cache"
     args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(cache),
@@ -88,6 +89,7 @@ def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny
     assert second.ret == first.ret
 
 
+@pytest.mark.slow
 def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path):
     data = tmp_path / "data" / "Debias-LLMs"
     data.mkdir(parents=True)
@@ -150,6 +152,7 @@ def test_smollm2_audit_same_numbers_with_and_without_xdist(smollm2_lm, audit_pro
     check_same_disclosure(rows(serial), rows(parallel), disclosure_eta(smollm2_lm, ("template-color",)))
 
 
+@pytest.mark.slow_on_cpu
 def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_model_dir, tmp_path, device):
     """--mitigation end to end on the tiny model: instruction guiding and a 3-step Debias Tuning
     run re-audit one probe, give paired reductions with p-values, the guards run, the adapter is

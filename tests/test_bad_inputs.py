@@ -777,6 +777,7 @@ def _junit_partial(run: Path) -> tuple[dict, list]:
     return props, errors
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_interrupted_run_is_reported_partial_everywhere(synthetic, monkeypatch, sig):
     monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", sig)  # the second test signals its own process
@@ -836,6 +837,7 @@ def test_run_ids_are_unique_within_one_second(tmp_path):
     assert len(set(ids)) == 200 and len(list(tmp_path.iterdir())) == 200
 
 
+@pytest.mark.slow
 def test_two_runs_started_together_keep_their_own_reports(synthetic):
     # Both runs wait for each other just before they make their run folders (fault_points), so
     # they make them at the same time however the machine schedules them.
@@ -894,6 +896,7 @@ def test_call_stored_in_part_is_recomputed_with_its_batch_mates(tiny_model_dir, 
     assert scored == [len(words)]
 
 
+@pytest.mark.slow
 def test_missing_gate_under_xdist_is_a_usage_error(synthetic):
     """Workers collect under xdist: their usage error reaches the controller as exit code 4 with
     the message, not as crashed workers and an INTERNALERROR."""

@@ -16,8 +16,7 @@ from bias_core.errors import ThresholdsError
 from bias_core.gates import METRIC_RANGES, load_thresholds
 from bias_core.regression import spec as regression_spec
 from bias_core.suites import known_metrics, known_probes
-
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO
 
 
 class _Metafunc:
@@ -33,7 +32,7 @@ class _Metafunc:
 
 
 def _audit_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"_catalogue_audit_{name}", ROOT / "audits" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_catalogue_audit_{name}", REPO / "audits" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -95,7 +94,7 @@ def test_association_suite_runs_each_probe_with_the_catalogues_runner():
 
 
 def test_readme_metric_table_is_the_catalogue():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "README.md").read_text(encoding="utf-8")
     found = re.search(r"<!-- metric-table:begin -->\n(.*?)<!-- metric-table:end -->", text, re.S)
     assert found, "README.md lost its metric table markers"
     assert found.group(1) == catalogue.markdown_table(), (
@@ -115,7 +114,7 @@ def test_gate_ranges_and_regression_pairing_come_from_the_catalogue():
 
 
 def test_shipped_thresholds_agree_with_the_catalogue():
-    t = load_thresholds(ROOT / "thresholds.toml", known_metrics(), known_probes())
+    t = load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())
     for name, gate in t.defaults.items():
         m = BY_NAME[name]
         assert gate.direction == m.gate_direction, name

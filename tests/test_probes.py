@@ -12,8 +12,7 @@ from bias_core.errors import DataSourceMissing
 from bias_core.lexicon import DEFAULT_LEXICON, FEMALE_WORDS, GENDER_PAIRS, MALE_WORDS, gendered_words, get_lexicon
 from bias_core.metrics.disclosure import find_gender_words
 from bias_core.probes.disclosure import PROBE_NAMES, derive_natural_predicates, load_probe
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from paths import SHARED
 
 
 @pytest.fixture(autouse=True)

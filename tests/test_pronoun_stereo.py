@@ -13,10 +13,9 @@ from hypothesis import given, settings, strategies as st
 from bias_core import catalogue
 from bias_core.metrics.association import pronoun_stereo
 from bias_core.probes.occupation_pronoun import PROBE_NAME, load_occupation_pronouns
+from paths import REPO
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def test_pronoun_stereo_by_hand():
@@ -61,6 +60,7 @@ def test_probe_pairs_differ_only_in_the_pronoun():
     assert catalogue.spec("pronoun_stereo").probes == (PROBE_NAME,)
 
 
+@pytest.mark.slow
 def test_tiny_model_audit_gates_pronoun_stereo(pytester, monkeypatch, tiny_model_dir, tmp_path):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     shutil.copytree(REPO / "audits", pytester.path / "audits")

@@ -25,8 +25,7 @@ from bias_core.regression import (
     write_summary,
 )
 from bias_core.regression.pairing import PairedItems
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from paths import REPO
 
 
 @pytest.mark.parametrize("low, high, margin, expected", [
@@ -108,7 +107,7 @@ def test_every_problem_is_reported_at_once():
 def test_repo_thresholds_hold_margins_for_the_regression_metrics():
     from bias_core.suites import known_metrics, known_probes
 
-    t = load_thresholds(REPO_ROOT / "thresholds.toml", known_metrics(), known_probes())
+    t = load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())
     expected = {"GAS", "GLD", "ADD", "DA_score", "stereo_score", "crows_stereo", "BPR", "toxicity"}
     assert expected <= set(t.regression)
     for m in t.regression.values():

@@ -21,7 +21,9 @@ import pytest
 
 from bias_core.regression import ITEMS_FILE, read_items, write_items
 
-REPO = Path(__file__).resolve().parents[1]
+from paths import REPO
+
+pytestmark = pytest.mark.slow  # every test runs whole audits in subprocesses (~3 min in all)
 SELECT = "template-color or template-hobby"  # GAS, GLD, ADD of two probes: audits and their regression tests
 KEYS = {(p, m) for p in ("template-color", "template-hobby") for m in ("GAS", "GLD", "ADD")}
 

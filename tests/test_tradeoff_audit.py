@@ -37,6 +37,7 @@ def _run_folder(pytester):
     return sorted((pytester.path / "reports").iterdir())[-1]
 
 
+@pytest.mark.slow
 def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_model_dir, tmp_path):  # noqa: F811
     """Each of CDS, ER and SentenceDebias is built at the paper's released strength, re-audits the
     disclosure probe with paired reductions against the original, gets the over-debiasing
@@ -76,6 +77,7 @@ def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_mod
 LIMITS = {"DA_score_drop": 0.05, "perplexity_rise": 0.10, "lm_score_drop": 5.0}  # the repository's thresholds.toml
 
 
+@pytest.mark.slow
 def test_sweep_runs_in_the_audit_and_embeds_its_figures(audit_project, tiny_model_dir, tmp_path):  # noqa: F811
     """--mitigation-sweep end to end on a one-point grid (SentenceDebias needs no training): the
     point's guards are gated audit rows, the run folder gets tradeoff.csv, tradeoff_info.json and
@@ -202,6 +204,7 @@ def test_bad_sweep_values_name_the_problem(value, expected):
     (["--mitigation-sweep", "cds=1.2"], "*--mitigation-sweep cds=1.2*out of range*swap rate*"),
     (["--mitigation", "cds,sd"], "*--mitigation sd: unknown; choose from*sentence-debias*"),
 ])
+@pytest.mark.slow
 def test_bad_sweep_and_method_are_usage_errors_before_any_model_loads(audit_project, tiny_model_dir, args,  # noqa: F811
                                                                        expected):
     result = audit_project.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
