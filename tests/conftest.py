@@ -61,14 +61,30 @@ def _no_patch_leaks_into_an_import():
                     + "; ".join(leaked) + ". " + LEAK_FIX, pytrace=False)
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption("--test-order", default="", metavar="reverse|shuffle[:SEED]",
+                     help="run the collected tests in reverse or in a seeded random order, to find tests that "
+                          "depend on what ran before them (docs/testing.md)")
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects
 def pytest_collection_modifyitems(config, items) -> None:
     """A test marked ``slow_on_cpu`` is slow in its cpu case: a whole audit on the tiny model
-    takes a minute on two busy cores, and the fast tier runs its cuda case on a GPU machine."""
+    takes a minute on two busy cores, and the fast tier runs its cuda case on a GPU machine.
+    ``--test-order`` reorders (every xdist worker the same way: the seed is fixed)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         if item.get_closest_marker("slow_on_cpu") and callspec is not None and callspec.params.get("device") == "cpu":
             item.add_marker(pytest.mark.slow)
+    order = config.getoption("--test-order")
+    if order == "reverse":
+        items.reverse()
+    elif order.startswith("shuffle"):
+        import random
+
+        random.Random(int(order.partition(":")[2] or 0)).shuffle(items)
+    elif order:
+        raise pytest.UsageError(f"--test-order {order}: expected reverse, shuffle or shuffle:SEED")
 
 
 def bias_core_cache_dir() -> Path:
