@@ -15,7 +15,8 @@ if [ $# -eq 0 ]; then
         tests/test_memory.py tests/test_adapter.py tests/test_mitigation_train.py tests/test_mitigation_compare.py \
         tests/test_objectives.py tests/test_sentence_debias.py tests/test_classifiers.py -m "not slow"
 fi
-OUT=$(mktemp -d)
+OUT=${FP32_MATRIX_LOGS:-$(mktemp -d)}  # the comparisons of each configuration stay here (JSON lines)
+mkdir -p "$OUT"
 for cap in default avx2; do
     for threads in 1 2 4; do
         log="$OUT/$cap-$threads.jsonl"
@@ -37,4 +38,4 @@ EOF
     done
 done
 unset ATEN_CPU_CAPABILITY
-rm -rf "$OUT"
+echo "comparisons logged in $OUT"

@@ -15,7 +15,7 @@ from bias_core.probes.base import Probe
 from bias_core.probes.da_gender import load_da_gender
 from bias_core.runners.da_gender import run_da_score
 from bias_core.suites.disclosure import PAPER_DECODING, DisclosureAudit
-from tolerances import Forward, add_atol, assert_close, assert_close_logprobs, gld_atol, longest_word_tokens
+from tolerances import Forward, add_atol, assert_close, assert_close_logprobs, gld_atol, longest_word_tokens, value_atol
 
 PAPER_WORDS = {"female": ["she", "her", "her", "hers", "herself"], "male": ["he", "his", "him", "his", "himself"]}
 # The project's lexicon before issue 13, written out here so that a change to it is caught.
@@ -227,7 +227,8 @@ def check_da_score_against_direct(lm, probe: Probe) -> None:
         tokens = [len(tok(s, add_special_tokens=False)["input_ids"]) for s in (item.prompt, item.meta["wrong_sentence"])]
         for k, key in enumerate(("mean", "total")):
             direct[key][0].append(right[k] - wrong[k])
-            direct[key][1].append(sum(sizes.word_logprob_atol(n if key == "total" else 1) for n in tokens))
+            direct[key][1].append(sum(sizes.word_logprob_atol(n if key == "total" else 1) for n in tokens)
+                                  + value_atol(right[k], wrong[k]))
     for causal in ("mean", "total"):
         got = run_da_score(lm, probe) if causal == "mean" else run_da_score(lm, probe, causal="total")
         assert got.breakdown["definition"] == {"articles": "paper", "causal_likelihood": causal}
