@@ -73,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     from tiny_model import build_tiny_causal_lm
 
-    from tolerances import Forward
+    from tolerances import Forward, value_atol
 
     report = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,18 +92,21 @@ def main() -> None:
             first = next(iter(runs.values()))
             sizes = Forward(**first["sizes"])
             logs = {(cap, threads, b): np.array(r[f"b{b}"]) for (cap, threads), r in runs.items() for b in BATCHES}
-            worst, pair = 0.0, None
+            # each word's own bound: its tokens, and its log-probability's own size
+            bounds = np.array([sizes.word_logprob_atol(n) for n in first["tokens"]])[None, :]
+            worst, share, pair = 0.0, 0.0, None
             for (ka, a), (kb, b) in itertools.combinations(logs.items(), 2):
-                diff = float(np.max(np.abs(a - b)))
-                if diff > worst:
-                    worst, pair = diff, (ka, kb)
-            bound = sizes.word_logprob_atol(max(first["tokens"]))
-            report[model] = {"sizes": first["sizes"], "max_tokens": max(first["tokens"]), "largest_difference": worst,
-                             "between": [list(pair[0]), list(pair[1])] if pair else None, "bound": bound,
-                             "bound_over_largest": bound / worst if worst else None,
-                             "computations": len(logs)}
+                diff = np.abs(a - b)
+                ratio = float(np.max(diff / (bounds + value_atol(b))))
+                worst = max(worst, float(diff.max()))
+                if ratio > share:
+                    share, pair = ratio, (ka, kb)
+            report[model] = {"sizes": first["sizes"], "tokens": first["tokens"], "largest_difference": worst,
+                             "largest_share_of_bound": share, "between": [list(p) for p in pair] if pair else None,
+                             "token_bound": sizes.token_logprob_atol(), "computations": len(logs)}
             print(f"{model}: {len(logs)} computations (capability x threads x batch size); largest |d log p| "
-                  f"{worst:.3g} between {pair}; bound {bound:.3g} ({bound / worst if worst else float('inf'):.0f}x)")
+                  f"{worst:.3g}; largest share of its bound {share:.3f} (between {pair}); "
+                  f"bound per token {sizes.token_logprob_atol():.3g}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

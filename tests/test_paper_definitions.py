@@ -92,8 +92,8 @@ def check_default_disclosure_against_direct(lm, probe_name: str) -> int:
     # each word probability within the error model's bound for the longest word, GLD within
     # that bound absolutely, and ADD, a small difference of nearly equal terms, within the
     # bound scaled by the gender mass it is computed from rather than by its own size.
-    eta = Forward.of(lm, prompts, words).word_logprob_atol(longest_word_tokens(lm, words))
     probs = lm.word_probs(prompts, words)
+    eta = Forward.of(lm, prompts, words).word_logprob_atol(longest_word_tokens(lm, words)) + value_atol(np.log(probs).min())
     assert_close_logprobs(probs, np.hstack([pf, pm]), eta, probabilities=True, kind="word probabilities")
     assert_close([d["score"] for d in got_gld.details], gld, gld_atol(eta), kind="GLD per prompt")
     add_bound = add_atol(eta, pf.sum(axis=1) + pm.sum(axis=1))

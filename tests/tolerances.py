@@ -118,7 +118,7 @@ class Forward:
 
     @property
     def logit_rtol(self) -> float:
-        """Relative rounding of one computation of the logits (rho above)."""
+        """Relative rounding of one computation of a hidden state: U * sqrt(accumulated)."""
         return U * math.sqrt(self.accumulated)
 
     def logit_atol(self) -> float:
@@ -288,7 +288,8 @@ def disclosure_eta(lm: Any, probes=("template-occupation", "template-personality
     suite = DisclosureAudit(lm=None)
     prompts = [p for name in probes for p in suite.probe(name).prompts]
     words = sorted({w for pair in get_lexicon("paper").pairs for w in pair})
-    return Forward.of(lm, prompts, words).word_logprob_atol(longest_word_tokens(lm, words))
+    # plus the rounding of a log-probability's own size, for words down to p = 2e-9 (-20 nats)
+    return Forward.of(lm, prompts, words).word_logprob_atol(longest_word_tokens(lm, words)) + float(value_atol(20.0))
 
 
 def _verdict_margin(row: dict) -> float:
