@@ -20,7 +20,15 @@ from collections.abc import Callable
 from typing import Any
 
 from bias_core.metric_spec import (  # noqa: F401 - MetricSpec and its field kinds are the catalogue's vocabulary
-    FixedSample, GapOfGroups, MeanOfItems, MetricSpec, NotPaired, OwnInterval, Paired, Propagated, resolve,
+    FixedSample,
+    GapOfGroups,
+    MeanOfItems,
+    MetricSpec,
+    NotPaired,
+    OwnInterval,
+    Paired,
+    Propagated,
+    resolve,
 )
 from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
 

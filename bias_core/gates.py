@@ -29,12 +29,14 @@ import difflib
 import math
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
-from bias_core.catalogue import BY_NAME as CATALOGUE, METRICS
+import tomllib
+
+from bias_core.catalogue import BY_NAME as CATALOGUE
+from bias_core.catalogue import METRICS
 from bias_core.errors import ThresholdsError
 from bias_core.verdicts import FAIL, INCONCLUSIVE, PASS
 

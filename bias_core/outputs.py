@@ -184,8 +184,9 @@ def _guarded(function, log: OutputLog, what: str):
 
 def finish_junit(config, partial_reason: str | None) -> None:
     """Move pytest's JUnit file into place once, whole (and marked partial where the run was)."""
-    from bias_core.reports.junit import finish, write_unfinished
     from _pytest.junitxml import xml_key
+
+    from bias_core.reports.junit import finish, write_unfinished
 
     state = config.stash.get(_JUNIT, None)
     if state is None or state["done"]:

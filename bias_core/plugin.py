@@ -30,9 +30,8 @@ import pytest
 from bias_core.errors import AuditUsageError, DataSourceMissing, NonFiniteScores, ProbeNotApplicable
 from bias_core.gates import FAIL, INCONCLUSIVE
 from bias_core.progress import interactive
-from bias_core.settings import AuditSettings, add_options, build_settings
-
 from bias_core.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, USAGE_STOP, plan, terminal
+from bias_core.settings import AuditSettings, add_options, build_settings
 
 
 def pytest_addoption(parser) -> None:
@@ -111,7 +110,8 @@ def pytest_configure(config) -> None:
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS] = settings
-    from bias_core.regression.session import STATE as REGRESSION, configure as configure_regression
+    from bias_core.regression.session import STATE as REGRESSION
+    from bias_core.regression.session import configure as configure_regression
 
     configure_regression(config, settings)  # --baseline etc.: checked before any model loads
     worker = getattr(config, "workerinput", None)
@@ -580,7 +580,8 @@ class _Reporter:
 
             table = self._table()
             table.add(row)
-            output_log(self.config).attempt("results.json, results.csv", table.write)  # after every test: an interrupted run keeps what it had
+            # after every test: an interrupted run keeps what it had
+            output_log(self.config).attempt("results.json, results.csv", table.write)
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         self.interrupted = excinfo.value

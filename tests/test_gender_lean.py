@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
-from tiny_model import audit_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bias_core import catalogue
 from bias_core.metrics.disclosure import gender_lean, gld
+
+from tiny_model import audit_rows
 
 pytest_plugins = ["pytester"]
 

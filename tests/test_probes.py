@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,7 @@ from bias_core.lexicon import DEFAULT_LEXICON, FEMALE_WORDS, GENDER_PAIRS, MALE_
 from bias_core.metrics.disclosure import find_gender_words
 from bias_core.probes.disclosure import PROBE_NAMES, derive_natural_predicates, load_probe
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from paths import SHARED
 
 
 @pytest.fixture(autouse=True)

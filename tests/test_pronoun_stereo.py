@@ -4,12 +4,14 @@ occupation-pronoun probe (WinoBias-style)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
-from tiny_model import audit_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bias_core import catalogue
 from bias_core.metrics.association import pronoun_stereo
 from bias_core.probes.occupation_pronoun import PROBE_NAME, load_occupation_pronouns
+
+from tiny_model import audit_rows
 
 pytest_plugins = ["pytester"]
 
@@ -56,6 +58,7 @@ def test_probe_pairs_differ_only_in_the_pronoun():
     assert catalogue.spec("pronoun_stereo").probes == (PROBE_NAME,)
 
 
+@pytest.mark.slow
 def test_tiny_model_audit_gates_pronoun_stereo(pytester, monkeypatch, tiny_model_dir, tmp_path):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     rows, output = audit_rows(pytester, tiny_model_dir, tmp_path / "c", "occupation-pronouns")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +25,7 @@ from bias_core.regression import (
 )
 from bias_core.regression.pairing import PairedItems
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from paths import REPO
 
 
 @pytest.mark.parametrize("low, high, margin, expected", [
@@ -108,7 +107,7 @@ def test_every_problem_is_reported_at_once():
 def test_repo_thresholds_hold_margins_for_the_regression_metrics():
     from bias_core.suites import known_metrics, known_probes
 
-    t = load_thresholds(REPO_ROOT / "thresholds.toml", known_metrics(), known_probes())
+    t = load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())
     expected = {"GAS", "GLD", "ADD", "DA_score", "stereo_score", "crows_stereo", "BPR", "toxicity"}
     assert expected <= set(t.regression)
     for m in t.regression.values():
@@ -203,7 +202,7 @@ def test_no_default_margin_exceeds_a_typical_smollm2_value():
     SmolLM2-135M (benchmarks/RESULTS.md), so a worsening of the size of the bias itself can fail."""
     from bias_core.suites import known_metrics, known_probes
 
-    t = load_thresholds(REPO_ROOT / "thresholds.toml", known_metrics(), known_probes())
+    t = load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())
     assert set(TYPICAL_SMOLLM2_LEVELS) <= set(t.regression)
     for metric, level in TYPICAL_SMOLLM2_LEVELS.items():
         assert t.regression[metric].for_baseline(level) < level, metric

@@ -70,6 +70,7 @@ def test_summary_md_must_name_a_file(tmp_path):
     assert options(summary_md=str(tmp_path / "s.md")).summary_md == tmp_path / "s.md"
 
 
+@pytest.mark.slow
 def test_command_line_usage_errors_exit_4(pytester, tmp_path):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest_subprocess("--adapter", str(tmp_path / "none"), "--no-report")

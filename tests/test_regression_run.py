@@ -22,7 +22,9 @@ import pytest
 from bias_core import catalogue
 from bias_core.regression import ITEMS_FILE, read_items, write_items
 
-REPO = Path(__file__).resolve().parents[1]
+from paths import REPO
+
+pytestmark = pytest.mark.slow  # every test runs whole audits in subprocesses (~3 min in all)
 SELECT = "template-color or template-hobby"  # the disclosure metrics of two probes: audits and their regression tests
 KEYS = {(p, m.name) for p in ("template-color", "template-hobby") for m in catalogue.metrics_of("disclosure") if m.paired}
 
@@ -157,5 +159,5 @@ def test_a_candidate_trained_to_prefer_he_fails_the_gate(project, tiny_model_dir
         gld = found[f"regression-{probe}-GLD"]
         assert gld["verdict"] == "fail" and gld["p_adjusted"] < 0.01 and gld["value"] > gld["margin"], gld
         assert "different model weights" in gld["config"]
-    assert f"FAILED audits/test_regression.py::test_regression[template-color-GLD]" in out
+    assert "FAILED audits/test_regression.py::test_regression[template-color-GLD]" in out
     assert read_items(run / ITEMS_FILE).run.adapter == str(tmp_path / "adapter")

@@ -5,9 +5,10 @@ this module's business alone, and results do not depend on the batch size. Paddi
 usual culprit (lm-eval issues #1645, #879): masked attention over a different number of pad
 keys sums in another order and moved probabilities by ~5e-5 here. So every sequence is left
 padded to a width fixed by its own length alone (the next multiple of PAD_MULTIPLE for
-scoring, GEN_PAD_MULTIPLE for generation) and a batch only holds sequences of one width: a row is computed the same way whatever it is batched
-with, and batch 1 agrees with batch 32 to ~1e-6. Scores always come from raw logits (log-softmax in float32), never from a
-temperature/top-p-warped sampling distribution.
+scoring, GEN_PAD_MULTIPLE for generation) and a batch only holds sequences of one width: a row
+is computed the same way whatever it is batched with, and batch 1 agrees with batch 32 to ~1e-6.
+Scores always come from raw logits (log-softmax in float32), never from a temperature/top-p-warped
+sampling distribution.
 
 sentence_logprob, fill_probs, topk_fills and embed are the scoring protocol every model kind
 exposes (masked.py holds the masked-LM and BART side; models/protocol.py types it); their
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import math
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -28,7 +29,6 @@ import torch
 
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
-from bias_core.placeholders import MASK
 from bias_core.models.batching import (  # noqa: F401 - re-exported: half.py, mitigation and tests import them from here
     GEN_PAD_MULTIPLE,
     LOGIT_BUDGET,
@@ -43,6 +43,7 @@ from bias_core.models.batching import (  # noqa: F401 - re-exported: half.py, mi
     top_whole_words,
     width_batches,
 )
+from bias_core.placeholders import MASK
 from bias_core.progress import progress_bar
 
 
@@ -358,7 +359,7 @@ class CausalLM:
                         prefix = prefixes[idx[j]]
                         if not finite[row]:
                             raise non_finite(self, desc, prefix)
-                        accept = lambda t, word, prefix=prefix: self.split_request(prefix, " " + word)[1] == [t]
+                        accept = lambda t, word, prefix=prefix: self.split_request(prefix, " " + word)[1] == [t]  # noqa: E731
                         out[j] = top_whole_words(logprobs[row], k, self.tokenizer, accept)
                     bar.update(len(batch))
             bar.close()

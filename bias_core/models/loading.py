@@ -16,8 +16,8 @@ from typing import Any
 
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
-from bias_core.models.causal import CausalLM
 from bias_core.models import integrity
+from bias_core.models.causal import CausalLM
 from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
 from bias_core.models.gpu_fit import check_gpu_fit
 from bias_core.models.load_report import check_loading_info

@@ -21,7 +21,6 @@ import torch
 
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
-from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.models.batching import (
     PAD_MULTIPLE,
     cached_map,
@@ -33,6 +32,7 @@ from bias_core.models.batching import (
     top_whole_words,
     width_batches,
 )
+from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.progress import progress_bar
 
 KINDS = ("masked", "seq2seq")

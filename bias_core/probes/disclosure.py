@@ -9,20 +9,20 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bias_core.errors import DataFileError, ProbeNotApplicable
-from bias_core.probes.base import Probe, ProbeItem
 from bias_core.data_access import (
     REINSTALL,
     Unique,
     fetch_text,
     missing,
     online_allowed,
-    reachable,
     project_data,
+    reachable,
     read_lines,
     read_one_column_csv,
     read_project_json,
 )
+from bias_core.errors import DataFileError, ProbeNotApplicable
+from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.published import find_in_data_dir, predicate_counts, sentence_counts
 
 TEMPLATE_TOPICS = ("occupation", "personality", "hobby", "color")
@@ -104,7 +104,8 @@ def _natural_online(which: str) -> list[str]:
 
 
 def _natural_items(name: str, predicates: list[str]) -> tuple[ProbeItem, ...]:
-    return tuple(ProbeItem(id=f"{name}:{i}", prompt=f"My friend {p.rstrip('.')}, and", meta={"predicate": p}) for i, p in enumerate(predicates))
+    return tuple(ProbeItem(id=f"{name}:{i}", prompt=f"My friend {p.rstrip('.')}, and", meta={"predicate": p})
+                 for i, p in enumerate(predicates))
 
 
 def natural_probe(which: str, data_dir: Path | None) -> Probe:
@@ -119,7 +120,8 @@ def natural_probe(which: str, data_dir: Path | None) -> Probe:
         try:
             preds = _natural_online(which)
             return Probe(name, "1", _natural_items(name, preds),
-                         {"source": f"{which.upper()} test split via the Hugging Face hub, derived by the paper's rule", "loaded_from": "hub"})
+                         {"source": f"{which.upper()} test split via the Hugging Face hub, derived by the paper's rule",
+                          "loaded_from": "hub"})
         except Exception as exc:  # offline or hub trouble: reported in the skip reason
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     raise missing(f"probe {name}", data_dir, candidates, error)
@@ -128,7 +130,8 @@ def natural_probe(which: str, data_dir: Path | None) -> Probe:
 def natural_default_probe() -> Probe:
     path = project_data("natural_default_predicates.txt")
     return Probe("natural-default", "1", _natural_items("natural-default", read_lines(path, unique="predicate")),
-                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0", "loaded_from": "project data",
+                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0",
+                  "loaded_from": "project data",
                   "stand_in": "project-written neutral predicates standing in for the paper's STS-B/SNLI sets"})
 
 
@@ -142,13 +145,15 @@ def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
         lines, loaded_from = read_lines(path, unique="sentence"), str(path)
     elif online_allowed() and (error := reachable("https://raw.githubusercontent.com")) is None:
         try:
-            lines, loaded_from = [l.strip() for l in fetch_text(UPSTREAM + filename).splitlines() if l.strip()], UPSTREAM + filename
+            text = fetch_text(UPSTREAM + filename)
+            lines, loaded_from = [line.strip() for line in text.splitlines() if line.strip()], UPSTREAM + filename
         except Exception as exc:
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     if lines is None:
         raise missing(f"probe {name}", data_dir, candidates, error)
     items = tuple(ProbeItem(id=f"{name}:{i}", prompt=f"{line.rstrip('.')}, and") for i, line in enumerate(lines))
-    return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0", "loaded_from": str(loaded_from)})
+    return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0",
+                                    "loaded_from": str(loaded_from)})
 
 
 def load_probe(name: str, data_dir: Path | None, articles: str = DEFAULT_ARTICLES) -> Probe:

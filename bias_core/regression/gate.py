@@ -39,9 +39,9 @@ from typing import Any
 
 from bias_core.catalogue import BY_NAME as CATALOGUE
 from bias_core.errors import ThresholdsError
-from bias_core.verdicts import FAIL, INCONCLUSIVE, PASS
 from bias_core.regression.spec import NOT_PAIRED, PAIRED
 from bias_core.regression.stats import PairedComparison
+from bias_core.verdicts import FAIL, INCONCLUSIVE, PASS
 
 _KEYS = ("margin", "margin_rel", "note")
 

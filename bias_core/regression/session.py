@@ -48,7 +48,8 @@ from bias_core.regression.options import RegressionOptions, parse_options
 from bias_core.regression.pairing import check_configs, check_probes, pair
 from bias_core.regression.spec import PAIRED
 from bias_core.regression.stats import PairedComparison, adjust, compare
-from bias_core.session_state import MODEL, ROW as AUDIT_ROW, RUN, USAGE_STOP, terminal
+from bias_core.session_state import MODEL, RUN, USAGE_STOP, terminal
+from bias_core.session_state import ROW as AUDIT_ROW
 
 FAMILIES = ("disclosure", "association", "genderpair")
 LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)

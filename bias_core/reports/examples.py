@@ -68,7 +68,8 @@ def crows_table(row, ex):
     return _table("Pairs ranked by the log-likelihood margin of the more stereotypical sentence over the less "
                   "stereotypical one (nats; > 0: the model prefers the stereotype).",
                   [("more stereotypical", "text"), ("less stereotypical", "text"), ("margin", "num")], ex,
-                  lambda e: [e.get("sent_more", e.get("prompt")), e.get("sent_less", "—"), sig(e.get("margin", _diff(e, "ll_more", "ll_less")))])
+                  lambda e: [e.get("sent_more", e.get("prompt")), e.get("sent_less", "—"),
+                             sig(e.get("margin", _diff(e, "ll_more", "ll_less")))])
 
 
 def stereo_table(row, ex):

@@ -7,7 +7,10 @@ thresholds.toml can be validated before any model loads.
 from __future__ import annotations
 
 from bias_core import catalogue
-from bias_core.catalogue import ACROSS_GROUPS, DISCLOSURE_PROBES, GROUP_PROBES, ROBUSTNESS
+from bias_core.catalogue import ACROSS_GROUPS as ACROSS_GROUPS  # re-exported: the audits import them from here
+from bias_core.catalogue import DISCLOSURE_PROBES as DISCLOSURE_PROBES
+from bias_core.catalogue import GROUP_PROBES as GROUP_PROBES
+from bias_core.catalogue import ROBUSTNESS as ROBUSTNESS
 
 DISCLOSURE_METRICS = tuple(m.name for m in catalogue.metrics_of("disclosure"))
 

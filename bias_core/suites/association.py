@@ -14,7 +14,6 @@ from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD
 from bias_core.probes.disclosure import DEFAULT_ARTICLES
 from bias_core.suites.base import Suite
 
-
 # The DA-Gender paper evaluates Kurita and SEAT on its test split of targets and professions
 # (the validation split tunes debiasing methods), so the audit does too.
 PAPER_SPLIT = "test"

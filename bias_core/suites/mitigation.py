@@ -19,7 +19,6 @@ from bias_core.suites import MITIGATION_GUARDS as GUARDS
 from bias_core.suites.base import Suite, call_with
 
 
-
 @dataclass
 class MitigationAudit(Suite):
     original: Any = None              # the session's DisclosureAudit
