@@ -35,9 +35,9 @@ WORDS = ["she", "he", "her", "his", "him", "hers", "herself", "himself", "woman"
 
 
 def _handle(model: str, folder: Path):
-    from conftest import bias_core_cache_dir, load_tiny
-
     from bias_core.models import LoadOptions, load_model, resolve_model
+
+    from conftest import bias_core_cache_dir, load_tiny
 
     if model == "tiny":
         return load_tiny(folder)
@@ -72,7 +72,6 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     from tiny_model import build_tiny_causal_lm
-
     from tolerances import Forward, value_atol
 
     report = {}
