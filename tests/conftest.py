@@ -128,7 +128,8 @@ def load_tiny(folder, device: str = "cpu", dtype: str = "float32", **options):
     """A handle on a tiny test model on ``device`` (float32 unless asked), without progress bars."""
     from bias_core.models import LoadOptions, load_model, resolve_model
 
-    options.setdefault("cache_dir", Path(folder) / "unused-cache")
+    # Beside the folder, never inside it: the folder is a model other tests copy file by file.
+    options.setdefault("cache_dir", Path(folder).parent / f"{Path(folder).name}-unused-cache")
     options.setdefault("use_cache", False)
     return load_model(resolve_model(str(folder)), LoadOptions(device=device, dtype=dtype, progress=False, **options))
 

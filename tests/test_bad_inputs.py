@@ -455,7 +455,8 @@ def fake_gguf(tmp_path, tiny_model_dir, monkeypatch):
     def dequantize(path, out):
         calls.append(path)
         for f in tiny_model_dir.iterdir():
-            shutil.copy(f, out / f.name)
+            if f.is_file():
+                shutil.copy(f, out / f.name)
 
     monkeypatch.setattr(gguf_cache, "dequantize", dequantize)
     return gguf, calls
