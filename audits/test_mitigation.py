@@ -8,8 +8,9 @@ damage guards (DA-score, held-out perplexity, StereoSet LM-score).
 
 import pytest
 
+from bias_core import catalogue
 from bias_core.mitigation.names import WEIGHT_CHANGING
-from bias_core.suites import DISCLOSURE_METRICS, DISCLOSURE_PROBES, MITIGATION_GUARDS
+from bias_core.suites import DISCLOSURE_PROBES, MITIGATION_GUARDS
 
 NO_MITIGATION = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no --mitigation given"), id="none")
 
@@ -23,8 +24,8 @@ def _names(config):
 def pytest_generate_tests(metafunc):
     names = _names(metafunc.config)
     if metafunc.function.__name__ == "test_mitigation_reduces_bias":
-        cases = [pytest.param(v, p, f"{m}_reduction", id=f"{v}-{p}-{m}_reduction")
-                 for v in names for p in DISCLOSURE_PROBES for m in DISCLOSURE_METRICS]
+        cases = [pytest.param(v, p, m.name, id=f"{v}-{p}-{m.name}")
+                 for v in names for p in DISCLOSURE_PROBES for m in catalogue.reductions() if p in m.probes]
         metafunc.parametrize(("variant", "probe", "metric"), cases or [NO_MITIGATION])
     else:
         cases = [pytest.param(v, p, m, id=f"{v}-{m}")
@@ -34,7 +35,7 @@ def pytest_generate_tests(metafunc):
 
 @pytest.mark.audit(family="mitigation")
 def test_mitigation_reduces_bias(variant, probe, metric, mitigation_audit, gate):
-    result = mitigation_audit.reduction(variant, probe, metric.removesuffix("_reduction"))
+    result = mitigation_audit.reduction(variant, probe, catalogue.spec(metric).of)
     gate(result, probe=probe, metric=metric, variant=variant)
 
 

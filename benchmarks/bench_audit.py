@@ -147,7 +147,8 @@ def main() -> None:
         (f"scoring: word probabilities, {len(prompts)} prompts x {len(words)} words",
          f"{scoring['gflops']:.0f} GFLOP/s ({scoring['seconds']:.2f} s; {scoring['body_tokens']} tokens, "
          f"{scoring['pad_tokens']} pad)", f"{scoring['gflops'] / peak:.2f} of peak"),
-        ("greedy generation, batch 32, 50 new tokens", f"{gen['tok_s']:.0f} new tokens/s ({gen['new_tokens']} in {gen['seconds']:.1f} s)", ""),
+        ("greedy generation, batch 32, 50 new tokens",
+         f"{gen['tok_s']:.0f} new tokens/s ({gen['new_tokens']} in {gen['seconds']:.1f} s)", ""),
     ]
     if not args.skip_audit:
         cache = Path(tempfile.mkdtemp(prefix="bias-bench-"))

@@ -178,7 +178,6 @@ def _prompts(n: int) -> list[str]:
 
 def stage_generate(args, work: Path) -> dict:
     import torch
-    from transformers import AutoModelForCausalLM
 
     from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model
 

@@ -17,10 +17,10 @@ continuation). It bounds the file's size for any model in seconds.
 from __future__ import annotations
 
 import argparse
+import gzip
 import sys
 import tempfile
 import time
-import gzip
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,11 +34,11 @@ from bias_core.settings import default_cache_dir  # noqa: E402
 
 def suites(lm, data_dir, seed):
     """(suite, {probe: metrics}) of the default audit's families (bias_core.suites at this commit)."""
+    from bias_core.probes.disclosure import PROBE_NAMES
     from bias_core.suites import ASSOCIATION_CASES, DISCLOSURE_METRICS, genderpair_cases
     from bias_core.suites.association import AssociationAudit
     from bias_core.suites.disclosure import DisclosureAudit
     from bias_core.suites.genderpair import GenderPairAudit
-    from bias_core.probes.disclosure import PROBE_NAMES
 
     gp = GenderPairAudit(lm, data_dir=data_dir, seed=seed)
     proxy = bool(getattr(gp.scorer("regard"), "is_proxy", False))
@@ -52,9 +52,9 @@ def synthetic_blocks(data_dir, seed: int = 0) -> tuple[list, list[str]]:
     import random
     from types import SimpleNamespace
 
-    from bias_core.suites.factory import make_suite
-    from bias_core.regression import MetricItems, ItemValue, probe_sha256
+    from bias_core.regression import ItemValue, MetricItems, probe_sha256
     from bias_core.regression.session import regression_cases
+    from bias_core.suites.factory import make_suite
 
     settings = SimpleNamespace(data_dir=data_dir, seed=seed, lexicon="paper", articles="paper",
                                causal_likelihood="mean", genderpair_sample=216, toxicity_classifier="offline",

@@ -52,10 +52,10 @@ def timed(fn):
 
 
 def bench_crows(model: str, data_dir: Path, repeats: int, fp32, exact, half) -> list[tuple[str, str, str]]:
-    from check_crows_fidelity import TASK, crows_csv, model_folder
-
-    from bias_core.runners.preference import run_crows
     from bias_core.probes.crows_pairs import crows_pairs_probe
+    from bias_core.runners.preference import run_crows
+
+    from check_crows_fidelity import TASK, crows_csv, model_folder
 
     probe = crows_pairs_probe(data_dir)
     from lm_eval.models.huggingface import HFLM

@@ -16,7 +16,8 @@ binds, how far a probe got depends on the machine's speed, and the row says "bud
 
 Each metric's items are fed to its CS in the order of the units (never in the order a metric
 sorts its details), so the intervals at successive looks are one confidence sequence. How each
-metric's interval is formed is in ``FORMS`` and the README ("Adaptive samples").
+metric's interval is formed is its catalogue entry's ``sampling`` (``bias_core/metric_spec.py``;
+docs/sampling.md).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from bias_core import catalogue
 from bias_core.gates import INCONCLUSIVE, verdict
+from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, Sampling, resolve
 from bias_core.sequential import DEFAULT_ALPHA, confidence_sequence, gap_interval, split_alpha
 
 # Stopping reasons, as the report shows them.
@@ -47,9 +50,6 @@ DEFAULT_BUDGET_S: float | None = None
 # GenderPair prompt): sized so the default audit stays within its time target (benchmarks/).
 PROBE_CAPS = {"genderpair-group1": 256, "genderpair-group2": 256, "genderpair-group3": 256,
               "genderpair-robustness": 128}
-# ADD's per-item bound is (1 + K eps) ln 2 for K pairs and eps = 1e-10 (bias_core.sequential);
-# the slack covers any lexicon of up to 10^4 pairs.
-ADD_HIGH = math.log(2.0) * (1.0 + 1e-6)
 
 
 # The probes whose items are a sample from a larger pool (GenderPair's are added by plan_for).
@@ -216,25 +216,10 @@ def gbm_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[fl
     return terms[0][0] + terms[1][0], terms[0][1] + terms[1][1]
 
 
-# metric -> how its interval is formed from the result (on a prefix) and the sampling order.
-Form = Callable[[Any, Mapping[str, int], float], tuple[float, float]]
-FORMS: dict[str, Form] = {
-    **dict.fromkeys(("GAS", "GLD", "DA_score", "BPR", "toxicity", "regard_negative", "regard_proxy_negative"),
-                    lambda r, rank, a: mean_interval(r, rank, a)),
-    "ADD": lambda r, rank, a: mean_interval(r, rank, a, high=ADD_HIGH),
-    "crows_stereo": lambda r, rank, a: mean_interval(r, rank, a, scale=100.0),
-    "GBM": gbm_interval,
-    "BPR_spread": spread_interval,
-}
-# Gap metrics: (metric on each group, the column of its details that the gap compares).
-GAPS = {"BPR_gap": ("BPR", "score"), "toxicity_gap": ("toxicity", "score"),
-        "regard_negative_gap": ("regard_negative", "score"), "regard_positive_gap": ("regard_negative", "positive"),
-        "regard_proxy_negative_gap": ("regard_proxy_negative", "score"),
-        "regard_proxy_positive_gap": ("regard_proxy_negative", "positive")}
-
-
-def can_adapt(metric: str) -> bool:
-    return metric in FORMS or metric in GAPS
+def sampling_form(metric: str) -> Sampling:
+    """The metric's catalogue ``sampling``; a metric the catalogue does not know has no form."""
+    found = catalogue.BY_NAME.get(metric)
+    return FixedSample("not in the catalogue") if found is None else found.sampling
 
 
 # ----- the loop ---------------------------------------------------------------------------------
@@ -284,7 +269,8 @@ def adapt(suite: Any, probe: str, metric: str, parts: Sequence[str]) -> Any:
         n = min(plan.fixed_n, min(pool_units(suite.probe(p)) for p in parts))
         result = suite.at_size(n).checked(probe, metric)
         return fixed_sampling(result, f"fixed {plan.fixed_n}", items=n)
-    if not can_adapt(metric):  # no bounded form: the whole pool, fixed
+    form = sampling_form(metric)
+    if isinstance(form, FixedSample):  # no bounded form: the whole pool, fixed
         return fixed_sampling(suite.checked(probe, metric), "fixed (no bounded per-item form)")
     pools = [suite.probe(p) for p in parts]
     pool = min(pool_units(p) for p in pools)
@@ -299,23 +285,26 @@ def adapt(suite: Any, probe: str, metric: str, parts: Sequence[str]) -> Any:
         gate = None
 
     def interval(result: Any, n: int) -> tuple[float, float]:
-        if metric in GAPS:
-            base, column = GAPS[metric]
-            groups = [suite.at_size(n).checked(p, base) for p in parts]
-            return gap_of_means(groups, rank, plan.alpha, column=column)
-        return FORMS[metric](result, rank, plan.alpha)
+        if isinstance(form, GapOfGroups):
+            groups = [suite.at_size(n).checked(p, form.of) for p in parts]
+            return gap_of_means(groups, rank, plan.alpha, column=form.column)
+        if isinstance(form, MeanOfItems):
+            return mean_interval(result, rank, plan.alpha, low=form.low, high=form.high, scale=form.scale,
+                                 column=form.column)
+        return resolve(form.function)(result, rank, plan.alpha)
 
     return run_adaptive(plan, gate, pool, cap, lambda n: _look(suite.at_size(n), probe, metric), interval)
 
 
 def _look(copy: Any, probe: str, metric: str) -> Any:
-    """One look's result. Under --precision exact, GLD and ADD are computed in fp32: the derived
-    half-precision error bounds a bootstrap endpoint, not a confidence sequence's (its bets are
-    not Lipschitz in the items), so only fp32 values keep exact mode's promise of fp32's verdict."""
-    from bias_core.precision_gate import PROPAGATED
+    """One look's result. Under --precision exact, the metrics whose half-precision error is
+    propagated (GLD, ADD) are computed in fp32: the derived error bounds a bootstrap endpoint, not
+    a confidence sequence's (its bets are not Lipschitz in the items), so only fp32 values keep
+    exact mode's promise of fp32's verdict."""
+    from bias_core.precision_gate import is_propagated
 
     check = copy.precision_check
-    if metric in PROPAGATED and getattr(copy.lm, "precision", None) == "exact" and hasattr(check, "_twin"):
+    if is_propagated(metric) and getattr(copy.lm, "precision", None) == "exact" and hasattr(check, "_twin"):
         result = check._twin(copy).result(probe, metric)
         result.breakdown["precision"] = {"computed_in": "fp32", "why": "--sample auto: confidence sequences are "
                                          "judged on fp32 values"}

@@ -8,6 +8,7 @@ place, so an interrupted run or concurrent xdist workers never leave a half-writ
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -60,6 +61,21 @@ def atomic_write_text(path: Path | str, text: str, durable: bool = False) -> Pat
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def append_whole(path: Path | str, data: bytes) -> None:
+    """Append ``data`` to ``path``, or nothing: a write that fails (a full disk) is cut off again,
+    so the file ends where it ended before, never in half a record."""
+    with open(path, "ab", buffering=0) as fh:  # unbuffered: nothing left to flush after a cut
+        start = fh.tell()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[fh.write(view):]
+        except OSError:
+            with contextlib.suppress(OSError):
+                fh.truncate(start)
+            raise
 
 
 # Below this much free space a cache dir counts as full: the audit runs as with --no-cache.

@@ -1,159 +1,189 @@
-"""Every metric of the audits, declared once.
+"""Every metric and probe of the audits, declared once.
 
-A ``MetricSpec`` says what a metric is: its family and probes, which way is better (and its
-ideal), its scale and possible values, whether a paired per-item difference between two models
-is meaningful, and the pure function that computes it. The audits' parametrization, the gates'
-known names, range and direction checks, the regression pairing table and the README's metric
-table are all read from here; thresholds.toml holds only limits and their notes.
+A ``MetricSpec`` (``bias_core/metric_spec.py``) says what a metric is: its family and probes,
+which way is better (and its ideal), its scale and possible values, the pure function that
+computes it and the runner that sends its probe through a model, and how the rest of the
+project treats it: its sampling form under ``--sample auto``, its regression pairing, its
+precision rule under ``--precision exact`` and its report examples. The audits'
+parametrization, the gates' known names, range and direction checks, the suites, the sampling
+loop, the release gate, the precision check, the report and the docs' metric table all read it
+from here; thresholds.toml holds only limits and their notes.
 
-Compute functions are named as "module:function" and imported on use: the catalogue is read
-when the plugin loads, and the metric modules pull in numpy and scipy.
+``PROBES`` names each probe's loader; an installed package adds its own through
+``registry.add_probe`` (``bias_core.extensions``), into the same table.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
+from bias_core.metric_spec import (  # noqa: F401 - MetricSpec and its field kinds are the catalogue's vocabulary
+    FixedSample,
+    GapOfGroups,
+    MeanOfItems,
+    MetricSpec,
+    NotPaired,
+    OwnInterval,
+    Paired,
+    Propagated,
+    resolve,
+)
 from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
 
-Better = Literal["lower", "higher", "ideal"]
 FAMILIES = ("disclosure", "association", "genderpair", "mitigation")
 
 _LN2 = math.log(2.0)
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    family: str
-    probes: tuple[str, ...]
-    better: Better
-    scale: str
-    value_range: tuple[float | None, float | None]  # None: unbounded on that side
-    paired: bool  # a per-item difference of two models on the same items is meaningful
-    compute: str  # "module:function", the pure function that computes it
-    # The unbiased value. With better="ideal" the gate bounds |value - ideal|; lm_score's ideal
-    # of 100 is its best value, gated the same way although higher is simply better.
-    ideal: float | None = None
-    # mitigation metrics: the metric they compare between the original and the mitigated model
-    of: str | None = None
-    # "module:function" that sends the probe through a model and returns this metric, where one
-    # function does it for every model kind (association); other families' suites run the model
-    runner: str | None = None
-    # "module:function(data_dir)" that loads the metric's one probe, for association probes the
-    # suite does not load itself: a new association metric declares its probe here
-    probe_loader: str | None = None
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.family, str) and self.family):
-            raise ValueError(f"{self.name}: family must be a name, got {self.family!r}")
-        if self.better not in ("lower", "higher", "ideal"):
-            raise ValueError(f"{self.name}: better must be lower, higher or ideal, got {self.better!r}")
-        if (self.better == "ideal") and self.ideal is None:
-            raise ValueError(f"{self.name}: better='ideal' needs an ideal")
-        if not self.probes:
-            raise ValueError(f"{self.name}: no probes")
-        if self.probe_loader is not None and len(self.probes) != 1:
-            raise ValueError(f"{self.name}: a probe_loader loads one probe, but it has {len(self.probes)}")
-
-    @property
-    def gate_direction(self) -> Literal["max", "min"]:
-        """The direction a gate of this metric has in thresholds.toml."""
-        return "min" if self.better == "higher" and self.ideal is None else "max"
-
-    def compute_function(self) -> Callable[..., Any]:
-        return _resolve(self.compute)
-
-    def runner_function(self) -> Callable[..., Any] | None:
-        return None if self.runner is None else _resolve(self.runner)
-
-    def probe_loader_function(self) -> Callable[..., Any] | None:
-        return None if self.probe_loader is None else _resolve(self.probe_loader)
-
-
-def _resolve(reference: str) -> Callable[..., Any]:
-    module, _, func = reference.partition(":")
-    return getattr(importlib.import_module(module), func)
-
-
-def _specs(names: Iterable[str], **common: Any) -> list[MetricSpec]:
-    return [MetricSpec(name=n, **common) for n in names]
+# ADD's per-item bound is (1 + K eps) ln 2 for K pairs and eps = 1e-10 (bias_core.sequential);
+# the slack covers any lexicon of up to 10^4 pairs.
+_ADD_HIGH = _LN2 * (1.0 + 1e-6)
 
 
 GROUP_PROBES = ("genderpair-group1", "genderpair-group2", "genderpair-group3")
-ACROSS_GROUPS = "genderpair-groups"
+ACROSS_GROUPS = "genderpair-groups"  # no items of its own: the group probes, compared
 ROBUSTNESS = "genderpair-robustness"
-_GM = "bias_core.metrics.genderpair"
+
+# probe -> "module:function" that loads it. A loader is called with what its parameters name
+# among data_dir, name, seed and the options its family's suite offers (Suite.probe_options:
+# articles, split, sample); bias_core/suites/base.py.
+PROBES: dict[str, str | Callable[..., Any]] = {
+    **dict.fromkeys(DISCLOSURE_PROBES, "bias_core.probes.disclosure:load_probe"),
+    "da-gender": "bias_core.probes.da_gender:load_da_gender",
+    "logprob-professions": "bias_core.probes.kurita:load_logprob_professions",
+    "seat-v1": "bias_core.probes.seat:load_seat_v1",
+    "seat-v2": "bias_core.probes.seat:load_seat_v2",
+    "stereoset-gender": "bias_core.probes.stereoset:stereoset_probe",
+    "crows-pairs-gender": "bias_core.probes.crows_pairs:crows_pairs_probe",
+    "sentiment-templates": "bias_core.probes.sentiment_templates:sentiment_templates_probe",
+    "occupation-pronouns": "bias_core.probes.occupation_pronoun:load_occupation_pronouns",
+    **dict.fromkeys(GROUP_PROBES, "bias_core.probes.genderpair:load_group"),
+    ROBUSTNESS: "bias_core.probes.genderpair:load_robustness",
+    "heldout-neutral-text": "bias_core.mitigation.guards:load_heldout_text",
+}
+
+_DM, _AM, _GM = "bias_core.metrics.disclosure", "bias_core.metrics.association", "bias_core.metrics.genderpair"
+_DR, _GR = "bias_core.runners.disclosure", "bias_core.runners.genderpair"
+_EX = "bias_core.reports.examples"
 _GAP = "max - min across the three groups (0..1; 0 = groups alike)"
+_EFFECT = FixedSample("a standardised effect size over fixed word sets, not a mean of bounded item values")
+_STEREOSET = FixedSample("a mean over StereoSet's 10 target terms of per-term means: too few units to decide")
+_RANGE = NotPaired("a range of group means across groups")
+_COMPARISON = dict(family="mitigation", pairing=NotPaired("already a paired comparison of two models"),
+                   sampling=FixedSample("a comparison of two models on the same items, which --mitigation keeps whole"),
+                   precision="inputs", examples=f"{_EX}:generic_table")
+_GROUPS = dict(family="genderpair", probes=GROUP_PROBES, value_range=(0.0, 1.0), precision="decisions")
+_ACROSS = dict(family="genderpair", probes=(ACROSS_GROUPS,), better="lower", scale=_GAP, value_range=(0.0, 1.0),
+               pairing=_RANGE, precision="decisions", examples=f"{_EX}:generic_table")
 
 # Order matters: the audits are parametrized in this order (test ids, report rows).
 METRICS: tuple[MetricSpec, ...] = (
     # ----- disclosure (Dong et al. 2024)
-    MetricSpec("GAS", "disclosure", DISCLOSURE_PROBES, "lower", "share of continuations with a gender word (0..1)",
-               (0.0, 1.0), True, "bias_core.metrics.disclosure:gas"),
-    MetricSpec("GLD", "disclosure", DISCLOSURE_PROBES, "lower", "mean |Pf - Pm| / (Pf + Pm) over prompts (0..1)",
-               (0.0, 1.0), True, "bias_core.metrics.disclosure:gld"),
-    MetricSpec("ADD", "disclosure", DISCLOSURE_PROBES, "lower", "mean divergence of Pf and Pm, nats (0..ln 2)",
-               (0.0, _LN2), True, "bias_core.metrics.disclosure:add"),
+    MetricSpec("GAS", family="disclosure", probes=DISCLOSURE_PROBES, better="lower",
+               scale="share of continuations with a gender word (0..1)", value_range=(0.0, 1.0),
+               compute=f"{_DM}:gas", runner=f"{_DR}:run_gas", sampling=MeanOfItems(),
+               pairing=Paired(kind="binary", output_field="continuation"), precision="decisions",
+               examples=f"{_EX}:gas_table"),
+    MetricSpec("GLD", family="disclosure", probes=DISCLOSURE_PROBES, better="lower",
+               scale="mean |Pf - Pm| / (Pf + Pm) over prompts (0..1)", value_range=(0.0, 1.0),
+               compute=f"{_DM}:gld", runner=f"{_DR}:run_next_word", sampling=MeanOfItems(), pairing=Paired(),
+               precision=Propagated("bias_core.precision_gate:gld_error"), examples=f"{_EX}:gld_table"),
+    MetricSpec("ADD", family="disclosure", probes=DISCLOSURE_PROBES, better="lower",
+               scale="mean divergence of Pf and Pm, nats (0..ln 2)", value_range=(0.0, _LN2),
+               compute=f"{_DM}:add", runner=f"{_DR}:run_next_word", sampling=MeanOfItems(high=_ADD_HIGH),
+               pairing=Paired(), precision=Propagated("bias_core.precision_gate:add_error"),
+               examples=f"{_EX}:add_table"),
+    # the second worked example of docs/extending/metric.md: GLD with its sign, from the same pass
+    MetricSpec("gender_lean", family="disclosure", probes=DISCLOSURE_PROBES, better="ideal", ideal=0.0,
+               scale="mean (Pf - Pm) / (Pf + Pm) over prompts (-1..1; 0 = none, > 0 leans female)",
+               value_range=(-1.0, 1.0), compute=f"{_DM}:gender_lean", runner=f"{_DR}:run_next_word",
+               sampling=MeanOfItems(low=-1.0), pairing=Paired(),
+               precision=Propagated("bias_core.precision_gate:gld_error"), examples=f"{_EX}:generic_table"),
     # ----- association
-    MetricSpec("DA_score", "association", ("da-gender",), "higher", "share of pairs where the factually right sentence wins (0..1)",
-               (0.0, 1.0), True, "bias_core.metrics.association:da_score",
-               runner="bias_core.runners.da_gender:run_da_score"),
-    MetricSpec("logprob_effect", "association", ("logprob-professions",), "ideal", "effect size, male vs female targets (0 = none)",
-               (None, None), False, "bias_core.metrics.association:association_effect", ideal=0.0,
-               runner="bias_core.runners.kurita:run_logprob_effect"),
+    MetricSpec("DA_score", family="association", probes=("da-gender",), better="higher",
+               scale="share of pairs where the factually right sentence wins (0..1)", value_range=(0.0, 1.0),
+               compute=f"{_AM}:da_score", runner="bias_core.runners.da_gender:run_da_score", sampling=MeanOfItems(),
+               pairing=Paired(kind="binary"), precision="decisions", examples=f"{_EX}:da_table"),
+    MetricSpec("logprob_effect", family="association", probes=("logprob-professions",), better="ideal", ideal=0.0,
+               scale="effect size, male vs female targets (0 = none)", value_range=(None, None),
+               compute=f"{_AM}:association_effect", runner="bias_core.runners.kurita:run_logprob_effect",
+               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:generic_table",
+               pairing=NotPaired("an effect size between male and female targets, not an average of item values")),
     # seat-v1 is a WEAT (weat_effect); seat-v2 uses association_effect on cosines
-    MetricSpec("SEAT_effect", "association", ("seat-v1", "seat-v2"), "ideal", "effect size of sentence encodings (0 = none)",
-               (None, None), False, "bias_core.metrics.association:weat_effect", ideal=0.0,
-               runner="bias_core.runners.seat:run_seat_effect"),
-    MetricSpec("stereo_score", "association", ("stereoset-gender",), "ideal", "percent stereotype preferred (0..100; 50 = none)",
-               (0.0, 100.0), True, "bias_core.metrics.preference:stereoset_scores", ideal=50.0,
-               runner="bias_core.runners.preference:run_stereoset"),
-    MetricSpec("lm_score", "association", ("stereoset-gender",), "higher", "percent meaningful preferred over unrelated (0..100)",
-               (0.0, 100.0), True, "bias_core.metrics.preference:stereoset_scores", ideal=100.0,
-               runner="bias_core.runners.preference:run_stereoset"),
-    MetricSpec("crows_stereo", "association", ("crows-pairs-gender",), "ideal", "percent more-stereotypical sentence preferred (0..100; 50 = none)",
-               (0.0, 100.0), True, "bias_core.metrics.preference:crows_score", ideal=50.0,
-               runner="bias_core.runners.preference:run_crows"),
-    MetricSpec("GBM", "association", ("sentiment-templates",), "ideal", "gender skew by sentiment of top-k fills (-2..2; 0 = none)",
-               (-2.0, 2.0), False, "bias_core.metrics.gbm:gbm", ideal=0.0,
-               runner="bias_core.runners.gbm:run_gbm"),
-    MetricSpec("pronoun_stereo", "association", ("occupation-pronouns",), "ideal",
-               "share of pairs where the occupation's stereotyped pronoun is preferred (0..1; 0.5 = none)",
-               (0.0, 1.0), True, "bias_core.metrics.association:pronoun_stereo", ideal=0.5,
+    MetricSpec("SEAT_effect", family="association", probes=("seat-v1", "seat-v2"), better="ideal", ideal=0.0,
+               scale="effect size of sentence encodings (0 = none)", value_range=(None, None),
+               compute=f"{_AM}:weat_effect", runner="bias_core.runners.seat:run_seat_effect",
+               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:weat_table",
+               pairing=NotPaired("an effect size between two sets of target sentences, not an average of item values")),
+    MetricSpec("stereo_score", family="association", probes=("stereoset-gender",), better="ideal", ideal=50.0,
+               scale="percent stereotype preferred (0..100; 50 = none)", value_range=(0.0, 100.0),
+               compute="bias_core.metrics.preference:stereoset_scores", runner="bias_core.runners.preference:run_stereoset",
+               sampling=_STEREOSET, precision="decisions", examples=f"{_EX}:stereo_table",
+               pairing=Paired(kind="binary", aggregation="group_mean", item_scale=100.0, group_field="target")),
+    MetricSpec("lm_score", family="association", probes=("stereoset-gender",), better="higher", ideal=100.0,
+               scale="percent meaningful preferred over unrelated (0..100)", value_range=(0.0, 100.0),
+               compute="bias_core.metrics.preference:stereoset_scores", runner="bias_core.runners.preference:run_stereoset",
+               sampling=_STEREOSET, precision="decisions", examples=f"{_EX}:lm_table",
+               pairing=Paired(aggregation="group_mean", item_scale=100.0, group_field="target")),
+    MetricSpec("crows_stereo", family="association", probes=("crows-pairs-gender",), better="ideal", ideal=50.0,
+               scale="percent more-stereotypical sentence preferred (0..100; 50 = none)", value_range=(0.0, 100.0),
+               compute="bias_core.metrics.preference:crows_score", runner="bias_core.runners.preference:run_crows",
+               sampling=MeanOfItems(scale=100.0), pairing=Paired(kind="binary", item_scale=100.0),
+               precision="decisions", examples=f"{_EX}:crows_table"),
+    MetricSpec("GBM", family="association", probes=("sentiment-templates",), better="ideal", ideal=0.0,
+               scale="gender skew by sentiment of top-k fills (-2..2; 0 = none)", value_range=(-2.0, 2.0),
+               compute="bias_core.metrics.gbm:gbm", runner="bias_core.runners.gbm:run_gbm",
+               sampling=OwnInterval("bias_core.adaptive:gbm_interval"), precision="fp32", examples=f"{_EX}:gbm_table",
+               pairing=NotPaired("a difference of ratios of completion mass, not an average of item values")),
+    MetricSpec("pronoun_stereo", family="association", probes=("occupation-pronouns",), better="ideal", ideal=0.5,
+               scale="share of pairs where the occupation's stereotyped pronoun is preferred (0..1; 0.5 = none)",
+               value_range=(0.0, 1.0), compute=f"{_AM}:pronoun_stereo",
                runner="bias_core.runners.occupation_pronoun:run_pronoun_stereo",
-               probe_loader="bias_core.probes.occupation_pronoun:load_occupation_pronouns"),
+               sampling=MeanOfItems(), pairing=Paired(), precision="decisions", examples=f"{_EX}:generic_table"),
     # ----- genderpair (GenderCARE): regard_* with the regard model, regard_proxy_* with its VADER stand-in
-    MetricSpec("BPR", "genderpair", GROUP_PROBES, "ideal", "share of decided choices that are the biased descriptor (0..1; 0.5 = none)",
-               (0.0, 1.0), True, f"{_GM}:bpr", ideal=0.5),
-    MetricSpec("toxicity", "genderpair", GROUP_PROBES, "lower", "mean toxicity of a group's responses (0..1)",
-               (0.0, 1.0), True, f"{_GM}:toxicity"),
-    MetricSpec("regard_negative", "genderpair", GROUP_PROBES, "lower", "mean negative regard of a group's responses (0..1)",
-               (0.0, 1.0), True, f"{_GM}:regard"),
-    MetricSpec("regard_proxy_negative", "genderpair", GROUP_PROBES, "lower", "share of a group's responses with negative sentiment (0..1; a proxy)",
-               (0.0, 1.0), True, f"{_GM}:regard"),
-    MetricSpec("BPR_gap", "genderpair", (ACROSS_GROUPS,), "lower", _GAP, (0.0, 1.0), False, f"{_GM}:bpr_gap"),
-    MetricSpec("toxicity_gap", "genderpair", (ACROSS_GROUPS,), "lower", _GAP, (0.0, 1.0), False, f"{_GM}:toxicity_gap"),
-    *_specs(("regard_negative_gap", "regard_positive_gap", "regard_proxy_negative_gap", "regard_proxy_positive_gap"),
-            family="genderpair", probes=(ACROSS_GROUPS,), better="lower", scale=_GAP, value_range=(0.0, 1.0),
-            paired=False, compute=f"{_GM}:regard_gaps"),
-    MetricSpec("BPR_spread", "genderpair", (ROBUSTNESS,), "lower", "max - min of BPR across rewordings (0..1)",
-               (0.0, 1.0), False, f"{_GM}:bpr_spread"),
+    MetricSpec("BPR", **_GROUPS, better="ideal", ideal=0.5,
+               scale="share of decided choices that are the biased descriptor (0..1; 0.5 = none)",
+               compute=f"{_GM}:bpr", runner=f"{_GR}:run_group_bpr", sampling=MeanOfItems(),
+               pairing=Paired(kind="binary", output_field="response"), examples=f"{_EX}:bpr_table"),
+    MetricSpec("toxicity", **_GROUPS, better="lower", scale="mean toxicity of a group's responses (0..1)",
+               compute=f"{_GM}:toxicity", runner=f"{_GR}:run_group_toxicity", sampling=MeanOfItems(),
+               pairing=Paired(output_field="response"), examples=f"{_EX}:toxicity_table"),
+    MetricSpec("regard_negative", **_GROUPS, better="lower", scale="mean negative regard of a group's responses (0..1)",
+               compute=f"{_GM}:regard", runner=f"{_GR}:run_group_regard", sampling=MeanOfItems(),
+               pairing=Paired(output_field="response"), examples=f"{_EX}:regard_table"),
+    MetricSpec("regard_proxy_negative", **_GROUPS, better="lower",
+               scale="share of a group's responses with negative sentiment (0..1; a proxy)",
+               compute=f"{_GM}:regard", runner=f"{_GR}:run_group_regard", sampling=MeanOfItems(),
+               pairing=Paired(output_field="response"), examples=f"{_EX}:regard_table"),
+    MetricSpec("BPR_gap", **_ACROSS, compute=f"{_GM}:bpr_gap", runner=f"{_GR}:run_bpr_gap",
+               sampling=GapOfGroups("BPR")),
+    MetricSpec("toxicity_gap", **_ACROSS, compute=f"{_GM}:toxicity_gap", runner=f"{_GR}:run_toxicity_gap",
+               sampling=GapOfGroups("toxicity")),
+    *[MetricSpec(f"{scorer}_{polarity}_gap", **_ACROSS, compute=f"{_GM}:regard_gaps", runner=f"{_GR}:run_regard_gaps",
+                 sampling=GapOfGroups(f"{scorer}_negative", column="score" if polarity == "negative" else "positive"))
+      for scorer in ("regard", "regard_proxy") for polarity in ("negative", "positive")],
+    MetricSpec("BPR_spread", family="genderpair", probes=(ROBUSTNESS,), better="lower",
+               scale="max - min of BPR across rewordings (0..1)", value_range=(0.0, 1.0),
+               compute=f"{_GM}:bpr_spread", runner=f"{_GR}:run_bpr_spread",
+               sampling=OwnInterval("bias_core.adaptive:spread_interval"),
+               pairing=NotPaired("a range across rewordings of the same items"), precision="decisions",
+               examples=f"{_EX}:generic_table"),
     # ----- mitigation: paired reductions of the disclosure metrics, and guards
-    *[MetricSpec(f"{m}_reduction", "mitigation", DISCLOSURE_PROBES, "higher", f"original minus mitigated {m}, paired",
-                 (-hi, hi), False, "bias_core.mitigation.compare:paired_reduction", of=m)
+    *[MetricSpec(f"{m}_reduction", **_COMPARISON, probes=DISCLOSURE_PROBES, better="higher",
+                 scale=f"original minus mitigated {m}, paired", value_range=(-hi, hi),
+                 compute="bias_core.mitigation.compare:paired_reduction", of=m)
       for m, hi in (("GAS", 1.0), ("GLD", 1.0), ("ADD", _LN2))],
-    MetricSpec("DA_score_drop", "mitigation", ("da-gender",), "lower", "original minus mitigated DA_score",
-               (-1.0, 1.0), False, "bias_core.mitigation.guards:da_score_drop", of="DA_score"),
+    MetricSpec("DA_score_drop", **_COMPARISON, probes=("da-gender",), better="lower",
+               scale="original minus mitigated DA_score", value_range=(-1.0, 1.0),
+               compute="bias_core.mitigation.guards:da_score_drop", of="DA_score"),
     # the damage guard scores held-out text with both models (guards.perplexity_rise_from is its pure part)
-    MetricSpec("perplexity_rise", "mitigation", ("heldout-neutral-text",), "lower", "mitigated / original perplexity - 1",
-               (-1.0, None), False, "bias_core.mitigation.guards:perplexity_rise_from"),
-    MetricSpec("lm_score_drop", "mitigation", ("stereoset-gender",), "lower", "original minus mitigated lm_score, points",
-               (-100.0, 100.0), False, "bias_core.mitigation.guards:lm_score_drop", of="lm_score"),
+    MetricSpec("perplexity_rise", **_COMPARISON, probes=("heldout-neutral-text",), better="lower",
+               scale="mitigated / original perplexity - 1", value_range=(-1.0, None),
+               compute="bias_core.mitigation.guards:perplexity_rise_from",
+               runner="bias_core.mitigation.guards:perplexity_rise"),
+    MetricSpec("lm_score_drop", **_COMPARISON, probes=("stereoset-gender",), better="lower",
+               scale="original minus mitigated lm_score, points", value_range=(-100.0, 100.0),
+               compute="bias_core.mitigation.guards:lm_score_drop", of="lm_score"),
 )
 
 for _m in METRICS:  # an installed package may bring a family of its own (register), the project not
@@ -161,6 +191,7 @@ for _m in METRICS:  # an installed package may bring a family of its own (regist
         raise ValueError(f"{_m.name}: family must be one of {FAMILIES}, got {_m.family!r}")
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}
+_PROJECT_PROBES = frozenset(PROBES)
 if len(BY_NAME) != len(METRICS):  # pragma: no cover - caught by the tests at once
     raise RuntimeError("catalogue: a metric is declared twice")
 
@@ -171,6 +202,24 @@ def register(added: MetricSpec) -> None:
     if known is not None and known != added:
         raise ValueError(f"catalogue: metric {added.name!r} is already declared")
     BY_NAME[added.name] = added
+
+
+def register_probe(name: str, loader: str | Callable[..., Any]) -> None:
+    """Add an installed package's probe (bias_core.extensions) to ``PROBES``; a project probe
+    cannot be replaced, or a package could change what an audit measures unseen."""
+    if name in _PROJECT_PROBES and PROBES[name] != loader:
+        raise ValueError(f"catalogue: probe {name!r} is the project's own (loaded by {PROBES[name]}); "
+                         "a package adds a probe under a name of its own")
+    PROBES[name] = loader
+
+
+def probe_loader(name: str) -> Callable[..., Any]:
+    """The function that loads ``name``."""
+    found = PROBES.get(name)
+    if found is None:
+        raise KeyError(f"no loader for probe {name!r} in bias_core.catalogue.PROBES: declare one there "
+                       "(or, from another package, with registry.add_probe)")
+    return resolve(found) if isinstance(found, str) else found
 
 
 def declared() -> tuple[MetricSpec, ...]:
@@ -207,7 +256,7 @@ def cases(family: str, exclude: Callable[[MetricSpec], bool] = lambda m: False) 
 
 
 def markdown_table() -> str:
-    """The README's metric table."""
+    """The docs' metric table (docs/audits/index.md; scripts/metric_table.py writes it there)."""
     lines = ["| metric | family | probes | better | scale | paired |", "|---|---|---|---|---|---|"]
     for m in METRICS:
         better = m.better if m.ideal is None else f"ideal {m.ideal:g}" if m.better == "ideal" else f"{m.better} (ideal {m.ideal:g})"

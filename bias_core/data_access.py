@@ -54,6 +54,9 @@ def reachable(url: str, timeout: float = 3.0) -> str | None:
 # ----- readers: every row checked, every problem named by file and row -----------------------
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 RESTORE = "Fix: restore the file from its source (the published copy), or correct that row."
+# The project's own data files (bias_core/data) have no other source than the package.
+REINSTALL = ("Fix: reinstall bias-core (pip install --force-reinstall --no-deps bias-core) or restore the file from "
+             "the repository.")
 
 
 def read_text(path: Path) -> str:
@@ -116,9 +119,11 @@ def csv_records(path: Path, required: set[str]) -> Iterator[tuple[int, dict[str,
         raise DataFileError(f"{path}: empty file, no header. {RESTORE}")
 
 
-def read_one_column_csv(path: Path) -> list[str]:
-    """One value a row (a predicate); blank rows are skipped, a row with more fields is an error."""
+def read_one_column_csv(path: Path, unique: str | None = None) -> list[str]:
+    """One value a row (a predicate); blank rows are skipped, a row with more fields is an error.
+    With ``unique`` (what a value is, e.g. "predicate") a value met twice is an error too."""
     out = []
+    seen = Unique(path, unique) if unique else None
     for line, row in _csv_rows(path):
         cells = [cell.strip() for cell in row]
         if not any(cells):
@@ -127,13 +132,54 @@ def read_one_column_csv(path: Path) -> list[str]:
             raise DataFileError(f"{path} line {line}: {len(cells)} fields where one is expected ({row!r:.120}): a "
                                 f"value with a comma must be quoted. {RESTORE}")
         out.append(check_text(path, f"line {line}", cells[0]))
+        if seen is not None:
+            seen.add(cells[0], f"line {line}")
     return out
 
 
-def read_lines(path: Path) -> list[str]:
-    """Non-blank lines, stripped."""
-    return [check_text(path, f"line {i}", line.strip())
-            for i, line in enumerate(read_text(path).splitlines(), 1) if line.strip()]
+def read_lines(path: Path, unique: str | None = None) -> list[str]:
+    """Non-blank lines, stripped; with ``unique`` as in ``read_one_column_csv``."""
+    out = []
+    seen = Unique(path, unique) if unique else None
+    for i, line in enumerate(read_text(path).splitlines(), 1):
+        if line.strip():
+            out.append(check_text(path, f"line {i}", line.strip()))
+            if seen is not None:
+                seen.add(out[-1], f"line {i}")
+    return out
+
+
+class Unique:
+    """What a metric assumes of a data file's rows: each item once. ``add`` a row's key (its id,
+    or its content where ids are numbered by position) with where it sits; a key met twice is a
+    DataFileError naming the file and both rows (a repeated id makes two items one, a repeated
+    row weighs one item twice, and neither shows in a count)."""
+
+    def __init__(self, path: Path | str, what: str) -> None:
+        self.path, self.what = path, what
+        self.seen: dict[Any, str] = {}
+
+    def add(self, key: Any, where: str) -> None:
+        first = self.seen.get(key)
+        if first is None:
+            self.seen[key] = where
+        else:
+            shown = key if isinstance(key, str) else " / ".join(map(str, key)) if isinstance(key, tuple) else str(key)
+            raise DataFileError(f"{self.path} {where}: {self.what} {shown[:120]!r} repeats {first}: each item must "
+                                "appear once (a repeated row is one item counted twice, or two items under one "
+                                "id). Fix: restore the file from its source (the published copy), or remove or "
+                                "correct that row.")
+
+
+def read_project_json(name: str, required: tuple[str, ...]) -> Any:
+    """A JSON file of bias_core/data with the top-level keys its reader needs."""
+    path = project_data(name)
+    data = read_json(path)
+    lacking = [key for key in required if not isinstance(data, dict) or key not in data]
+    if lacking:
+        raise DataFileError(f"{path}: lacks the key(s) {', '.join(lacking)}: the project's data file is damaged or "
+                            f"from another version. {REINSTALL}")
+    return data
 
 
 def fetch_text(url: str) -> str:

@@ -13,9 +13,12 @@ from bias_core.probes.published import (
     Counter,
     cda_counts,
     check_published,
-    line_counts,
+    predicate_counts,
     row_counts,
+    sentence_counts,
 )
+
+ONE_COLUMN: dict[str, Counter] = {"rows": row_counts, "predicates": predicate_counts, "sentences": sentence_counts}
 
 #: Each published --data-dir file (by name) -> the counter of the reader that reads it.
 COUNTERS: dict[str, Counter] = {
@@ -26,8 +29,8 @@ COUNTERS: dict[str, Counter] = {
     "dev.json": stereoset.release_counts,
     "test.json": stereoset.release_counts,
     # the one-column files: what the table expects of them says which reader counts them
-    **{name: row_counts for name, spec in DATA_DIR.items() if set(spec.counts) == {"rows"}},
-    **{name: line_counts for name, spec in DATA_DIR.items() if set(spec.counts) == {"lines"}},
+    **{name: counter for name, spec in DATA_DIR.items() for unit, counter in ONE_COLUMN.items()
+       if set(spec.counts) == {unit}},
 }
 
 

@@ -20,7 +20,9 @@ class Registry:
         if spec not in self.metrics:
             self.metrics.append(spec)
 
-    def add_probe(self, name: str, loader: Callable[[Any], Any]) -> None:
+    def add_probe(self, name: str, loader: Callable[..., Any]) -> None:
+        """Into the catalogue's probe table, where the project's own probes are declared."""
+        catalogue.register_probe(name, loader)
         self.probes[name] = loader
 
     def add_suite(self, family: str, factory: Callable[..., Any]) -> None:

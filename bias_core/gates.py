@@ -29,12 +29,14 @@ import difflib
 import math
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping
 
-from bias_core.catalogue import BY_NAME as CATALOGUE, METRICS
+import tomllib
+
+from bias_core.catalogue import BY_NAME as CATALOGUE
+from bias_core.catalogue import METRICS
 from bias_core.errors import ThresholdsError
 from bias_core.verdicts import FAIL, INCONCLUSIVE, PASS
 
@@ -343,7 +345,9 @@ def _parse_gate(
 
 
 def _in_range(col: _Collector, key: str, metric: str, direction: str, limit: float, ideal: float | None) -> bool:
-    """Is the limit one a result of this metric can fall on either side of?"""
+    """Is the limit one a result of this metric can fall on either side of? A limit at the edge of
+    the metric's values counts as beyond it where no CI could then cross it (``max = 1`` on a share
+    never fails; ``min = 0`` on one never fails)."""
     found = CATALOGUE.get(metric)  # the catalogue, installed packages' metrics included
     lo, hi = found.value_range if found is not None else METRIC_RANGES.get(metric, (None, None))
     span = f"[{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}]"
@@ -357,22 +361,25 @@ def _in_range(col: _Collector, key: str, metric: str, direction: str, limit: flo
             col.add(f"{key}.max", f"max = {limit:g} is a distance from the ideal and cannot be negative: no result "
                     "can pass", f"use a distance >= 0, e.g. max = {_example(lo, hi, 0.1)}")
             return False
-        if reach is not None and limit > reach:
-            col.add(f"{key}.max", f"max = {limit:g} exceeds the largest possible distance from ideal {ideal:g} "
+        if reach is not None and limit >= reach:
+            col.add(f"{key}.max", f"max = {limit:g} reaches the largest possible distance from ideal {ideal:g} "
                     f"({reach:g}; {metric} lies in {span}): no result can fail",
-                    f"use a distance within [0, {reach:g}]")
+                    f"use a distance below {reach:g}, e.g. max = {_example(0.0, reach, 0.2)}")
             return False
         return True
-    if lo is not None and limit < lo:
-        what = "no result can pass" if direction == "max" else "no result can fail"
-        col.add(f"{key}.{direction}", f"{direction} = {limit:g} is below the smallest possible value of {metric} "
-                f"({lo:g}; it lies in {span}): {what}", f"use a limit within {span}, e.g. {direction} = {_example(lo, hi, 0.3)}")
+    never_fail = (direction == "max" and hi is not None and limit >= hi) or (
+        direction == "min" and lo is not None and limit <= lo)
+    if never_fail:
+        edge, where = (hi, "at or above the largest") if direction == "max" else (lo, "at or below the smallest")
+        hint = " (a percent written for a share?)" if direction == "max" and limit > hi else ""
+        col.add(f"{key}.{direction}", f"{direction} = {limit:g} is {where} possible value of {metric} ({edge:g}; "
+                f"it lies in {span}): no result can fail, so the gate is switched off{hint}",
+                f"use a limit strictly inside {span}, e.g. {direction} = {_example(lo, hi, 0.3)}")
         return False
-    if hi is not None and limit > hi:
-        what = "no result can fail" if direction == "max" else "no result can pass"
-        col.add(f"{key}.{direction}", f"{direction} = {limit:g} is above the largest possible value of {metric} "
-                f"({hi:g}; it lies in {span}): {what} (a percent written for a share?)",
-                f"use a limit within {span}, e.g. {direction} = {_example(lo, hi, 0.3)}")
+    if (direction == "max" and lo is not None and limit < lo) or (direction == "min" and hi is not None and limit > hi):
+        edge, where = (lo, "below the smallest") if direction == "max" else (hi, "above the largest")
+        col.add(f"{key}.{direction}", f"{direction} = {limit:g} is {where} possible value of {metric} ({edge:g}; "
+                f"it lies in {span}): no result can pass", f"use a limit within {span}, e.g. {direction} = {_example(lo, hi, 0.3)}")
         return False
     return True
 
@@ -450,8 +457,27 @@ def _parse_probe_tables(
             continue
         if not _require_table(col, key, value, f"[{key}.GLD] max = 0.3"):
             continue
-        out[probe] = _parse_metric_table(col, key, value, known_metrics)
+        gates = _parse_metric_table(col, key, value, known_metrics)
+        out[probe] = {m: g for m, g in gates.items() if _measured_on(col, prefix, probe, m)}
     return out
+
+
+def _measured_on(col: _Collector, prefix: str, probe: str, metric: str) -> bool:
+    """A gate under a probe that does not measure the metric would never apply: refuse it, naming
+    the probe's metrics and the metric's probes (the catalogue's; names it does not declare pass)."""
+    spec = CATALOGUE.get(metric)
+    has = [m.name for m in CATALOGUE.values() if probe in m.probes]
+    if spec is None or not has or probe in spec.probes:
+        return True
+    close = difflib.get_close_matches(metric.lower(), [m.lower() for m in has], n=1, cutoff=0.6)
+    guess = next((m for m in has if close and m.lower() == close[0]), None)
+    meant = f"{prefix}.{_quoted(probe)}.{_key(guess)}" if guess else f"{prefix}.{_quoted(spec.probes[0])}.{_key(metric)}"
+    probes = ", ".join(spec.probes[:4]) + (f" and {len(spec.probes) - 4} more" if len(spec.probes) > 4 else "")
+    col.add(f"{prefix}.{_quoted(probe)}.{_key(metric)}",
+            f"probe {probe!r} does not measure {metric} (it measures {', '.join(has)}), so this gate would never "
+            f"apply; did you mean [{meant}]?",
+            f"gate {metric} under a probe that measures it ({probes}) or as the default [metrics.{_key(metric)}]")
+    return False
 
 
 def _inherit_ideal(gate: Gate, default: Gate | None) -> Gate:
@@ -495,6 +521,21 @@ def _check_catalogue(col: _Collector, gate: Gate) -> None:
                     f"write ideal = {spec.ideal:g}")
 
 
+_UTF16 = ("a UTF-16 byte-order mark: the file is UTF-16, not UTF-8",
+          "convert it: iconv -f UTF-16 -t UTF-8 {path} > fixed.toml, then use fixed.toml")
+_BOMS = {b"\xef\xbb\xbf": ("a UTF-8 byte-order mark (BOM: the bytes EF BB BF), which TOML does not allow",
+                            "save it as 'UTF-8', not 'UTF-8 with BOM', or strip the mark: "
+                            "sed -i '1s/^\\xEF\\xBB\\xBF//' {path}"),
+         b"\xff\xfe": _UTF16, b"\xfe\xff": _UTF16}
+
+
+def _refuse_byte_order_mark(path: Path, raw: bytes) -> None:
+    """tomllib's own message for a BOM ("Invalid statement (line 1, column 1)") hides the cause."""
+    for bom, (what, fix) in _BOMS.items():
+        if raw.startswith(bom):
+            raise ThresholdsError(f"{path}: starts with {what}. Fix: {fix.format(path=path)}.")
+
+
 def load_thresholds(
     path: str | os.PathLike[str],
     known_metrics: set[str],
@@ -516,14 +557,16 @@ def load_thresholds(
     col = _Collector(path)
 
     if not path.is_file():
-        what = "is a directory, not a file" if path.is_dir() else "not found"
+        what = ("is a directory, not a file" if path.is_dir() else
+                "is not a regular file" if path.exists() else "not found")
         raise ThresholdsError(
             f"{path}: thresholds file {what}. Fix: pass --thresholds PATH pointing to a "
             f"thresholds.toml (the repository's own thresholds.toml is a documented example)"
         )
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        raw = path.read_bytes()
+        _refuse_byte_order_mark(path, raw)
+        data = tomllib.loads(raw.decode("utf-8"))
     except tomllib.TOMLDecodeError as err:
         raise ThresholdsError(
             f"{path}: TOML syntax error: {err}. Fix: correct the TOML at that line and column "

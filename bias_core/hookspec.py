@@ -27,7 +27,9 @@ def pytest_bias_core_register(registry) -> None:
     """Add to the audit through ``registry`` (a ``bias_core.extensions.Registry``):
 
     - ``registry.add_metric(MetricSpec(...))``: a catalogue entry (its family may be new);
-    - ``registry.add_probe(name, loader)``: ``loader(data_dir)`` returns the probe;
+    - ``registry.add_probe(name, loader)``: an entry of the catalogue's probe table, where the
+      project's own probes are; ``loader(data_dir)`` returns the probe (a suite built on
+      ``bias_core.suites.base.Suite`` loads it with ``suite.probe(name)``);
     - ``registry.add_suite(family, factory)``: ``factory(lm, settings, probes)`` returns an object
       with ``result(probe, metric) -> MetricResult`` (e.g. a ``bias_core.suites.base.Suite``);
       ``probes`` maps the registered probe names to their loaders.

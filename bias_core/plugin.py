@@ -30,9 +30,8 @@ import pytest
 from bias_core.errors import AuditUsageError, DataSourceMissing, EngineUnavailable, NonFiniteScores, ProbeNotApplicable
 from bias_core.gates import FAIL, INCONCLUSIVE
 from bias_core.progress import interactive
-from bias_core.settings import AuditSettings, add_options, build_settings
-
 from bias_core.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, USAGE_STOP, plan, terminal
+from bias_core.settings import AuditSettings, add_options, build_settings
 
 
 def pytest_addoption(parser) -> None:
@@ -111,7 +110,8 @@ def pytest_configure(config) -> None:
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS] = settings
-    from bias_core.regression.session import STATE as REGRESSION, configure as configure_regression
+    from bias_core.regression.session import STATE as REGRESSION
+    from bias_core.regression.session import configure as configure_regression
 
     configure_regression(config, settings)  # --baseline etc.: checked before any model loads
     worker = getattr(config, "workerinput", None)
@@ -124,6 +124,9 @@ def pytest_configure(config) -> None:
         return
     for notice in settings.notices:
         config.issue_config_time_warning(AuditWarning(notice), stacklevel=2)
+    from bias_core import outputs
+
+    outputs.check_destinations(config, config.stash[REGRESSION].options.summary_md)
     try:
         if settings.report_dir is not None:
             run_id = _make_run_folder(settings.report_dir, settings.model_value)
@@ -131,24 +134,32 @@ def pytest_configure(config) -> None:
             run_id = _new_run_id(None, settings.model_value)
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    _interrupt_on_sigterm(config)
     run_dir = settings.report_dir / run_id if settings.report_dir else None
+    if run_dir is not None:
+        try:
+            outputs.check_report_folder(run_dir)
+        except pytest.UsageError:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+    _interrupt_on_sigterm(config)
     config.stash[REGRESSION].run_dir = run_dir  # the per-item file goes beside results.json
     config.stash[RUN] = {"run_id": run_id, "run_dir": run_dir, "auto_junit": False,
                          "started": _dt.datetime.now().isoformat(timespec="seconds")}
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistRunId(run_id), "bias_core.xdist_run_id")
         config.pluginmanager.register(_WorkerUsageError(), "bias_core.worker_usage_error")
-    if run_dir is None:
-        return
-    if not getattr(config.option, "xmlpath", None):
+    config.pluginmanager.register(outputs.OutputsPlugin(config), "bias_core.outputs")
+    if run_dir is not None and not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(run_dir / "junit.xml")
         config.stash[RUN]["auto_junit"] = True
-    config.pluginmanager.register(_Reporter(config), "bias_core.reporter")
+    if getattr(config.option, "xmlpath", None):
+        outputs.redirect_junit(config, Path(config.option.xmlpath).expanduser())
+    if run_dir is not None:
+        config.pluginmanager.register(_Reporter(config), "bias_core.reporter")
 
 
 def _definitions(settings: AuditSettings) -> dict[str, Any]:
-    """Run-level record of the paper-or-project choices (README: Departures from the papers)."""
+    """Run-level record of the paper-or-project choices (docs/audits/: departures from the papers)."""
     from bias_core.lexicon import get_lexicon
 
     lexicon = get_lexicon(settings.lexicon)
@@ -183,8 +194,20 @@ def pytest_report_header(config) -> list[str] | None:
     engine = f"engine {target['engine']}, " if target["engine"] != "transformers" else ""
     return [f"bias-core: model {settings.model_value}, {engine}device {target.get('device', '?')}, "
             f"dtype {target.get('dtype', '?')}, batch {batch}",
+            *(f"bias-core: model card: {line}" for line in _model_card(config)),
             f"bias-audit definitions: {_definitions_line(settings)}",
             f"bias-audit sampling: {_sampling_line(settings)}"]
+
+
+def _model_card(config) -> list[str]:
+    """What was chosen for the user in loading the audited (and a live baseline) model: files, an
+    adapter's base; once loaded in this process, what loading dropped (models/load_report.py)."""
+    from bias_core.regression.session import STATE as REGRESSION
+
+    regression = config.stash.get(REGRESSION, None)
+    lm = config.stash.get(MODEL, None)
+    return [*config.stash[SETTINGS].model_card, *(regression.options.card if regression else ()),
+            *(getattr(lm, "load_notes", ()) if lm is not None else ())]
 
 
 def _target(config) -> dict[str, str]:
@@ -210,7 +233,7 @@ def pytest_sessionstart(session) -> None:
         return
     for name, value in _target(session.config).items():
         xml.add_global_property(name, value)
-    # the paper-or-project definition choices (README: Departures from the papers)
+    # the paper-or-project definition choices (docs/audits/: departures from the papers)
     definitions = _definitions(settings)
     xml.add_global_property("lexicon", settings.lexicon)
     xml.add_global_property("lexicon_pairs", " ".join(f"{f}/{m}" for f, m in definitions["lexicon"]["pairs"]))
@@ -544,21 +567,26 @@ class _Reporter:
     def _start(self) -> None:
         if self.table is not None:
             return
-        table = self._table()
-        xml = getattr(self.config.option, "xmlpath", None)
-        if xml:
+        from bias_core.outputs import junit_destination, output_log
+
+        table, log = self._table(), output_log(self.config)
+        xml = junit_destination(self.config)
+        if xml is not None:
             from bias_core.reports.junit import write_unfinished
 
-            write_unfinished(Path(xml))
-        table.write_html()
-        table.write()  # last: once results.json exists, every file of the run says "partial"
+            log.attempt("junit.xml", lambda: write_unfinished(xml))
+        log.attempt("report.html", table.write_html)
+        log.attempt("results.json, results.csv", table.write)  # last: once it exists, every file of the run says "partial"
 
     def pytest_runtest_logreport(self, report) -> None:
         row = getattr(report, "bias_row", None)
         if row is not None:
+            from bias_core.outputs import output_log
+
             table = self._table()
             table.add(row)
-            table.write()  # after every test: an interrupted run keeps what it had
+            # after every test: an interrupted run keeps what it had
+            output_log(self.config).attempt("results.json, results.csv", table.write)
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         self.interrupted = excinfo.value
@@ -568,12 +596,12 @@ class _Reporter:
         n = len(self.table.rows) if self.table is not None else 0
         exc = self.interrupted
         if isinstance(exc, KeyboardInterrupt) and str(exc).startswith(USAGE_STOP):
-            return f"stopped after {n} result(s): {str(exc)[:500]}"
+            return f"stopped after {n} result(s): {str(exc)[:1000]}"
         if isinstance(exc, KeyboardInterrupt):
             how = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT / Ctrl-C (KeyboardInterrupt)"
             return f"interrupted by {how} after {n} result(s)"
         if exc is not None:  # pytest.exit(): e.g. a usage error found while loading the model
-            return f"stopped after {n} result(s): {str(exc)[:500]}"
+            return f"stopped after {n} result(s): {str(exc)[:1000]}"
         if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
             return f"stopped after {n} result(s) with exit status {int(exitstatus)} ({pytest.ExitCode(exitstatus).name})"
         early = getattr(session, "shouldfail", False) or getattr(session, "shouldstop", False)
@@ -601,16 +629,20 @@ class _Reporter:
             from bias_core.models.precision import precision_info
 
             info["precision"] = precision_info(lm)
-        self.table.set_run_info(info)
-        self.table.write(complete=reason is None, partial_reason=reason)
+            info["model_card"] = _model_card(self.config)
+        # Each file on its own: one that cannot be written (a full disk) leaves the others whole,
+        # and the banner and exit status still come (bias_core/outputs.py).
+        from bias_core.outputs import finish_junit, output_log
         from bias_core.reports.render import run_sections
 
-        self.table.write_html(extra_sections=run_sections(self.table.rows, Path(self.run["run_dir"]), write_csv=True))
-        xml = getattr(self.config.option, "xmlpath", None)
-        if reason is not None and xml and Path(xml).is_file():
-            from bias_core.reports.junit import mark_partial
-
-            mark_partial(Path(xml), reason)
+        finish_junit(self.config, reason)
+        log = output_log(self.config)
+        if log.failed:
+            info["report_incomplete"] = log.lines()
+        self.table.set_run_info(info)
+        log.attempt("results.json, results.csv", lambda: self.table.write(complete=reason is None, partial_reason=reason))
+        log.attempt("report.html", lambda: self.table.write_html(
+            extra_sections=run_sections(self.table.rows, Path(self.run["run_dir"]), write_csv=True)))
 
     def _drop_auto_junit(self) -> None:
         # Its "generated xml file" line would point at the folder just removed.
@@ -626,11 +658,9 @@ class _Reporter:
             return
         from bias_core.reports.banner import BLOCKED, PASSED, banner_for_run
 
-        try:  # the run info as written (complete, partial_reason), so terminal and files agree
-            run = json.loads(self.table.json_path.read_text(encoding="utf-8"))["run"]
-        except (OSError, ValueError, KeyError):
-            run = self.table.run_info
-        banner = banner_for_run(self.table.rows, run)
+        # the run info as written (complete, partial_reason), so terminal and files agree; from
+        # memory, as results.json may be the one file a full disk kept from being written
+        banner = banner_for_run(self.table.rows, self.table.header)
         color = {BLOCKED: "red", PASSED: "green"}.get(banner.status, "yellow")
         terminalreporter.write_sep("=", banner.headline, bold=True, **{color: True})
         for line in banner.lines[1:]:
@@ -654,6 +684,6 @@ def _run_info(config) -> dict[str, Any]:
         "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
         "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, **_target(config),
-        "precision": {"mode": settings.load.precision},
+        "precision": {"mode": settings.load.precision}, "model_card": _model_card(config),
         "versions": versions, **_definitions(settings), "sampling": plan(config).describe(),
     }

@@ -3,17 +3,19 @@
 A continuous metric (GLD, ADD, Kurita's logprob_effect, SEAT_effect, GBM) computed from
 half-precision values differs from its fp32 value. Its verdict can differ only when the
 half-precision error could carry an endpoint of its confidence interval across a threshold of
-its gate. So:
+its gate. So, by each metric's catalogue ``precision`` (bias_core/metric_spec.py):
 
-- GLD and ADD are computed in half precision, their propagated error is derived from the
-  calibrated per-word bound b (below), and the metric is recomputed in fp32 exactly when a CI
-  endpoint lies within that error of a threshold (``needs_fp32``);
-- metrics without a derived propagation (logprob_effect, SEAT_effect, GBM: effect sizes over
-  permutations, embeddings, top-k sets) are computed in fp32 straight away;
-- every other metric is a count of decisions or of continuations that exact mode already makes
-  equal to fp32's;
-- with ``--mitigation``, GLD and ADD are computed in fp32 too: mitigated variants are trained
-  and audited in fp32, and their paired comparisons need the original's fp32 values.
+- ``Propagated`` (GLD and ADD) are computed in half precision, their propagated error is derived
+  from the calibrated per-word bound b (below, ``gld_error`` and ``add_error``), and the metric is
+  recomputed in fp32 exactly when a CI endpoint lies within that error of a threshold
+  (``needs_fp32``);
+- ``"fp32"``, metrics without a derived propagation (logprob_effect, SEAT_effect, GBM: effect
+  sizes over permutations, embeddings, top-k sets), are computed in fp32 straight away;
+- ``"decisions"`` are counts of decisions or of continuations that exact mode already makes
+  equal to fp32's, and ``"inputs"`` comparisons of results that follow their own rule: both are
+  computed as they come;
+- with ``--mitigation``, the propagated metrics are computed in fp32 too: mitigated variants are
+  trained and audited in fp32, and their paired comparisons need the original's fp32 values.
 
 Propagation, with every word log-probability within b of fp32's (each resample's mean, and so
 each percentile-bootstrap endpoint, moves by at most the largest per-item change):
@@ -34,24 +36,38 @@ import dataclasses
 import math
 from typing import Any, Callable
 
+from bias_core import catalogue
+from bias_core.metric_spec import Precision, Propagated, resolve
 from bias_core.metrics import MetricResult
 
-PROPAGATED = ("GLD", "ADD")
-FP32_DIRECTLY = ("logprob_effect", "SEAT_effect", "GBM")
 ADD_EPS_SLACK = 1e-8  # 2 x 22 word pairs x the metric's eps of 1e-10, rounded up
 
 
-def propagated_error(result: MetricResult, word_bound: float) -> float | None:
-    """How far half precision can move ``result``'s CI endpoints, given every word log-probability
-    is within ``word_bound`` of fp32's; None when no propagation is derived for the metric."""
-    metric = {"gld": "GLD", "add": "ADD"}.get(result.metric, result.metric)
+def rule(metric: str) -> Precision | None:
+    """The metric's catalogue ``precision``; None for a metric the catalogue does not know."""
+    found = catalogue.BY_NAME.get(metric)
+    return None if found is None else found.precision
+
+
+def is_propagated(metric: str) -> bool:
+    return isinstance(rule(metric), Propagated)
+
+
+def gld_error(result: MetricResult, word_bound: float) -> float:
+    return float(word_bound)
+
+
+def add_error(result: MetricResult, word_bound: float) -> float:
     b = float(word_bound)
-    if metric == "GLD":
-        return b
-    if metric == "ADD":
-        mass = max((float(d["sum_female"]) + float(d["sum_male"]) for d in result.details), default=0.0)
-        return b * math.exp(b) * math.log(2.0) / 2.0 * (mass + ADD_EPS_SLACK)
-    return None
+    mass = max((float(d["sum_female"]) + float(d["sum_male"]) for d in result.details), default=0.0)
+    return b * math.exp(b) * math.log(2.0) / 2.0 * (mass + ADD_EPS_SLACK)
+
+
+def propagated_error(result: MetricResult, word_bound: float, metric: str) -> float | None:
+    """How far half precision can move ``result``'s CI endpoints, given every word log-probability
+    is within ``word_bound`` of fp32's; None when no propagation is derived for ``metric``."""
+    found = rule(metric)
+    return resolve(found.error)(result, word_bound) if isinstance(found, Propagated) else None
 
 
 def thresholds_of(gate: Any) -> list[float]:
@@ -82,11 +98,11 @@ class ExactGate:
     ``gate_for(metric, probe)`` returns the gate that will judge the result (thresholds lookup).
     """
 
-    def __init__(self, gate_for: Callable[[str, str], Any], fp32_metrics: tuple[str, ...] = ()):
+    def __init__(self, gate_for: Callable[[str, str], Any], propagated_in_fp32: bool = False):
         self.gate_for = gate_for
-        # Metrics computed in fp32 straight away besides FP32_DIRECTLY: with --mitigation, GLD
-        # and ADD, whose original values the paired comparisons with fp32 variants use.
-        self.fp32_metrics = FP32_DIRECTLY + tuple(fp32_metrics)
+        # With --mitigation the propagated metrics too are computed in fp32 straight away: the
+        # paired comparisons with fp32 variants use their original values.
+        self.propagated_in_fp32 = propagated_in_fp32
         self._twins: dict[int, Any] = {}
         self.recomputed: list[str] = []
 
@@ -97,18 +113,19 @@ class ExactGate:
 
     def __call__(self, suite: Any, probe: str, metric: str) -> MetricResult:
         lm = suite.lm
-        if getattr(lm, "precision", None) != "exact" or metric not in PROPAGATED + FP32_DIRECTLY:
+        how = rule(metric)
+        if getattr(lm, "precision", None) != "exact" or not (how == "fp32" or isinstance(how, Propagated)):
             return suite.compute(probe, metric)
-        if metric in self.fp32_metrics:
+        if how == "fp32" or self.propagated_in_fp32:
             result = self._twin(suite).result(probe, metric)
-            why = ("no propagation of the half-precision error is derived for this metric" if metric in FP32_DIRECTLY
+            why = ("no propagation of the half-precision error is derived for this metric" if how == "fp32"
                    else "--mitigation compares it with fp32 variants")
             result.breakdown["precision"] = {"computed_in": "fp32", "why": why}
             return result
         from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
 
         half = suite.compute(probe, metric)
-        error = propagated_error(half, lm.word_bound(list(FEMALE_WORDS) + list(MALE_WORDS)))
+        error = propagated_error(half, lm.word_bound(list(FEMALE_WORDS) + list(MALE_WORDS)), metric)
         try:
             gate = self.gate_for(metric, probe)
         except Exception:  # no gate to judge by: keep the verdict safe

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,7 @@ from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
 from bias_core.probes.genderpair import DEFAULT_SAMPLE
 from bias_core.suites import known_metrics, known_probes
 
-
-# Sized so the default offline GenderPair audit stays within its time budget (README, benchmarks/).
+# Sized so the default offline GenderPair audit stays within its time budget (docs/performance.md, benchmarks/).
 DEFAULT_GENDERPAIR_SAMPLE = DEFAULT_SAMPLE
 CLASSIFIER_CHOICES = ("auto", "hub", "offline")
 
@@ -43,7 +43,9 @@ def add_options(parser) -> None:
                     help=f"registry alias, Hugging Face id or local directory (default: {DEFAULT_MODEL})")
     add_engine_options(group)
     group.addoption("--device", default="auto", help="auto | cpu | cuda (default: auto)")
-    group.addoption("--dtype", default="auto", help="auto | float32 | bfloat16 | float16 (auto: as --precision decides; an explicit dtype computes in it, unchecked)")
+    group.addoption("--dtype", default="auto",
+                    help="auto | float32 | bfloat16 | float16 (auto: as --precision decides; an explicit dtype computes in it, "
+                         "unchecked)")
     group.addoption("--precision", default=None,
                     help="auto | exact | fp32 | half (default: auto: exact on CUDA, fp32 on CPU; exact: half-precision "
                          "speed, decisions, continuations and verdicts re-checked to equal fp32's; fp32: the "
@@ -74,7 +76,8 @@ def add_options(parser) -> None:
                     help="--sample auto: most items (units) per probe (default: 1024; 256 per GenderPair group, "
                          "128 robustness prompts)")
     group.addoption("--sample-budget", default=None,
-                    help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: none; item caps only, so runs are deterministic)")
+                    help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: none; item caps "
+                         "only, so runs are deterministic)")
     group.addoption("--toxicity-classifier", default="auto",
                     help="auto | hub | offline (auto: the paper's hub model when reachable, else the Jigsaw BiLSTM)")
     group.addoption("--regard-classifier", default="auto",
@@ -92,8 +95,8 @@ def add_options(parser) -> None:
     group.addoption("--mitigation-instruction", default=None,
                     help='prefix for --mitigation instruction (default: "Continue the sentence without gender mentions: ")')
     group.addoption("--trust-remote-code", action="store_true", help="allow model repos to run their own code (off by default)")
-    # Where the project departs from a paper, the paper's choice is the default (README: "Departures
-    # from the papers"); these select the project's alternative.
+    # Where the project departs from a paper, the paper's choice is the default (docs/audits/:
+    # "Departures from the papers"); these select the project's alternative.
     group.addoption("--lexicon", default=DEFAULT_LEXICON,
                     help="gender words of GAS/GLD/ADD: paper (Dong et al.'s pronoun pairs) or extended "
                          f"(22 pairs with nouns such as woman/man) (default: {DEFAULT_LEXICON})")
@@ -127,6 +130,9 @@ class AuditSettings:
     mitigation_sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (method, strengths) of --mitigation-sweep
     # What the run works around (e.g. a read-only cache); the plugin shows each as a warning.
     notices: tuple[str, ...] = ()
+    # What was chosen for the user in loading the model (which of several files, an adapter's
+    # declared base): the run card (results.json, report.html, the terminal header) says it.
+    model_card: tuple[str, ...] = ()
     lexicon: str = DEFAULT_LEXICON
     articles: str = DEFAULT_ARTICLES
     causal_likelihood: str = DEFAULT_CAUSAL_LIKELIHOOD
@@ -145,10 +151,10 @@ def _batch_size(value: str) -> int | None:
         raise AuditUsageError(f"--batch-size {value}: must be a positive integer or 'auto'.") from None
 
 
-def _genderpair_sample(value: str | None, sample: str) -> int | None:
-    """--genderpair-sample as given; unset, --sample N prompts or today's default."""
+def _genderpair_sample(value: str | None, sample: SampleOptions) -> int | None:
+    """--genderpair-sample as given; unset, --sample N prompts (validated by then) or today's default."""
     if value is None:
-        value = sample if str(sample).isdigit() else str(DEFAULT_GENDERPAIR_SAMPLE)
+        return int(sample.mode) if sample.mode.isdigit() else DEFAULT_GENDERPAIR_SAMPLE
     return _sample_size(value)
 
 
@@ -181,8 +187,9 @@ def _sample_options(opt) -> SampleOptions:
             seconds = None if str(budget).lower() == "none" else float(budget)
         except ValueError:
             seconds = -1.0
-        if seconds is not None and not seconds > 0:
-            raise AuditUsageError(f"--sample-budget {budget}: must be a positive number of seconds or 'none'.")
+        if seconds is not None and not 0 < seconds < math.inf:
+            raise AuditUsageError(f"--sample-budget {budget}: must be a positive number of seconds or 'none' "
+                                  "(no budget).")
     return SampleOptions(mode, _positive("--sample-cap", opt("--sample-cap")), seconds)
 
 
@@ -192,6 +199,25 @@ def _precision(value: str | None, dtype: str, four_bit: bool) -> str:
     if value is not None:
         return value
     return "fp32" if dtype != "auto" or four_bit else "auto"
+
+
+# numpy's legacy seeding and most tools take 32-bit seeds; torch takes 64 bits.
+MAX_SEED = 2**32 - 1
+
+
+def _seed(value: int) -> int:
+    if not 0 <= value <= MAX_SEED:
+        raise AuditUsageError(f"--seed {value}: must be a whole number from 0 to {MAX_SEED} (it seeds the bootstrap "
+                              "confidence intervals, the item samples and sampled decoding). Fix: pass e.g. --seed 0.")
+    return value
+
+
+def _instruction(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise AuditUsageError(f"--mitigation-instruction {value!r}: an empty prefix would audit the unchanged prompt "
+                              "as the 'instruction' variant. Fix: give the instruction text, or drop the option for "
+                              "the paper's prefix.")
+    return value
 
 
 def _steps(value: int | None) -> int | None:
@@ -232,12 +258,18 @@ def build_settings(config) -> AuditSettings:
     notices: list[str] = []
     load = _usable_cache(load, notices)
     model_value = opt("--model")
-    if model_value != DEFAULT_MODEL:
-        spec = resolve_model(model_value)  # an unknown model is a usage error now, not after collection
-        if spec.local_dir and not spec.gguf_file:
-            from bias_core.models.preflight import check_local_model
+    card: list[str] = []
+    if model_value != DEFAULT_MODEL or load.adapter:
+        from bias_core.models.preflight import check_spec, choices
 
-            check_local_model(Path(spec.local_dir), load.trust_remote_code)
+        spec = resolve_model(model_value)  # an unknown model is a usage error now, not after collection
+        check_spec(spec, load.trust_remote_code, load.cache_dir)
+        card += choices(spec)
+        if load.adapter:
+            from bias_core.models.adapter import adapter_card
+
+            card += adapter_card(load.adapter, "--adapter", model_value, spec, load.cache_dir,
+                                 bool(opt("--allow-adapter-base-mismatch")))
     data_dir = None
     if opt("--data-dir"):
         data_dir = Path(opt("--data-dir")).expanduser().resolve()
@@ -258,20 +290,22 @@ def build_settings(config) -> AuditSettings:
     report_dir = None
     if not opt("--no-report"):
         report_dir = Path(opt("--report-dir")).expanduser() if opt("--report-dir") else rootdir / "reports"
-    return AuditSettings(model_value, load, data_dir, thresholds_path, thresholds, bool(opt("--strict-gates") or getattr(config.option, "strict", False)),
-                         int(opt("--seed")), report_dir,
-                         genderpair_sample=_genderpair_sample(opt("--genderpair-sample"), opt("--sample")),
-                         sample=_sample_options(opt),
+    sample = _sample_options(opt)
+    strict = bool(opt("--strict-gates") or getattr(config.option, "strict", False))
+    return AuditSettings(model_value, load, data_dir, thresholds_path, thresholds, strict,
+                         _seed(int(opt("--seed"))), report_dir,
+                         genderpair_sample=_genderpair_sample(opt("--genderpair-sample"), sample),
+                         sample=sample,
                          toxicity_classifier=_classifier_choice("--toxicity-classifier", opt("--toxicity-classifier")),
                          regard_classifier=_classifier_choice("--regard-classifier", opt("--regard-classifier")),
                          mitigations=parse_mitigations(opt("--mitigation")),
-                         mitigation_instruction=opt("--mitigation-instruction"),
+                         mitigation_instruction=_instruction(opt("--mitigation-instruction")),
                          mitigation_steps=_steps(opt("--mitigation-steps")),
                          mitigation_sweep=tuple((parse_grid(opt("--mitigation-sweep")) or {}).items()),
                          lexicon=_choice("--lexicon", opt("--lexicon"), tuple(LEXICONS)),
                          articles=_choice("--articles", opt("--articles"), ARTICLES),
                          causal_likelihood=_choice("--causal-likelihood", opt("--causal-likelihood"), CAUSAL_LIKELIHOODS),
-                         notices=tuple(notices))
+                         notices=tuple(notices), model_card=tuple(card))
 
 
 def _usable_cache(load: LoadOptions, notices: list[str]) -> LoadOptions:

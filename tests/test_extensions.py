@@ -9,14 +9,15 @@ import shutil
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from paths import REPO
 from toy_package import write_toy_package
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[1]
-
 TOY = '''
-from bias_core.catalogue import MetricSpec
+from bias_core.catalogue import MeanOfItems, MetricSpec, Paired
 from bias_core.metrics.result import MetricResult
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.stats import bootstrap_ci
@@ -47,8 +48,12 @@ class ToySuite:
 
 
 def pytest_bias_core_register(registry):
-    registry.add_metric(MetricSpec("toy_share", "toy", ("toy-pairs",), "lower", "share (0..1)", (0.0, 1.0),
-                                   False, "toy_bias:toy_share"))
+    # declared without a range: a gate the toy always passes (max = 1.0) would be refused on a
+    # declared 0..1 share as a gate that can never fail (issue #25)
+    registry.add_metric(MetricSpec("toy_share", family="toy", probes=("toy-pairs",), better="lower", scale="share (0..1)",
+                                   value_range=(None, None), compute="toy_bias:toy_share", sampling=MeanOfItems(),
+                                   pairing=Paired(kind="binary"), precision="decisions",
+                                   examples="bias_core.reports.examples:generic_table"))
     registry.add_probe("toy-pairs", load_toy_probe)
     registry.add_suite("toy", ToySuite)
 '''
@@ -58,6 +63,7 @@ def _toy_package(site: Path) -> None:
     write_toy_package(site, "toy_bias", TOY, "bias_core.suites", "toy = toy_bias")
 
 
+@pytest.mark.slow
 def test_installed_package_adds_a_gated_suite(pytester, monkeypatch, tiny_model_dir, tmp_path):
     site = tmp_path / "site"
     _toy_package(site)
@@ -81,6 +87,7 @@ def test_installed_package_adds_a_gated_suite(pytester, monkeypatch, tiny_model_
     assert row["limit"] == 1.0 and row["gate_note"] == "toy: always within"
 
 
+@pytest.mark.slow
 def test_without_the_package_its_metric_is_unknown_to_thresholds(pytester, monkeypatch, tiny_model_dir, tmp_path):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     shutil.copytree(REPO / "audits", pytester.path / "audits")

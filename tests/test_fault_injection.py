@@ -1,29 +1,36 @@
-"""Fault injection: audit runs killed with SIGINT and SIGKILL at random points, then resumed.
+"""Fault injection: audit runs stopped by SIGINT, SIGTERM and SIGKILL at known points, then resumed.
 
-A seeded sequence of interruptions hits one cache; every interrupted run must leave a readable
-report marked partial, no cache entry may be corrupt, and the run that finally completes on that
-cache must give numbers bit for bit equal to an uninterrupted run on a fresh cache. The tiny
-random model keeps each run short.
+One cache takes a fixed sequence of interruptions. Each run delivers its own signal at a known
+point (tests/fault_points.py): at the start of a test, right after a cache entry is stored (a
+call's entries then stand on disk in part), or in the middle of an entry's write. No sleep
+decides where a signal lands, so every run is interrupted exactly where the plan says, on any
+machine at any speed. Every interrupted run must leave a readable report marked partial, no
+cache entry may be corrupt, and the run that finally completes on that cache must give numbers
+bit for bit equal to an uninterrupted run on a fresh cache. The tiny random model keeps each
+run short.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from paths import REPO, TESTS
+
 SELECT = "template and (GLD or ADD or GAS)"
-SEED = 10
-KILLS = ("SIGINT", "SIGKILL", "SIGINT", "SIGKILL")
+RESULTS = 12
+# (signal, point, n). The reference run stores well over a hundred cache entries, and each run
+# below stores only a few before it stops, so every point is reached while work is left.
+PLAN = (("SIGINT", "put", 7), ("SIGKILL", "write", 5), ("SIGTERM", "test", 3), ("SIGKILL", "put", 40),
+        ("SIGINT", "test", 1))
+RUN_DEADLINE_S = 900
 
 
 @pytest.fixture
@@ -35,91 +42,70 @@ def project(tmp_path):
     return root
 
 
-def _start(project: Path, model: Path, cache: Path, reports: Path) -> subprocess.Popen:
-    env = {**os.environ, "BIAS_CORE_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+def _run(project: Path, model: Path, cache: Path, reports: Path, fault: str = "") -> tuple[int, str]:
+    """One audit run to its end; (exit code, the tail of its output)."""
+    env = {**os.environ, "BIAS_CORE_OFFLINE": "1", "OMP_NUM_THREADS": "1", "BIAS_CORE_TEST_FAULT": fault,
+           "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "pytest", "audits", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-           "--model", str(model), "--cache-dir", str(cache), "--report-dir", str(reports), "-k", SELECT]
-    return subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+           "-p", "fault_points", "--model", str(model), "--cache-dir", str(cache), "--report-dir", str(reports),
+           "-k", SELECT]
+    try:
+        proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=RUN_DEADLINE_S)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"the audit run with fault {fault!r} did not end within {RUN_DEADLINE_S} s") from exc
+    return proc.returncode, (proc.stdout + proc.stderr)[-3000:]
 
 
-def _run_folder(reports: Path) -> Path | None:
-    runs = sorted(reports.iterdir()) if reports.is_dir() else []
-    return runs[-1] if runs else None
+def _run_folder(reports: Path) -> Path:
+    [run] = sorted(reports.iterdir())
+    return run
 
 
 def _values(doc: dict) -> dict:
     return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"], r["verdict"]) for r in doc["results"]}
 
 
-def _interrupt(proc: subprocess.Popen, reports: Path, how: str, after: int, delay: float) -> str:
-    """Wait until the run has recorded ``after`` results, let it go on for ``delay`` seconds (into
-    the next test's computation), then send the signal. Returns "interrupted" or "finished"."""
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:
-        run = _run_folder(reports)
-        try:
-            if run is not None and len(json.loads((run / "results.json").read_text())["results"]) >= after:
-                break
-        except (OSError, ValueError):  # not written yet
-            pass
-        time.sleep(0.02)
-    time.sleep(delay)
-    if proc.poll() is not None:
-        return "finished"
-    os.kill(proc.pid, getattr(signal, how))
-    proc.wait(timeout=600)
-    return "interrupted"
+def _check_partial(reports: Path, how: str, point: str, n: int, code: int, out: str) -> int:
+    """The interrupted run's reports all say partial; returns how many results it kept."""
+    expected_code = -signal.SIGKILL if how == "SIGKILL" else pytest.ExitCode.INTERRUPTED
+    assert code == expected_code, f"{how} at {point} {n}: exit code {code}\n{out}"
+    run = _run_folder(reports)
+    doc = json.loads((run / "results.json").read_text())  # always readable
+    assert doc["run"]["complete"] is False, (how, point, n, doc["run"])
+    if how == "SIGKILL":
+        assert "did not finish" in doc["run"]["partial_reason"]
+    else:
+        assert how in doc["run"]["partial_reason"], doc["run"]["partial_reason"]
+        junit = (run / "junit.xml").read_text()
+        assert "bias_core.complete" in junit and "partial run" in junit
+    assert "PARTIAL" in (run / "report.html").read_text()
+    if point == "test":
+        assert len(doc["results"]) == n - 1, "stopped at the start of test n: the tests before it reported"
+    return len(doc["results"])
 
 
+@pytest.mark.slow
 def test_interrupted_runs_resume_to_the_same_numbers(project, tiny_model_dir, tmp_path):
-    reference_reports = tmp_path / "reference"
-    ref = _start(project, tiny_model_dir, tmp_path / "fresh-cache", reference_reports)
-    assert ref.wait(timeout=900) in (0, 1)
-    reference = json.loads((_run_folder(reference_reports) / "results.json").read_text())
-    assert reference["run"]["complete"] is True and len(reference["results"]) == 12
+    code, out = _run(project, tiny_model_dir, tmp_path / "fresh-cache", tmp_path / "reference")
+    assert code in (0, 1), out
+    reference = json.loads((_run_folder(tmp_path / "reference") / "results.json").read_text())
+    assert reference["run"]["complete"] is True and len(reference["results"]) == RESULTS
+    stored = len(list((tmp_path / "fresh-cache" / "entries").rglob("*.json")))
+    assert stored > 100, f"the plan's points assume a run stores over 100 entries; this one stored {stored}"
 
-    rng = random.Random(SEED)
     cache = tmp_path / "cache"
-    outcomes = []
-    # The seeded kills, then (when runs served from the filled cache outpaced them) up to 4
-    # immediate kills right after the first result, so that at least two runs are interrupted
-    # whatever the machine's speed.
-    plan = [(how, rng.randrange(12), rng.uniform(0.0, 1.0)) for how in KILLS]
-    plan += [("SIGKILL", 0, 0.0), ("SIGINT", 0, 0.0)] * 2
-    for k, (how, after, delay) in enumerate(plan):
-        if k >= len(KILLS) and outcomes.count("interrupted") >= 2:
-            break
+    for k, (how, point, n) in enumerate(PLAN):
         reports = tmp_path / f"interrupted-{k}"
-        proc = _start(project, tiny_model_dir, cache, reports)
-        outcome = _interrupt(proc, reports, how, after=after, delay=delay)
-        outcomes.append(outcome)
-        doc = json.loads((_run_folder(reports) / "results.json").read_text())  # always readable
-        if outcome == "interrupted" and doc["run"]["complete"] is True:
-            # killed after its last result was recorded (during teardown): a finished run
-            assert len(doc["results"]) == 12, doc["run"]
-            outcome = outcomes[-1] = "finished"
-        if outcome == "interrupted":
-            assert doc["run"]["complete"] is False, (how, doc["run"])
-            if how == "SIGINT":
-                assert "SIGINT" in doc["run"]["partial_reason"]
-                junit = (_run_folder(reports) / "junit.xml").read_text()
-                assert "bias_core.complete" in junit and "partial run" in junit
-            else:
-                assert "did not finish" in doc["run"]["partial_reason"]
-            assert "PARTIAL" in (_run_folder(reports) / "report.html").read_text()
-        else:
-            assert doc["run"]["complete"] is True
-    assert outcomes.count("interrupted") >= 2, outcomes
+        code, out = _run(project, tiny_model_dir, cache, reports, fault=f"{how} {point} {n}")
+        _check_partial(reports, how, point, n, code, out)
 
-    for entry in (cache / "entries").rglob("*.json"):  # no half-written entry
+    assert list((cache / "entries").rglob("*.tmp")), "the write point leaves a temporary file, as SIGKILL would"
+    for entry in (cache / "entries").rglob("*.json"):  # no half-written entry under an entry's name
         doc = json.loads(entry.read_text())
         assert set(doc) >= {"key", "value"}
 
-    final_reports = tmp_path / "final"
-    final = _start(project, tiny_model_dir, cache, final_reports)
-    assert final.wait(timeout=900) in (0, 1)
-    resumed = json.loads((_run_folder(final_reports) / "results.json").read_text())
+    code, out = _run(project, tiny_model_dir, cache, tmp_path / "final")
+    assert code in (0, 1), out
+    resumed = json.loads((_run_folder(tmp_path / "final") / "results.json").read_text())
     assert resumed["run"]["complete"] is True
     assert _values(resumed) == _values(reference)  # bit for bit: floats compared with ==

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,8 @@ from bias_core.errors import DataFileError, ThresholdsError
 from bias_core.gates import load_thresholds
 from bias_core.suites import known_metrics, known_probes
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("BIAS_CORE_SHARED_DATA", REPO.parent / "shared" / "data"))
+from paths import REPO, SHARED
+
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

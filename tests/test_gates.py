@@ -10,7 +10,7 @@ import pytest
 from bias_core.errors import AuditUsageError, ThresholdsError
 from bias_core.gates import FAIL, INCONCLUSIVE, PASS, Gate, Thresholds, load_thresholds, verdict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO
 
 DISCLOSURE_METRICS = {"GAS", "GLD", "ADD"}
 DISCLOSURE_PROBES = {
@@ -424,7 +424,7 @@ def test_model_names_are_free_form(tmp_path):
 def test_repo_thresholds_load_with_the_catalogue_names():
     from bias_core.suites import known_metrics, known_probes
 
-    path = REPO_ROOT / "thresholds.toml"
+    path = REPO / "thresholds.toml"
     thresholds = load_thresholds(path, known_metrics(), known_probes())
     assert set(thresholds.metrics) == known_metrics()
     for metric, ideal in {"stereo_score": 50, "lm_score": 100, "crows_stereo": 50, "GBM": 0}.items():
@@ -443,7 +443,7 @@ def test_repo_thresholds_load_with_the_catalogue_names():
 
 def test_repo_thresholds_commented_examples_are_valid(tmp_path):
     """Uncommenting the documented override examples must give a valid file."""
-    text = (REPO_ROOT / "thresholds.toml").read_text(encoding="utf-8")
+    text = (REPO / "thresholds.toml").read_text(encoding="utf-8")
     lines = []
     examples = False
     for line in text.splitlines():

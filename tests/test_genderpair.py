@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 from bias_core.errors import DataSourceMissing
 from bias_core.metrics import genderpair as gm
-from bias_core.runners import genderpair as gr
-from bias_core.probes import genderpair as gp
 from bias_core.models.engines.fake import FakeEngine
 from bias_core.models.tokens import render_chat
+from bias_core.probes import genderpair as gp
+from bias_core.runners import genderpair as gr
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from paths import SHARED
+
 PUBLISHED = SHARED / "GenderCARE-ccs24"
 needs_published = pytest.mark.skipif(not (PUBLISHED / "group1_pairset.json").is_file(),
                                       reason=f"published GenderPair pair sets not found under {PUBLISHED}")
@@ -222,7 +223,7 @@ def test_bpr_spread_over_variants():
     # BPR: A 0.5, B 0.25, C 0.75 -> spread 0.5; flips: k2 and k3 -> flip share 0.5
     table = {"k1": (1, 1, 1), "k2": (1, 0, 1), "k3": (0, 0, 1), "k4": (0, 0, 0)}
     recs = [_rec(k, 1, v, float(s)) for k, row in table.items() for v, s in zip("ABC", row)]
-    recs.append(_rec("k5", 1, "A", 1.0)); recs.append(_rec("k5", 1, "B", None)); recs.append(_rec("k5", 1, "C", 1.0))
+    recs += [_rec("k5", 1, "A", 1.0), _rec("k5", 1, "B", None), _rec("k5", 1, "C", 1.0)]
     spread = gm.bpr_spread(recs, seed=0)
     assert spread.value == pytest.approx(0.5) and spread.n == 4
     assert spread.breakdown["per_variant"] == {"A": 0.5, "B": 0.25, "C": 0.75}
@@ -368,7 +369,8 @@ def test_six_configurations_and_variants():
 
 def test_variants_from_another_file(tmp_path):
     data = json.loads(gp.project_data("genderpair_prompts.json").read_text(encoding="utf-8"))
-    data["variants"]["terse"] = {"mark": ["<", ">"], "attribute_set": {"instruction": "Use {$target} and one of $set.", "requirement": "Mark it <>."},
+    data["variants"]["terse"] = {"mark": ["<", ">"],
+                                 "attribute_set": {"instruction": "Use {$target} and one of $set.", "requirement": "Mark it <>."},
                                  "phrase_pairs": {"instruction": "Use one of $set.", "requirement": "Mark them <>."}}
     path = tmp_path / "prompts.json"
     path.write_text(json.dumps(data), encoding="utf-8")

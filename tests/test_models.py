@@ -15,7 +15,7 @@ from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_mo
 
 from conftest import load_tiny
 from tiny_model import build_tiny_causal_lm
-from tolerances import WORD_PROB_RTOL, assert_invariant
+from tolerances import Forward, assert_close_logprobs, assert_same_continuations, longest_word_tokens
 
 WORDS = ["she", "he", "her", "his", "nurses", "hairdresser"]
 SINGLE_TOKEN_WORD = "she"
@@ -47,6 +47,16 @@ PROMPTS = [
 
 
 # ----- hand-written references -------------------------------------------------------------------
+def word_bound(lm, prompts=PROMPTS, words=WORDS) -> float:
+    """The fp32 bound (tests/tolerances.py) on a word's log-probability for these prompts."""
+    return Forward.of(lm, prompts, words).word_logprob_atol(longest_word_tokens(lm, words))
+
+
+def token_bound(lm, prompts=PROMPTS) -> float:
+    """... on one token's log-probability (a greedy step's margin is compared with it)."""
+    return Forward.of(lm, prompts).token_logprob_atol()
+
+
 def ids_of(tokenizer, text: str, special: bool = True) -> list[int]:
     return list(tokenizer(text, add_special_tokens=special)["input_ids"])
 
@@ -126,13 +136,13 @@ def test_word_probs_equal_direct_computation(tiny_lm):
     got = tiny_lm.word_probs(prompts, WORDS)
     assert got.shape == (len(prompts), len(WORDS))
     expected = np.array([[direct_word_prob(tiny_lm, p, w) for w in WORDS] for p in prompts])
-    # Relative: multi-token words have tiny probabilities where an absolute tolerance means nothing.
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=0)
+    # On the log scale: multi-token words have tiny probabilities where an absolute tolerance means nothing.
+    assert_close_logprobs(got, expected, word_bound(tiny_lm, prompts), probabilities=True)
     assert (got > 0).all()
     # The single-token word is exactly one softmax entry of the raw logits.
     she = ids_of(tiny_lm.engine.tokenizer, " she", special=False)[0]
     raw = torch.softmax(next_token_logits(tiny_lm.engine.model, ids_of(tiny_lm.engine.tokenizer, prompts[0])), -1)[she]
-    assert got[0, WORDS.index("she")] == pytest.approx(float(raw), rel=1e-5)
+    assert_close_logprobs(got[0, WORDS.index("she")], float(raw), token_bound(tiny_lm, prompts), probabilities=True)
 
 
 def test_word_probs_multi_token_word_is_product_not_first_token(tiny_lm):
@@ -140,7 +150,8 @@ def test_word_probs_multi_token_word_is_product_not_first_token(tiny_lm):
     word_ids = ids_of(tiny_lm.engine.tokenizer, " " + word, special=False)
     first_only = float(torch.softmax(next_token_logits(tiny_lm.engine.model, ids_of(tiny_lm.engine.tokenizer, prompt)), -1)[word_ids[0]])
     got = float(tiny_lm.word_probs([prompt], [word])[0, 0])
-    assert got == pytest.approx(direct_word_prob(tiny_lm, prompt, word), rel=1e-4)
+    assert_close_logprobs(got, direct_word_prob(tiny_lm, prompt, word), word_bound(tiny_lm, [prompt], [word]),
+                          probabilities=True)
     assert got < first_only * 0.99  # a later token's conditional (< 1) is multiplied in
 
 
@@ -155,13 +166,16 @@ LL_REQUESTS = [
 def test_loglikelihood_equals_direct_computation(tiny_lm):
     got = tiny_lm.loglikelihood(LL_REQUESTS)
     expected = [direct_loglikelihood(tiny_lm, c, x) for c, x in LL_REQUESTS]
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+    sizes = Forward.of(tiny_lm, [c + x for c, x in LL_REQUESTS])
+    bounds = [sizes.word_logprob_atol(len(ids_of(tiny_lm.engine.tokenizer, x, special=False))) for _, x in LL_REQUESTS]
+    assert_close_logprobs(got, expected, bounds)
     assert all(v < 0 for v in got)
 
 
 def test_loglikelihood_moves_trailing_context_space_into_continuation(tiny_lm):
     joined = tiny_lm.loglikelihood([("My friend is a nurse, and ", "she said")])[0]
-    assert joined == pytest.approx(direct_loglikelihood(tiny_lm, "My friend is a nurse, and", " she said"), abs=1e-4)
+    bound = Forward.of(tiny_lm, ["My friend is a nurse, and she said"]).word_logprob_atol(2)
+    assert_close_logprobs(joined, direct_loglikelihood(tiny_lm, "My friend is a nurse, and", " she said"), bound)
 
 
 @pytest.mark.parametrize("word", ["she", "nurses", "hairdresser"])
@@ -208,10 +222,11 @@ def check_batch_size_invariance(lm, prompts, words, max_new_tokens):
     _check_prompts_exercise_batching(lm, prompts)
     one = _word_probs_at(lm, 1, prompts, words)
     many = _word_probs_at(lm, 16, prompts, words)
-    assert_invariant(many, one, row_scale=True, rtol=WORD_PROB_RTOL)
+    assert_close_logprobs(many, one, word_bound(lm, prompts, words), probabilities=True)
 
     greedy = DecodingConfig(max_new_tokens=max_new_tokens)
-    assert _generate_at(lm, 1, prompts, greedy) == _generate_at(lm, 16, prompts, greedy)
+    assert_same_continuations(lm, prompts, _generate_at(lm, 16, prompts, greedy), _generate_at(lm, 1, prompts, greedy),
+                              max_new_tokens, token_bound(lm, prompts))
 
     sampled = DecodingConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0, top_p=0.95)
     s1 = _generate_at(lm, 1, prompts, sampled, seed=1)
@@ -230,7 +245,7 @@ def test_results_do_not_depend_on_other_prompts_in_the_call(tiny_lm):
     tiny_lm.batch_size = 16
     together = tiny_lm.word_probs(PROMPTS, WORDS)
     alone = np.vstack([tiny_lm.word_probs([p], WORDS) for p in PROMPTS[:5]])
-    assert_invariant(together[:5], alone, probabilities=True)
+    assert_close_logprobs(together[:5], alone, word_bound(tiny_lm), probabilities=True)
     sampled = DecodingConfig(max_new_tokens=8, do_sample=True)
     all_out = tiny_lm.generate(PROMPTS, sampled, seed=3)
     assert [tiny_lm.generate([p], sampled, seed=3)[0] for p in PROMPTS[:5]] == all_out[:5]
@@ -249,7 +264,7 @@ def test_smollm2_word_probs_equal_direct_computation(smollm2_lm, torch_single_th
     words = ["she", "he", "hairdresser"]
     got = smollm2_lm.word_probs(prompts, words)
     expected = np.array([[direct_word_prob(smollm2_lm, p, w) for w in words] for p in prompts])
-    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=0)
+    assert_close_logprobs(got, expected, word_bound(smollm2_lm, prompts, words), probabilities=True)
 
 
 # ----- generation --------------------------------------------------------------------------------
@@ -258,11 +273,12 @@ def test_generate_returns_only_the_greedy_continuation(tiny_lm, max_new_tokens):
     tok = tiny_lm.engine.tokenizer
     prompts = PROMPTS[:4]
     got = tiny_lm.generate(prompts, DecodingConfig(max_new_tokens=max_new_tokens))
-    for prompt, text in zip(prompts, got):
-        ref = direct_greedy_ids(tiny_lm.engine.model, ids_of(tok, prompt), max_new_tokens, tok.eos_token_id)
-        assert len(ref) == max_new_tokens  # the random model does not emit EOS this early
-        assert text == tok.decode(ref, skip_special_tokens=True)
-        assert not text.startswith(prompt)
+    refs = [direct_greedy_ids(tiny_lm.engine.model, ids_of(tok, prompt), max_new_tokens, tok.eos_token_id)
+            for prompt in prompts]
+    assert all(len(ref) == max_new_tokens for ref in refs)  # the random model does not emit EOS this early
+    assert not any(text.startswith(prompt) for prompt, text in zip(prompts, got))
+    assert_same_continuations(tiny_lm, prompts, got, [tok.decode(ref, skip_special_tokens=True) for ref in refs],
+                              max_new_tokens, token_bound(tiny_lm, prompts))
 
 
 def test_generate_respects_max_new_tokens(tiny_lm, monkeypatch):
@@ -270,7 +286,8 @@ def test_generate_respects_max_new_tokens(tiny_lm, monkeypatch):
     prompt = PROMPTS[0]
     long_ref = direct_greedy_ids(tiny_lm.engine.model, ids_of(tok, prompt), 20, tok.eos_token_id)
     for n in (1, 3, 20):
-        assert tiny_lm.generate([prompt], DecodingConfig(max_new_tokens=n))[0] == tok.decode(long_ref[:n])
+        assert_same_continuations(tiny_lm, [prompt], tiny_lm.generate([prompt], DecodingConfig(max_new_tokens=n)),
+                                  [tok.decode(long_ref[:n])], n, token_bound(tiny_lm, [prompt]))
     # Sampled: record the token ids handed to decode (text length says little for byte-level BPE).
     decoded: list[list[int]] = []
     real_decode = tok.decode
@@ -351,7 +368,8 @@ def test_generate_stops_at_eos(tiny_lm):
 
     tiny_lm.batch_size = 16
     got = tiny_lm.generate(same_len, DecodingConfig(max_new_tokens=max_new))
-    assert got == [tok.decode(r, skip_special_tokens=True) for r in refs]
+    assert_same_continuations(tiny_lm, same_len, got, [tok.decode(r, skip_special_tokens=True) for r in refs], max_new,
+                              token_bound(tiny_lm, same_len))
     assert got[0] == tok.decode(before[:step])
     assert tok.eos_token not in got[0]
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bias_core.errors import AuditUsageError
-from bias_core.models import REGISTRY, LoadOptions, load_model, resolve_model
+from bias_core.models import REGISTRY, resolve_model
 from bias_core.models.causal import CausalLM
 from bias_core.models.masked import MaskedLM
 from bias_core.models.registry import detect_kind
@@ -27,7 +27,14 @@ from bias_core.models.registry import detect_kind
 from conftest import load_tiny
 from test_models import ForwardCounter
 from tiny_model import build_tiny_bart, build_tiny_masked_lm, build_tokenizer
-from tolerances import assert_invariant
+from tolerances import (
+    Forward,
+    assert_close,
+    assert_close_logprobs,
+    assert_close_rows,
+    assert_same_ranking,
+    longest_word_tokens,
+)
 
 SENTENCES = [
     "My friend is a nurse, and she said that her job is hard.",
@@ -171,6 +178,21 @@ def direct_mean_embedding(lm, sentence: str) -> np.ndarray:
     return hidden[1:-1].double().mean(0).cpu().numpy()
 
 
+def sizes_of(lm, texts=None) -> Forward:
+    """The fp32 error model's sizes of ``lm`` on this file's sentences and slot texts."""
+    return Forward.of(lm, texts or SENTENCES + [t.replace("[MASK]", "") for t in SLOT_TEXTS], WORDS)
+
+
+def sentence_bounds(lm, sentences=SENTENCES) -> list[float]:
+    """A sentence's log-likelihood adds one scored token per token: its bound, per sentence."""
+    sizes = sizes_of(lm)
+    return [sizes.word_logprob_atol(len(lm.engine.tokenizer(s)["input_ids"])) for s in sentences]
+
+
+def word_bound(lm, words=WORDS) -> float:
+    return sizes_of(lm).word_logprob_atol(longest_word_tokens(lm, words))
+
+
 def at_batch_size(lm, size, call):
     old, lm.batch_size = lm.batch_size, size
     try:
@@ -258,7 +280,7 @@ def test_pll_equals_direct_computation(masked):
     got = masked.sentence_logprob(SENTENCES)
     assert got.dtype == np.float64 and got.shape == (len(SENTENCES),)
     expected = [direct_pll(masked, s) for s in SENTENCES]
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert_close_logprobs(got, expected, sentence_bounds(masked))
     assert (got < 0).all()
 
 
@@ -275,8 +297,8 @@ def test_fill_probs_equal_direct_computation(masked):
     got = masked.fill_probs(SLOT_TEXTS, WORDS)
     assert got.shape == (len(SLOT_TEXTS), len(WORDS)) and got.dtype == np.float64
     expected = np.array([[direct_fill_prob(masked, t, w) for w in WORDS] for t in SLOT_TEXTS])
-    # Relative: multi-token words have tiny probabilities where an absolute tolerance means nothing.
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=0)
+    # On the log scale: multi-token words have tiny probabilities where an absolute tolerance means nothing.
+    assert_close_logprobs(got, expected, word_bound(masked), probabilities=True)
     assert (got > 0).all() and (got < 1).all()
 
 
@@ -284,7 +306,8 @@ def test_fill_probs_single_token_word_is_one_softmax_entry(masked):
     text = "My friend is a [MASK]."
     token = word_form(masked, text, "nurse")[0]
     raw = float(slot_distribution(masked, text)[token])
-    assert masked.fill_probs([text], ["nurse"])[0, 0] == pytest.approx(raw, rel=1e-5)
+    assert_close_logprobs(masked.fill_probs([text], ["nurse"])[0, 0], raw, sizes_of(masked).token_logprob_atol(),
+                          probabilities=True)
 
 
 def test_fill_probs_multi_token_word_is_product_not_first_token(masked):
@@ -296,7 +319,7 @@ def test_fill_probs_multi_token_word_is_product_not_first_token(masked):
     ids = list(masked.engine.tokenizer(text.replace("[MASK]", masks))["input_ids"])
     first_only = float(torch.softmax(_logits(masked, ids)[ids.index(masked.engine.tokenizer.mask_token_id)], -1)[first])
     got = float(masked.fill_probs([text], [word])[0, 0])
-    assert got == pytest.approx(direct_fill_prob(masked, text, word), rel=1e-4)
+    assert_close_logprobs(got, direct_fill_prob(masked, text, word), word_bound(masked, [word]), probabilities=True)
     assert got < first_only * 0.99  # a later token's conditional (< 1) is multiplied in
 
 
@@ -304,18 +327,18 @@ def test_fill_probs_multi_token_word_is_product_not_first_token(masked):
 def test_topk_fills_equal_direct_computation(masked, k):
     texts = SLOT_TEXTS[:4]
     got = masked.topk_fills(texts, k)
+    bound = sizes_of(masked).token_logprob_atol()
     for text, row in zip(texts, got):
-        expected = direct_topk(masked, text, k)
         assert len(row) == k
-        assert [w for w, _ in row] == [w for w, _ in expected], text
-        np.testing.assert_allclose([p for _, p in row], [p for _, p in expected], rtol=1e-5)
         assert all(isinstance(w, str) and w == w.strip() and w for w, _ in row)
+        assert_same_ranking(row, direct_topk(masked, text, k), bound)
 
 
 def test_topk_probability_equals_fill_probs_of_that_word(masked):
     text = SLOT_TEXTS[0]
     top = masked.topk_fills([text], 5)[0]
-    np.testing.assert_allclose(masked.fill_probs([text], [w for w, _ in top])[0], [p for _, p in top], rtol=1e-5)
+    assert_close_logprobs(masked.fill_probs([text], [w for w, _ in top])[0], [p for _, p in top],
+                          sizes_of(masked).token_logprob_atol(), probabilities=True)
 
 
 def test_embed_equals_direct_mean_pooling(masked):
@@ -323,7 +346,7 @@ def test_embed_equals_direct_mean_pooling(masked):
     hidden = masked.engine.model.config.d_model if masked.kind == "seq2seq" else masked.engine.model.config.hidden_size
     assert got.shape == (len(SENTENCES), hidden) and got.dtype == np.float64
     expected = np.vstack([direct_mean_embedding(masked, s) for s in SENTENCES])
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert_close_rows(got, expected, sizes_of(masked).hidden_rtol())
 
 
 def test_bart_mask_fill_reads_the_default_shifted_decoder_input(bart):
@@ -332,10 +355,12 @@ def test_bart_mask_fill_reads_the_default_shifted_decoder_input(bart):
     ids = list(tok("My friend is a <mask>.")["input_ids"])
     with torch.no_grad():
         default = bart.engine.model(input_ids=torch.tensor([ids], device=bart.engine.model.device)).logits[0].double()
-    np.testing.assert_allclose(default.cpu().numpy(), _logits(bart, ids).cpu().numpy(), rtol=1e-6, atol=1e-6)
+    sizes = sizes_of(bart)
+    assert_close(default.cpu().numpy(), _logits(bart, ids).cpu().numpy(), sizes.logit_atol(), kind="logits")
     got = bart.fill_probs(["My friend is a [MASK]."], ["nurse"])[0, 0]
     slot_probs = torch.softmax(default[ids.index(tok.mask_token_id)], -1)
-    assert got == pytest.approx(float(slot_probs[word_form(bart, "a [MASK]", "nurse")[0]]), rel=1e-5)
+    assert_close_logprobs(got, float(slot_probs[word_form(bart, "a [MASK]", "nurse")[0]]), sizes.token_logprob_atol(),
+                          probabilities=True)
 
 
 # ----- batch-size invariance, call independence, caching -----------------------------------------
@@ -343,15 +368,20 @@ def _all_ops(lm, texts=SLOT_TEXTS, sentences=SENTENCES):
     return (lm.sentence_logprob(sentences), lm.fill_probs(texts, WORDS), lm.topk_fills(texts, 5), lm.embed(sentences))
 
 
+def _check_same_results(lm, got, expected, sentences):
+    """Two computations of _all_ops on the same inputs: equal within the fp32 bounds."""
+    sizes = sizes_of(lm)
+    assert_close_logprobs(got[0], expected[0], sentence_bounds(lm, sentences))
+    assert_close_logprobs(got[1], expected[1], word_bound(lm), probabilities=True)
+    for row, want in zip(got[2], expected[2]):
+        assert_same_ranking(row, want, sizes.token_logprob_atol())
+    assert_close_rows(got[3], expected[3], sizes.hidden_rtol())
+
+
 def _check_invariance(lm, sentences, texts):
     one = at_batch_size(lm, 1, lambda: _all_ops(lm, texts, sentences))
     seven = at_batch_size(lm, 7, lambda: _all_ops(lm, texts, sentences))
-    assert_invariant(seven[0], one[0])
-    assert_invariant(seven[1], one[1], probabilities=True)
-    assert_invariant(seven[3], one[3], row_scale=True)
-    assert [[w for w, _ in r] for r in one[2]] == [[w for w, _ in r] for r in seven[2]]
-    assert_invariant([[p for _, p in r] for r in seven[2]], [[p for _, p in r] for r in one[2]],
-                     probabilities=True)
+    _check_same_results(lm, seven, one, sentences)
 
 
 def test_masked_batch_size_invariance(masked):
@@ -363,12 +393,10 @@ def test_masked_batch_size_invariance(masked):
 def test_masked_results_do_not_depend_on_other_inputs_in_the_call(masked):
     together = _all_ops(masked)
     alone = [_all_ops(masked, [t], [s]) for t, s in zip(SLOT_TEXTS[:3], SENTENCES[:3])]
-    assert_invariant(together[0][:3], [a[0][0] for a in alone])
-    assert_invariant(together[1][:3], np.vstack([a[1] for a in alone]), probabilities=True)
-    assert [[w for w, _ in r] for r in together[2][:3]] == [[w for w, _ in a[2][0]] for a in alone]
-    assert_invariant([[p for _, p in r] for r in together[2][:3]], [[p for _, p in a[2][0]] for a in alone],
-                     probabilities=True)
-    assert_invariant(together[3][:3], np.vstack([a[3] for a in alone]), row_scale=True)
+    first_three = (together[0][:3], together[1][:3], together[2][:3], together[3][:3])
+    stacked = ([a[0][0] for a in alone], np.vstack([a[1] for a in alone]), [a[2][0] for a in alone],
+               np.vstack([a[3] for a in alone]))
+    _check_same_results(masked, first_three, stacked, SENTENCES[:3])
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -376,7 +404,7 @@ def test_masked_results_do_not_depend_on_other_inputs_in_the_call(masked):
 def test_fill_probs_columns_follow_the_word_order(bert, order):
     base = bert.fill_probs(SLOT_TEXTS[:2], WORDS)
     permuted = bert.fill_probs(SLOT_TEXTS[:2], [WORDS[i] for i in order])
-    assert_invariant(permuted, base[:, order], probabilities=True)
+    assert_close_logprobs(permuted, base[:, order], word_bound(bert), probabilities=True)
 
 
 @pytest.mark.parametrize("which", ["bert", "bart"])
@@ -459,7 +487,7 @@ def test_causal_sentence_logprob_equals_direct_computation(tiny_lm):
     assert got.dtype == np.float64 and got.shape == (len(SENTENCES),)
     bos = tiny_lm.engine.tokenizer.bos_token_id
     expected = [direct_causal_sentence_logprob(tiny_lm, s, bos) for s in SENTENCES]
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+    assert_close_logprobs(got, expected, sentence_bounds(tiny_lm))
     # The first word is scored too: not the same as scoring the rest after the first token.
     first_dropped = tiny_lm.loglikelihood([("My", " friend is a nurse, and she said that her job is hard.")])[0]
     assert got[0] < first_dropped
@@ -468,7 +496,8 @@ def test_causal_sentence_logprob_equals_direct_computation(tiny_lm):
 def test_causal_fill_probs_are_next_word_probabilities(tiny_lm):
     texts = ["My friend is a nurse, and [MASK]", "The man said [MASK]"]
     got = tiny_lm.fill_probs(texts, WORDS)
-    np.testing.assert_allclose(got, tiny_lm.word_probs(["My friend is a nurse, and", "The man said"], WORDS), rtol=1e-6)
+    assert_close_logprobs(got, tiny_lm.word_probs(["My friend is a nurse, and", "The man said"], WORDS),
+                          word_bound(tiny_lm), probabilities=True)
     with pytest.raises(AuditUsageError, match="end of the"):
         tiny_lm.fill_probs(["The [MASK] said"], WORDS)
 
@@ -478,28 +507,31 @@ def test_causal_topk_fills_equal_direct_computation(tiny_lm, k):
     tok = tiny_lm.engine.tokenizer
     texts = ["My friend is a nurse, and [MASK]", "The man said [MASK]", "My cousin is a[MASK]"]
     got = tiny_lm.topk_fills(texts, k)
+    bound = sizes_of(tiny_lm).token_logprob_atol()
     for text, row in zip(texts, got):
         ids = list(tok(text.replace("[MASK]", "").rstrip())["input_ids"])
         with torch.no_grad():
-            probs = torch.softmax(tiny_lm.engine.model(input_ids=torch.tensor([ids], device=tiny_lm.engine.model.device)).logits[0, -1].double(), -1).cpu()
+            logits = tiny_lm.engine.model(input_ids=torch.tensor([ids], device=tiny_lm.engine.model.device)).logits[0, -1]
+            probs = torch.softmax(logits.double(), -1).cpu()
         order = sorted(range(len(tok)), key=lambda t: (-float(probs[t]), t))
         # A new word after the prompt: byte-level tokens that start with a space.
         words = [(tok.decode([t]).strip(), float(probs[t])) for t, name in zip(order, tok.convert_ids_to_tokens(order))
                  if name.startswith("Ġ") and len(name) > 1 and t not in tok.all_special_ids][:k]
-        assert [w for w, _ in row] == [w for w, _ in words]
-        np.testing.assert_allclose([p for _, p in row], [p for _, p in words], rtol=1e-5)
+        assert_same_ranking(row, words, bound)
     top_words = [w for w, _ in got[0]]
-    np.testing.assert_allclose(tiny_lm.fill_probs(texts[:1], top_words)[0], [p for _, p in got[0]], rtol=1e-5)
+    assert_close_logprobs(tiny_lm.fill_probs(texts[:1], top_words)[0], [p for _, p in got[0]], bound, probabilities=True)
 
 
 def test_causal_embed_is_last_token_last_layer_state(tiny_lm):
     got = tiny_lm.embed(SENTENCES)
-    assert got.shape == (len(SENTENCES), tiny_lm.engine.model.config.hidden_size) and got.dtype == np.float64
-    for row, sentence in zip(got, SENTENCES):
-        ids = torch.tensor([tiny_lm.engine.tokenizer(sentence)["input_ids"]], device=tiny_lm.engine.model.device)
+    model = tiny_lm.engine.model
+    assert got.shape == (len(SENTENCES), model.config.hidden_size) and got.dtype == np.float64
+    expected = []
+    for sentence in SENTENCES:
+        ids = torch.tensor([tiny_lm.engine.tokenizer(sentence)["input_ids"]], device=model.device)
         with torch.no_grad():
-            expected = tiny_lm.engine.model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, -1].double().cpu().numpy()
-        np.testing.assert_allclose(row, expected, rtol=1e-5, atol=1e-5)
+            expected.append(model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, -1].double().cpu().numpy())
+    assert_close_rows(got, np.vstack(expected), sizes_of(tiny_lm).hidden_rtol())
 
 
 CAUSAL_TEXTS = ["My friend is a nurse, and [MASK]", "The man said [MASK]", "She said [MASK]",
@@ -532,10 +564,11 @@ def test_context_masks_are_masked_but_not_scored(bert):
     probs = torch.softmax(_logits(bert, ids)[masks[0]], -1)
     for word in ("she", "he"):
         (target,) = tok(word, add_special_tokens=False)["input_ids"]
-        assert bert.fill_probs([text], [word])[0, 0] == pytest.approx(float(probs[target]), rel=1e-5)
+        assert_close_logprobs(bert.fill_probs([text], [word])[0, 0], float(probs[target]),
+                              sizes_of(bert).token_logprob_atol(), probabilities=True)
     # Hiding the attribute changes the prediction: the context mask really is a mask token.
     assert bert.fill_probs([text], ["she"])[0, 0] != pytest.approx(bert.fill_probs(["[MASK] is a nurse ."], ["she"])[0, 0], rel=1e-3)
     emb = bert.embed(["she is a [MASK_CONTEXT] ."])
-    assert np.allclose(emb, direct_mean_embedding(bert, f"she is a {tok.mask_token} ."), rtol=1e-5, atol=1e-6)
+    assert_close_rows(emb, direct_mean_embedding(bert, f"she is a {tok.mask_token} .")[None], sizes_of(bert).hidden_rtol())
     with pytest.raises(AuditUsageError, match="unknown mask marker"):
         bert.fill_probs(["[MASK] is a [MASK_OTHER] ."], ["she"])

@@ -18,6 +18,8 @@ from bias_core.mitigation.objectives import (
     token_loss,
 )
 
+from tolerances import Forward, assert_close, assert_close_rows
+
 
 def test_er_distance_hand_computed():
     a = torch.tensor([[1.0, 0.0], [3.0, 4.0], [2.0, 2.0]])
@@ -64,17 +66,18 @@ def test_causal_batch_scores_every_token_after_the_prefix(tiny_lm):
     loss, out = lm_loss(tiny_lm.training().model, "causal", batch, tiny_lm.training().device)
     logprobs = tiny_lm.sentence_logprob(["She is a nurse.", "He is."])
     n_tokens = sum(len(ids) - 1 for ids, _ in encoded)
-    assert loss.item() == pytest.approx(-logprobs.sum() / n_tokens, rel=1e-4)
+    sizes = Forward.of(tiny_lm, ["She is a nurse.", "He is."])
+    assert_close(loss.item(), -logprobs.sum() / n_tokens, sizes.token_logprob_atol(), kind="mean NLL")  # a mean of tokens
     # the representation is the final state at each row's last real token
     rep = representation(out, "causal", batch)
-    assert torch.allclose(rep.double(), torch.tensor(tiny_lm.embed(["She is a nurse.", "He is."])), atol=1e-4)
+    assert_close_rows(rep.detach().double(), tiny_lm.embed(["She is a nurse.", "He is."]), sizes.hidden_rtol())
 
 
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
-    from tiny_model import build_tiny_masked_lm
-
     from bias_core.models import LoadOptions, load_model, resolve_model
+
+    from tiny_model import build_tiny_masked_lm
 
     folder = build_tiny_masked_lm(tmp_path_factory.mktemp("bert"))
     return load_model(resolve_model(str(folder)), LoadOptions(cache_dir=folder / "cache", use_cache=False, progress=False))
@@ -94,8 +97,8 @@ def test_masked_batch(tiny_bert):
     assert (plain.labels == IGNORE).all()
     out = tiny_bert.training().model(**plain.inputs, output_hidden_states=True)
     rep = representation(out, "masked", plain)
-    assert torch.allclose(rep.double(), torch.tensor(tiny_bert.embed(["the nurse said that she was tired .", "he is ."])),
-                          atol=1e-4)
+    texts = ["the nurse said that she was tired .", "he is ."]
+    assert_close_rows(rep.detach().double(), tiny_bert.embed(texts), Forward.of(tiny_bert, texts).hidden_rtol())
 
 
 def test_encode_truncates_keeping_the_closing_token(tiny_bert, tiny_lm):

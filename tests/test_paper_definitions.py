@@ -16,6 +16,8 @@ from bias_core.probes.da_gender import load_da_gender
 from bias_core.runners.da_gender import run_da_score
 from bias_core.suites.disclosure import PAPER_DECODING, DisclosureAudit
 
+from tolerances import Forward, add_atol, assert_close, assert_close_logprobs, gld_atol, longest_word_tokens, value_atol
+
 PAPER_WORDS = {"female": ["she", "her", "her", "hers", "herself"], "male": ["he", "his", "him", "his", "himself"]}
 # The project's lexicon before issue 13, written out here so that a change to it is caught.
 EXTENDED_PAIRS = [
@@ -80,24 +82,26 @@ def direct_gld_add(pf: np.ndarray, pm: np.ndarray, eps: float = 1e-10):
     return np.array(gld), np.array(add)
 
 
-def check_default_disclosure_against_direct(lm, probe_name: str, rel: float, rel_words: float) -> int:
+def check_default_disclosure_against_direct(lm, probe_name: str) -> int:
     suite = DisclosureAudit(lm)
     prompts = list(suite.probe(probe_name).prompts)
+    words = PAPER_WORDS["female"] + PAPER_WORDS["male"]
     pf, pm, multi = direct_probs(*_hf(lm), prompts)
     gld, add = direct_gld_add(pf, pm)
     got_gld, got_add = suite.result(probe_name, "GLD"), suite.result(probe_name, "ADD")
-    # the probe's numbers
-    assert got_gld.value == pytest.approx(gld.mean(), rel=rel)
-    assert got_add.value == pytest.approx(add.mean(), rel=rel)
-    # per prompt: the word probabilities the suite scored (fp32 passes of other shapes: batched,
-    # padded, KV-cached vs one unpadded sequence, ~1.5e-5 relative on SmolLM2), GLD to the
-    # probe's tolerance, and ADD, a small difference of nearly equal terms, to the rounding of
-    # the gender mass it is computed from rather than to its own size
-    probs = lm.word_probs(prompts, PAPER_WORDS["female"] + PAPER_WORDS["male"])
-    assert probs == pytest.approx(np.hstack([pf, pm]), rel=rel_words, abs=1e-12)
-    assert [d["score"] for d in got_gld.details] == pytest.approx(list(gld), rel=rel, abs=1e-12)
-    mass = pf.sum(axis=1) + pm.sum(axis=1)
-    assert np.all(np.abs(np.array([d["score"] for d in got_add.details]) - add) <= rel * mass)
+    # fp32 passes of other shapes (batched, padded, KV-cached) against one unpadded sequence:
+    # each word probability within the error model's bound for the longest word, GLD within
+    # that bound absolutely, and ADD, a small difference of nearly equal terms, within the
+    # bound scaled by the gender mass it is computed from rather than by its own size.
+    probs = lm.word_probs(prompts, words)
+    eta = Forward.of(lm, prompts, words).word_logprob_atol(longest_word_tokens(lm, words)) + value_atol(np.log(probs).min())
+    assert_close_logprobs(probs, np.hstack([pf, pm]), eta, probabilities=True, kind="word probabilities")
+    assert_close([d["score"] for d in got_gld.details], gld, gld_atol(eta), kind="GLD per prompt")
+    add_bound = add_atol(eta, pf.sum(axis=1) + pm.sum(axis=1))
+    assert_close([d["score"] for d in got_add.details], add, add_bound, kind="ADD per prompt")
+    # the probe's numbers: means of the per-prompt values, within the mean of their bounds
+    assert_close(got_gld.value, gld.mean(), gld_atol(eta), kind="GLD")
+    assert_close(got_add.value, add.mean(), add_bound.mean(), kind="ADD")
     assert got_gld.breakdown["definition"] == {"lexicon": "paper", "articles": "paper"}
     return multi
 
@@ -109,13 +113,13 @@ def test_default_template_prompts_are_verbatim():
 
 
 def test_default_disclosure_equals_a_direct_unbatched_computation_tiny(tiny_lm):
-    multi = check_default_disclosure_against_direct(tiny_lm, "template-occupation", rel=1e-5, rel_words=1e-5)
+    multi = check_default_disclosure_against_direct(tiny_lm, "template-occupation")
     assert multi > 0, "the tiny tokenizer splits some pronoun, so products of conditionals are exercised"
 
 
 @pytest.mark.slow
 def test_default_disclosure_equals_a_direct_unbatched_computation_smollm2(smollm2_lm, torch_single_thread):
-    check_default_disclosure_against_direct(smollm2_lm, "template-occupation", rel=1e-5, rel_words=1e-4)
+    check_default_disclosure_against_direct(smollm2_lm, "template-occupation")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -215,21 +219,28 @@ def da_subset(step: int) -> Probe:
 
 def check_da_score_against_direct(lm, probe: Probe) -> None:
     model, tok = _hf(lm)
-    direct = {"mean": ([], []), "total": ([], [])}  # margins and their rounding scale
+    sentences = [s for item in probe.items for s in (item.prompt, item.meta["wrong_sentence"])]
+    sizes = Forward.of(lm, sentences)
+    direct = {"mean": ([], []), "total": ([], [])}  # margins and their fp32 bounds
     for item in probe.items:
         right, wrong = direct_mean_logprob(model, tok, item.prompt), direct_mean_logprob(model, tok, item.meta["wrong_sentence"])
+        # a sentence of n tokens: its total within n token bounds, its per-token mean within one
+        tokens = [len(tok(s, add_special_tokens=False)["input_ids"]) for s in (item.prompt, item.meta["wrong_sentence"])]
         for k, key in enumerate(("mean", "total")):
             direct[key][0].append(right[k] - wrong[k])
-            direct[key][1].append(abs(right[k]) + abs(wrong[k]))
+            direct[key][1].append(sum(sizes.word_logprob_atol(n if key == "total" else 1) for n in tokens)
+                                  + value_atol(right[k], wrong[k]))
     for causal in ("mean", "total"):
         got = run_da_score(lm, probe) if causal == "mean" else run_da_score(lm, probe, causal="total")
         assert got.breakdown["definition"] == {"articles": "paper", "causal_likelihood": causal}
-        margins, scale = np.array(direct[causal][0]), np.array(direct[causal][1])
-        # 1e-5 relative to the log-likelihoods compared (fp32 batched vs unbatched passes)
-        tol = 1e-5 * scale
-        assert np.all(np.abs(np.array([d["margin"] for d in got.details]) - margins) <= tol)
-        assert np.all(np.abs(margins) > tol), "no pair is within rounding of a tie"
-        assert got.value == np.mean(margins > 0)
+        margins, tol = np.array(direct[causal][0]), np.array(direct[causal][1])
+        got_margins = np.array([d["margin"] for d in got.details])
+        assert_close(got_margins, margins, tol, kind=f"DA margins ({causal})")
+        # A pair within rounding of a tie may be decided either way; every other pair as directly.
+        clear = np.abs(margins) > tol
+        assert np.array_equal(got_margins[clear] > 0, margins[clear] > 0)
+        assert got.value == np.mean(got_margins > 0)
+        assert abs(got.value - np.mean(margins > 0)) <= np.mean(~clear)
 
 
 def test_default_da_score_on_a_causal_model_equals_a_direct_per_token_mean_tiny(tiny_lm):

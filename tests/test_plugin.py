@@ -113,6 +113,7 @@ def test_definitions_in_header_run_info_and_junit(audit_dir, args, lexicon, arti
     assert "Lexicon" in (run / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_same_results_under_xdist(audit_dir):
     result = audit_dir.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1, failed=1)

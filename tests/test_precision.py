@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bias_core.gates import Gate
-from bias_core.metrics.disclosure import add, gld
+from bias_core.metrics.disclosure import add, gender_lean, gld
 from bias_core.models.decoding import DecodingConfig
 from bias_core.models.precision import (
     ExactLM,
@@ -93,20 +93,28 @@ def test_needs_fp32_two_sided_checks_both_thresholds():
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), b=st.floats(0.001, 0.5), metric=st.sampled_from(["GLD", "ADD"]))
+@given(seed=st.integers(0, 10_000), b=st.floats(0.001, 0.5), metric=st.sampled_from(["GLD", "ADD", "gender_lean"]))
 def test_propagated_error_bounds_the_move_of_the_ci_endpoints(seed, b, metric):
-    """Every word probability moved by a factor within e^{+-b}: GLD/ADD CI endpoints move by at
-    most propagated_error (the derivation in precision_gate.py)."""
+    """Every word probability moved by a factor within e^{+-b}: GLD/ADD/gender_lean CI endpoints
+    move by at most propagated_error (the derivation in precision_gate.py; gender_lean's items
+    are GLD's with their sign, tanh(ln(F/M) / 2), so GLD's bound holds for them)."""
     rng = np.random.default_rng(seed)
     pf = np.exp(rng.uniform(-12, -1, size=(12, 5)))
     pm = np.exp(rng.uniform(-12, -1, size=(12, 5)))
-    fn = {"GLD": gld, "ADD": add}[metric]
+    fn = {"GLD": gld, "ADD": add, "gender_lean": gender_lean}[metric]
     half = fn(pf, pm, seed=3)
     moved = fn(pf * np.exp(rng.uniform(-b, b, pf.shape)), pm * np.exp(rng.uniform(-b, b, pm.shape)), seed=3)
-    error = propagated_error(half, b)
+    error = propagated_error(half, b, metric)
     assert abs(moved.ci_low - half.ci_low) <= error + 1e-12
     assert abs(moved.ci_high - half.ci_high) <= error + 1e-12
     assert abs(moved.value - half.value) <= error + 1e-12
+
+
+def test_only_metrics_whose_catalogue_entry_propagates_the_error_get_one():
+    half = _result(0.2, 0.3)
+    assert propagated_error(half, 0.01, "GLD") == 0.01  # GLD moves by at most the word bound
+    assert propagated_error(half, 0.01, "DA_score") is None  # a share of decisions: nothing to propagate
+    assert propagated_error(half, 0.01, "not_a_metric") is None
 
 
 # ----- the tiny model --------------------------------------------------------------------------------
@@ -205,6 +213,7 @@ def _decisions(lm, prompt, tokens, exact):
     return scores[0] > scores[1]
 
 
+@pytest.mark.slow_on_cpu
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=st.sampled_from(LONG_PROMPTS), eps=st.floats(-0.05, 0.05).filter(lambda e: abs(e) > 1e-4))
 def test_near_ties_come_out_as_fp32_decides_them(tiny_lm, prompt, eps):
@@ -215,6 +224,7 @@ def test_near_ties_come_out_as_fp32_decides_them(tiny_lm, prompt, eps):
     assert _decisions(exact, prompt, tokens, True) == _decisions(full, prompt, tokens, False)
 
 
+@pytest.mark.slow_on_cpu
 def test_without_the_recheck_near_ties_differ(tiny_lm):
     """The same engineered ties, re-check off: half precision decides some of them otherwise,
     so it is the re-check that keeps exact equal to fp32."""
@@ -262,6 +272,7 @@ def test_calibrated_bound_is_cached_as_json(tiny_lm, tmp_path):
     assert second.bound == first.bound
 
 
+@pytest.mark.slow_on_cpu
 def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tiny_lm, exact_lm):
     _needs_bf16()
     from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
@@ -270,7 +281,7 @@ def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tin
 
     reference = DisclosureAudit(tiny_lm).result("natural-default", "GLD")
     half = DisclosureAudit(exact_lm).compute("natural-default", "GLD")
-    error = propagated_error(half, exact_lm.word_bound(list(FEMALE_WORDS) + list(MALE_WORDS)))
+    error = propagated_error(half, exact_lm.word_bound(list(FEMALE_WORDS) + list(MALE_WORDS)), "GLD")
     assert abs(half.ci_high - reference.ci_high) <= error  # the propagation holds on a real model
 
     far = ExactGate(lambda metric, probe: Gate("GLD", half.ci_high + 2 * error + 0.01, "max", "test"))

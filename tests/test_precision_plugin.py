@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["pytester"]
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
 
 
 @pytest.fixture
@@ -37,6 +36,7 @@ def _run(pytester, model, cache, precision):
     return run
 
 
+@pytest.mark.slow
 def test_auto_is_the_default_and_is_fp32_on_cpu(audit_project, tiny_model_dir, tmp_path):
     """Unset, --precision is auto: fp32 on a CPU (exact measured slower there), saying why."""
     import torch
@@ -49,6 +49,7 @@ def test_auto_is_the_default_and_is_fp32_on_cpu(audit_project, tiny_model_dir, t
     assert info["note"] in (run / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_exact_is_reported_and_equals_fp32(audit_project, tiny_model_dir, tmp_path):
     run = _run(audit_project, tiny_model_dir, tmp_path / "cache", "exact")
     doc = json.loads((run / "results.json").read_text())

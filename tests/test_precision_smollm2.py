@@ -4,18 +4,14 @@ disclosure continuations as fp32. (Verdicts of the whole default audit: benchmar
 from __future__ import annotations
 
 import importlib.util
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import bias_core_cache_dir
+from paths import SHARED
 
 pytestmark = pytest.mark.slow
-
-# The papers' data beside the repository (../shared/data); BIAS_CORE_SHARED_DATA points elsewhere.
-SHARED_DATA = Path(os.environ.get("BIAS_CORE_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +30,13 @@ def handles():
 
 
 def test_crows_pairs_gender_decisions_equal_fp32(handles):
-    from bias_core.runners.preference import run_crows
     from bias_core.probes.crows_pairs import crows_pairs_probe
+    from bias_core.runners.preference import run_crows
 
-    if not (SHARED_DATA / "crows-pairs").is_dir():
-        pytest.skip(f"no CrowS-Pairs data under {SHARED_DATA}")
+    if not (SHARED / "crows-pairs").is_dir():
+        pytest.skip(f"no CrowS-Pairs data under {SHARED}")
     fp32, exact = handles
-    probe = crows_pairs_probe(SHARED_DATA)
+    probe = crows_pairs_probe(SHARED)
     assert len(probe.items) == 262
     ref, got = run_crows(fp32, probe), run_crows(exact, probe)
     decisions = [[d["score"] for d in r.details] for r in (ref, got)]
@@ -70,10 +66,10 @@ def test_bound_covers_what_crows_pairs_sentences_move(handles):
     sentence's |fp32 - half| stays within it."""
     from bias_core.probes.crows_pairs import crows_pairs_probe
 
-    if not (SHARED_DATA / "crows-pairs").is_dir():
-        pytest.skip(f"no CrowS-Pairs data under {SHARED_DATA}")
+    if not (SHARED / "crows-pairs").is_dir():
+        pytest.skip(f"no CrowS-Pairs data under {SHARED}")
     fp32, exact = handles
-    sentences = [i.meta[k] for i in crows_pairs_probe(SHARED_DATA).items for k in ("sent_more", "sent_less")]
+    sentences = [i.meta[k] for i in crows_pairs_probe(SHARED).items for k in ("sent_more", "sent_less")]
     diff = np.abs(fp32.sentence_logprob(sentences) - exact.half.sentence_logprob(sentences))
     bounds = np.array([exact.bound.of_sum(fp32.token_counts([s])[0])
                        for s in sentences])
@@ -84,8 +80,8 @@ def test_per_token_mean_decisions_equal_fp32(handles):
     """DA-Gender and StereoSet compare per-token mean log-likelihoods (the default): the re-check
     weighs each pair's margin and bounds by 1 / tokens, and every comparison comes out as fp32's."""
     from bias_core.probes.da_gender import load_da_gender
-    from bias_core.runners.da_gender import da_margins
     from bias_core.probes.stereoset import stereoset_probe
+    from bias_core.runners.da_gender import da_margins
     from bias_core.runners.preference import run_stereoset
 
     fp32, exact = handles
@@ -98,7 +94,7 @@ def test_per_token_mean_decisions_equal_fp32(handles):
         return [(x["ll_stereotype"] > x["ll_anti_stereotype"], x["ll_stereotype"] > x["ll_unrelated"],
                  x["ll_anti_stereotype"] > x["ll_unrelated"]) for x in d]
 
-    stereo = stereoset_probe(SHARED_DATA if SHARED_DATA.is_dir() else None)
+    stereo = stereoset_probe(SHARED if SHARED.is_dir() else None)
     before = exact.rechecks.snapshot()
     ref, got = run_stereoset(fp32, stereo, causal="mean"), run_stereoset(exact, stereo, causal="mean")
     assert comparisons(ref["stereo_score"]) == comparisons(got["stereo_score"])

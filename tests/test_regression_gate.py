@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +25,7 @@ from bias_core.regression import (
 )
 from bias_core.regression.pairing import PairedItems
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from paths import REPO
 
 
 @pytest.mark.parametrize("low, high, margin, expected", [
@@ -108,7 +107,7 @@ def test_every_problem_is_reported_at_once():
 def test_repo_thresholds_hold_margins_for_the_regression_metrics():
     from bias_core.suites import known_metrics, known_probes
 
-    t = load_thresholds(REPO_ROOT / "thresholds.toml", known_metrics(), known_probes())
+    t = load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())
     expected = {"GAS", "GLD", "ADD", "DA_score", "stereo_score", "crows_stereo", "BPR", "toxicity"}
     assert expected <= set(t.regression)
     for m in t.regression.values():
@@ -161,3 +160,49 @@ def test_summary_goes_to_the_file_and_to_the_github_step_summary(tmp_path):
     assert (tmp_path / "out" / "summary.md").read_text(encoding="utf-8") == md
     assert step.read_text(encoding="utf-8") == "earlier step\n" + md
     assert write_summary(md, None, environ={}) == []
+
+
+# ----- issue #25: relative margins, and margins no worsening can exceed --------------------------------
+def test_relative_margins_parse_with_an_optional_floor():
+    margins = parse_regression_margins({"ADD": {"margin_rel": 0.25, "margin": 0.002}, "GLD": {"margin_rel": 0.5}})
+    assert margins["ADD"] == Margin("ADD", 0.002, "", "regression.ADD", 0.25)
+    assert margins["ADD"].for_baseline(0.013) == pytest.approx(0.00325) and margins["ADD"].for_baseline(0.004) == 0.002
+    assert margins["GLD"].for_baseline(0.0) == 0.0 and margins["GLD"].rule() == "50% of the baseline"
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"GAS": {"margin": 1}}, r"margin = 1 is at or above the largest possible worsening of GAS \(1; it lies in \[0, 1\]\)"),
+    ({"ADD": {"margin": 0.7}}, r"largest possible worsening of ADD \(0.693"),
+    ({"stereo_score": {"margin": 50}}, r"largest possible worsening of stereo_score \(50;"),  # 50 -> 0 or 100
+    ({"lm_score": {"margin": 100}}, "no candidate can fail"),
+    ({"DA_score": {"margin_rel": 1.0}}, "tolerates losing all of the baseline's DA_score"),
+    ({"ADD": {"margin_rel": -0.1}}, "margin_rel: must be a finite number >= 0"),
+])
+def test_margins_that_no_candidate_can_exceed_are_refused(table, message):
+    with pytest.raises(ThresholdsError, match=message):
+        parse_regression_margins(table)
+
+
+def test_margins_just_inside_the_scale_are_accepted():
+    margins = parse_regression_margins({"GAS": {"margin": 0.99}, "stereo_score": {"margin": 49}, "DA_score": {"margin_rel": 0.99},
+                                        "GLD": {"margin_rel": 3}})  # GLD can still rise from 0.2 to 1 (> 3 x 0.2)
+    assert set(margins) == {"GAS", "stereo_score", "DA_score", "GLD"}
+
+
+# SmolLM2-135M's lowest level of each metric over its probes (for ideal metrics the distance from
+# the ideal), from benchmarks/RESULTS.md ("Regression margins against SmolLM2-135M's levels").
+TYPICAL_SMOLLM2_LEVELS = {
+    "GAS": 0.125, "GLD": 0.0755, "ADD": 0.0077, "DA_score": 0.6866, "stereo_score": 60.49 - 50, "lm_score": 92.21,
+    "crows_stereo": 56.87 - 50, "pronoun_stereo": 0.8031 - 0.5, "toxicity": 0.075,
+}
+
+
+def test_no_default_margin_exceeds_a_typical_smollm2_value():
+    """docs/release-gate-margins.md: each default margin stays below the level of the metric on
+    SmolLM2-135M (benchmarks/RESULTS.md), so a worsening of the size of the bias itself can fail."""
+    from bias_core.suites import known_metrics, known_probes
+
+    t = load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())
+    assert set(TYPICAL_SMOLLM2_LEVELS) <= set(t.regression)
+    for metric, level in TYPICAL_SMOLLM2_LEVELS.items():
+        assert t.regression[metric].for_baseline(level) < level, metric

@@ -261,3 +261,15 @@ def test_a_stored_baseline_gives_the_same_comparison_as_the_live_one(tmp_path):
     live = compare(pair(cand, base), PAIRED["GLD"])
     again = compare(pair(cand, stored), PAIRED["GLD"])
     assert again == live  # every float identical, not merely close
+
+
+def test_a_result_that_scores_an_item_twice_is_refused():
+    """n = 262 with 261 distinct items (issue #25 case 6) must not be stored as if it were whole."""
+    from bias_core.metrics import MetricResult
+    from bias_core.probes.base import Probe, ProbeItem
+    from bias_core.regression import PAIRED, items_from_result
+
+    probe = Probe("template-color", "1", (ProbeItem("a", "p"), ProbeItem("b", "q")))
+    result = MetricResult("GLD", 0.2, 0.1, 0.3, 3, ({"id": "a", "score": 0.2},) * 2 + ({"id": "b", "score": 0.2},))
+    with pytest.raises(ValueError, match=r"lists 3 items but 2 distinct ids \(twice: \['a'\]\)"):
+        items_from_result(probe, result, PAIRED["GLD"])

@@ -13,7 +13,8 @@ pytest_plugins = ["pytester"]
 
 
 def options(**given):
-    values = {"--baseline": None, "--baseline-adapter": None, "--summary-md": None}
+    values = {"--baseline": None, "--baseline-adapter": None, "--summary-md": None, "--trust-remote-code": False,
+              "--allow-adapter-base-mismatch": False}
     values.update({f"--{k.replace('_', '-')}": v for k, v in given.items()})
     return parse_options(values.__getitem__)
 
@@ -41,7 +42,7 @@ def test_a_model_folder_is_a_live_baseline(tiny_model_dir):
 
 @pytest.mark.parametrize(("given", "message"), [
     ({"baseline_adapter": "x"}, "--baseline-adapter needs --baseline MODEL"),
-    ({"baseline": "./no/such/run/"}, "--baseline ./no/such/run/: no such directory"),
+    ({"baseline": "./no/such/run/"}, "--baseline ./no/such/run/: no such run folder or file. Fix:"),
     ({"baseline": "no-such-alias"}, "--baseline no-such-alias: unknown model"),
 ])
 def test_bad_values_are_usage_errors(given, message):
@@ -69,6 +70,7 @@ def test_summary_md_must_name_a_file(tmp_path):
     assert options(summary_md=str(tmp_path / "s.md")).summary_md == tmp_path / "s.md"
 
 
+@pytest.mark.slow
 def test_command_line_usage_errors_exit_4(pytester, tmp_path):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest_subprocess("--adapter", str(tmp_path / "none"), "--no-report")

@@ -83,3 +83,84 @@ def test_summary_markdown_is_written_to_the_file_and_github_step_summary(tmp_pat
     text = (tmp_path / "out" / "summary.md").read_text()
     assert "BLOCKED" in text and "| template-hobby-GLD |" in text and "**FAIL**" in text
     assert step.read_text() == "earlier step\n" + text
+
+
+# ----- issue #25 case 10: a significant worsening inside the margin is named, not passed silently -----
+# ADD per prompt as in the issue's mild " he" adapter: the baseline averages 0.013 exactly (items
+# 0.011 / 0.015 alternating), every item rises by 0.0048 or 0.0058 (0.0053 on average): 0.0183,
+# +41%, with every one of the 40 items worse, so the one-sided permutation p-value is at its floor.
+ADD_BASE = [0.013 + (0.002 if k % 2 else -0.002) for k in range(40)]
+ADD_CAND = [b + 0.0053 + (0.0005 if k % 2 else -0.0005) for k, b in enumerate(ADD_BASE)]
+
+
+def add_row(margin: Margin) -> dict:
+    from bias_core.regression.stats import adjust
+
+    [c] = adjust([compare(paired(ADD_CAND, ADD_BASE, metric="ADD"), PAIRED["ADD"], n_resamples=2000, n_bootstrap=500)])
+    return dict(_row(judge(c, margin), "disclosure", "holm", "stored run X", SAME),
+                test_id="regression-template-hobby-ADD")
+
+
+def test_significant_worsening_inside_an_absolute_margin_passes_but_is_flagged():
+    row = add_row(Margin("ADD", 0.01, source="regression.ADD"))
+    assert 0.0047 <= row["harm_ci_low"] <= row["harm_ci_high"] <= 0.0059  # the items' diffs lie in [0.0048, 0.0058]
+    assert row["verdict"] == "pass" and row["margin"] == 0.01
+    assert row["p_adjusted"] < 0.001 and row["worse_within_margin"] is True
+
+
+def test_the_same_change_against_a_relative_margin_fails():
+    # a quarter of the baseline's 0.013 is 0.00325 (above the 0.002 floor): the whole harm CI lies beyond it
+    row = add_row(Margin("ADD", 0.002, source="regression.ADD", relative=0.25))
+    assert abs(row["margin"] - 0.00325) < 1e-12
+    assert row["verdict"] == "fail" and row["worse_within_margin"] is False
+    assert row["margin_rule"] == "25% of the baseline, at least 0.002"
+    floor = add_row(Margin("ADD", 0.01, source="regression.ADD", relative=0.25))
+    assert floor["margin"] == 0.01 and floor["verdict"] == "pass"  # the floor is larger here, so it holds
+
+
+def test_relative_margin_of_an_ideal_metric_is_a_share_of_the_baseline_distance():
+    from bias_core.regression.gate import baseline_level
+    from bias_core.regression.stats import PairedComparison
+
+    c = PairedComparison("crows-pairs-gender", "crows_stereo", 262, 0, 58.0, 60.0, 2.0, (0.0, 4.0), 2.0, (0.0, 4.0),
+                         0.1, "t", "ideal", ideal=50.0)
+    assert baseline_level(c) == 8.0
+    assert judge(c, Margin("crows_stereo", 0.0, relative=0.25)).margin == 2.0
+
+
+def test_banner_names_the_worsening_and_every_regression_row_shows_its_margin():
+    from bias_core.reports.banner import PASSED, verdict_banner
+
+    worse = add_row(Margin("ADD", 0.01, source="regression.ADD"))
+    failed = dict(regression_row([0.9] * 30, [0.1] * 30), test_id="regression-template-hobby-GLD")
+    banner = verdict_banner([worse])
+    assert banner.status == PASSED
+    assert "1 gate passed within its margin but significantly worse than the baseline" in banner.headline
+    [item] = banner.items
+    assert item.verdict == "worse" and item.test_id == "regression-template-hobby-ADD"
+    assert item.detail.startswith("within margin, but worse: ADD +41% (0.013 → 0.0183), p = ")
+    assert "margin 0.01" in item.detail
+    [fail] = verdict_banner([worse, failed]).items[:1]
+    assert fail.verdict == "fail" and "limit —" not in fail.detail
+    assert "GLD +800% (0.1 → 0.9); harm 0.8, 95% CI [0.8, 0.8], margin 0.03, p_holm = " in fail.detail
+
+
+def test_summary_and_html_name_the_worsening(tmp_path):
+    from bias_core.regression.options import RegressionOptions
+    from bias_core.regression.session import RegressionState
+
+    class Settings:
+        strict, model_value = False, "cand"
+
+    row = add_row(Margin("ADD", 0.01, source="regression.ADD"))
+    state = RegressionState(RegressionOptions(summary_md=tmp_path / "summary.md"), Settings())
+    state.rows = [row]
+    write_run_summary(state, 0)
+    text = (tmp_path / "summary.md").read_text()
+    assert "**Within margin, but significantly worse (1):**" in text
+    assert "- `template-hobby-ADD`: within margin, but worse: ADD +41% (0.013 → 0.0183), p = " in text
+    assert "| pass (worse) |" in text and "significantly worse than the baseline" in text  # table and headline
+    page = render_html([dict(row, nodeid="x::test_regression[a]")], {"model": "m", "complete": True}, generated="fixed")
+    section = page[page.index('<section id="regression">'):]
+    assert "within margin, but worse: ADD +41% (0.013 → 0.0183), p = " in section
+    assert "Within margin, but significantly worse" in section

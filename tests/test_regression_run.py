@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from bias_core import catalogue
 from bias_core.regression import ITEMS_FILE, read_items, write_items
 
-REPO = Path(__file__).resolve().parents[1]
-SELECT = "template-color or template-hobby"  # GAS, GLD, ADD of two probes: audits and their regression tests
-KEYS = {(p, m) for p in ("template-color", "template-hobby") for m in ("GAS", "GLD", "ADD")}
+from paths import REPO
+
+pytestmark = pytest.mark.slow  # every test runs whole audits in subprocesses (~3 min in all)
+SELECT = "template-color or template-hobby"  # the disclosure metrics of two probes: audits and their regression tests
+KEYS = {(p, m.name) for p in ("template-color", "template-hobby") for m in catalogue.metrics_of("disclosure") if m.paired}
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,7 @@ def rows(run: Path, kind: str | None = "regression") -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def baseline_run(project, tiny_model_dir):
-    # a release's baseline is stored with whole samples (README: Release gate)
+    # a release's baseline is stored with whole samples (docs/release-gate.md)
     code, out, run = audit(project, tiny_model_dir, project / "baseline", "--sample", "fixed")
     assert code in (0, 1), out  # absolute gates may fail on random weights; no regression tests without --baseline
     return run
@@ -95,7 +98,7 @@ def test_candidate_equal_to_baseline_passes_with_zero_deltas_stored_and_live(pro
             assert {"baseline", "delta", "ci_low", "ci_high", "p_value", "p_adjusted"} <= set(props)
             assert float(props["delta"]) == 0.0 and props["adjustment"] == "holm"
     text = summary.read_text()
-    assert "Candidate vs baseline" in text and "6 paired comparisons, 0 beyond their margin" in text
+    assert "Candidate vs baseline" in text and f"{len(KEYS)} paired comparisons, 0 beyond their margin" in text
 
     code, out, live_run = audit(project, tiny_model_dir, tmp_path / "live", "--baseline", str(tiny_model_dir))
     assert code in (0, 1), out
@@ -156,5 +159,5 @@ def test_a_candidate_trained_to_prefer_he_fails_the_gate(project, tiny_model_dir
         gld = found[f"regression-{probe}-GLD"]
         assert gld["verdict"] == "fail" and gld["p_adjusted"] < 0.01 and gld["value"] > gld["margin"], gld
         assert "different model weights" in gld["config"]
-    assert f"FAILED audits/test_regression.py::test_regression[template-color-GLD]" in out
+    assert "FAILED audits/test_regression.py::test_regression[template-color-GLD]" in out
     assert read_items(run / ITEMS_FILE).run.adapter == str(tmp_path / "adapter")

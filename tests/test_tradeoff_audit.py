@@ -10,7 +10,9 @@ import os
 
 import pytest
 
+from conftest import load_tiny
 from test_audit_integration import _results, audit_project  # noqa: F401 (a fixture)
+from tolerances import assert_close, disclosure_atol, disclosure_eta
 
 pytest_plugins = ["pytester"]
 
@@ -35,6 +37,7 @@ def _run_folder(pytester):
     return sorted((pytester.path / "reports").iterdir())[-1]
 
 
+@pytest.mark.slow
 def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_model_dir, tmp_path):  # noqa: F811
     """Each of CDS, ER and SentenceDebias is built at the paper's released strength, re-audits the
     disclosure probe with paired reductions against the original, gets the over-debiasing
@@ -51,7 +54,9 @@ def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_mod
         assert row is not None, out
         assert row["verdict"] in ("pass", "fail", "inconclusive") and 0 < row["p_value"] <= 1
         b = row["breakdown"]
-        assert b["original"] == pytest.approx(rows["natural-default-GLD"]["value"])
+        # the probe scored again for the pairing, in other batches: within the fp32 bound
+        assert_close(b["original"], rows["natural-default-GLD"]["value"],
+                     disclosure_atol("GLD", disclosure_eta(load_tiny(tiny_model_dir), ("natural-default",))))
         assert row["value"] == pytest.approx(b["original"] - b["mitigated"], abs=1e-9)
         assert b["mitigated"] != b["original"], f"{variant} left GLD exactly as it was"
         info = b["variant"]
@@ -72,6 +77,7 @@ def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_mod
 LIMITS = {"DA_score_drop": 0.05, "perplexity_rise": 0.10, "lm_score_drop": 5.0}  # the repository's thresholds.toml
 
 
+@pytest.mark.slow
 def test_sweep_runs_in_the_audit_and_embeds_its_figures(audit_project, tiny_model_dir, tmp_path):  # noqa: F811
     """--mitigation-sweep end to end on a one-point grid (SentenceDebias needs no training): the
     point's guards are gated audit rows, the run folder gets tradeoff.csv, tradeoff_info.json and
@@ -198,6 +204,7 @@ def test_bad_sweep_values_name_the_problem(value, expected):
     (["--mitigation-sweep", "cds=1.2"], "*--mitigation-sweep cds=1.2*out of range*swap rate*"),
     (["--mitigation", "cds,sd"], "*--mitigation sd: unknown; choose from*sentence-debias*"),
 ])
+@pytest.mark.slow
 def test_bad_sweep_and_method_are_usage_errors_before_any_model_loads(audit_project, tiny_model_dir, args,  # noqa: F811
                                                                        expected):
     result = audit_project.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
@@ -232,6 +239,7 @@ def test_smollm2_stronger_debiasing_removes_more_bias(smollm2_lm, tmp_path):
     from bias_core.mitigation.corpus import load_debias_corpus
     from bias_core.mitigation.sweep import default_config, strength_variant
     from bias_core.suites.association import AssociationAudit
+
     from test_audit_integration import SHARED_DATA
 
     if not (SHARED_DATA / "GenderCARE-ccs24").is_dir():

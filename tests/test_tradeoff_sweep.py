@@ -78,9 +78,9 @@ def test_er_pulls_swapped_representations_together(tiny_lm, tmp_path):
 
 @pytest.mark.parametrize("builder", ["build_tiny_masked_lm", "build_tiny_bart"])
 def test_cds_and_er_train_masked_and_bart(builder, tmp_path, torch_single_thread):
-    import tiny_model
-
     from bias_core.models import LoadOptions, load_model, resolve_model
+
+    import tiny_model
 
     folder = getattr(tiny_model, builder)(tmp_path / "model")
     lm = load_model(resolve_model(str(folder)), LoadOptions(cache_dir=tmp_path / "c", use_cache=False, progress=False))

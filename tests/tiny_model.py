@@ -225,3 +225,18 @@ def with_eos_bias(model, eos_id: int, bias: float):
         biased.bias[eos_id] = bias
     model.set_output_embeddings(biased)
     return model
+
+
+def audit_rows(pytester, model_dir: Path, cache_dir: Path, keyword: str) -> tuple[dict[str, dict], str]:
+    """The repo's audits and thresholds.toml run on ``model_dir`` in a pytester folder (``-k
+    keyword``): the run's results.json rows by test id, and pytest's output (for messages)."""
+    import shutil
+
+    repo = Path(__file__).resolve().parents[1]
+    shutil.copytree(repo / "audits", pytester.path / "audits")
+    shutil.copy(repo / "thresholds.toml", pytester.path / "thresholds.toml")
+    result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(model_dir),
+                                           "--cache-dir", str(cache_dir), "-k", keyword)
+    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
+    rows = json.loads((run / "results.json").read_text())["results"]
+    return {r["test_id"]: r for r in rows}, result.stdout.str()

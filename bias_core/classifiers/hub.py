@@ -43,7 +43,8 @@ class HubLabelProbs:
             tokenizer = AutoTokenizer.from_pretrained(self.model_id, **kw)
             model = AutoModelForSequenceClassification.from_pretrained(self.model_id, **kw)
         except (OSError, ValueError) as exc:
-            why = "online loading is off (HF_HUB_OFFLINE/BIAS_CORE_OFFLINE) and it is not in the local hub cache" if local_only else f"{type(exc).__name__}: {str(exc)[:200]}"
+            why = ("online loading is off (HF_HUB_OFFLINE/BIAS_CORE_OFFLINE) and it is not in the local hub cache"
+                   if local_only else f"{type(exc).__name__}: {str(exc)[:200]}")
             raise ClassifierUnavailable(
                 f"classifier model {self.model_id!r} could not be loaded: {why}. Fix: download it once with network "
                 f"access (huggingface-cli download {self.model_id}), or choose the offline classifier (kind='offline')."

@@ -67,7 +67,8 @@ class VaderRegardProxy:
         try:
             from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
         except ImportError as exc:
-            raise ClassifierUnavailable("offline regard proxy: package 'vaderSentiment' is not installed; pip install 'vaderSentiment==3.3.2'.") from exc
+            raise ClassifierUnavailable("offline regard proxy: package 'vaderSentiment' is not installed; "
+                                        "pip install 'vaderSentiment==3.3.2'.") from exc
         return SentimentIntensityAnalyzer()
 
     @functools.cached_property

@@ -30,7 +30,8 @@ class HubToxicity:
     is_proxy = False
     columns = ("toxicity",)
 
-    def __init__(self, model_id: str = HUB_TOXICITY_MODEL, revision: str | None = None, device: str = "cpu", progress: bool = True, positive_label: str = "hate"):
+    def __init__(self, model_id: str = HUB_TOXICITY_MODEL, revision: str | None = None, device: str = "cpu",
+                 progress: bool = True, positive_label: str = "hate"):
         self.model_id = model_id
         self.revision = revision
         self.positive_label = positive_label
@@ -48,7 +49,8 @@ class HubToxicity:
             return np.zeros(0, dtype=np.float64)
         labels, probs = self._probs.probs(texts, desc)
         if self.positive_label not in labels:
-            raise ClassifierUnavailable(f"{self.model_id} has labels {labels}, none named {self.positive_label!r}; pass positive_label= one of them.")
+            raise ClassifierUnavailable(f"{self.model_id} has labels {labels}, none named {self.positive_label!r}; "
+                                        "pass positive_label= one of them.")
         return probs[:, labels.index(self.positive_label)]
 
 

@@ -1,4 +1,4 @@
-"""Gender-disclosure metrics (Debias-LLMs): GAS, GLD and ADD.
+"""Gender-disclosure metrics (Debias-LLMs): GAS, GLD and ADD, and gender_lean (GLD with its sign).
 
 Pure functions: text or raw next-token probabilities in, ``MetricResult`` out. Each result
 carries the mean over items, a seeded 95% percentile-bootstrap CI over items
@@ -22,6 +22,7 @@ from bias_core.metrics.result import MetricResult, item_labels
 from bias_core.stats import bootstrap_ci
 
 ADD_SCALE = "ADD (natural log units, not the log of ADD shown in the paper's tables)"
+LEAN_SCALE = "mean (Pf - Pm) / (Pf + Pm) over prompts (-1..1; 0 = none, > 0 towards the female words)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,6 +167,25 @@ def gas(
 # GLD and ADD: implicit disclosure in next-token probabilities
 
 
+def _lean(p_female, p_male, ids, prompts, female_words, male_words, metric: str):
+    """(per item (ΣPf − ΣPm) / (ΣPf + ΣPm), 0 where ΣPf + ΣPm == 0; per item ΣPf − ΣPm;
+    details(scores, rank), the items' details dicts)."""
+    pf, pm = _probabilities(p_female, p_male, metric)
+    ids, prompts = item_labels(pf.shape[0], ids, prompts, metric)
+    sum_f, sum_m = pf.sum(axis=1), pm.sum(axis=1)
+    total = sum_f + sum_m
+    empty = total == 0.0
+    lean = (sum_f - sum_m) / np.where(empty, 1.0, total)
+    tops = _word_tops(pf, pm, female_words, male_words, metric)
+
+    def details(scores: np.ndarray, rank: np.ndarray) -> list[dict[str, Any]]:
+        return [{"id": ids[k], "prompt": prompts[k], "score": float(scores[k]), "sum_female": float(sum_f[k]),
+                 "sum_male": float(sum_m[k]), "no_gender_mass": bool(empty[k]), "rank": float(rank[k]), **tops[k]}
+                for k in range(lean.size)]
+
+    return lean, sum_f - sum_m, details
+
+
 def gld(
     p_female,
     p_male,
@@ -187,27 +207,26 @@ def gld(
     Details rank prompts by |ΣPf − ΣPm| (a lopsided split of a tiny gender mass is no evidence);
     with the word lists (in pair order) they also carry the most probable gendered words.
     """
-    pf, pm = _probabilities(p_female, p_male, "gld")
-    ids, prompts = item_labels(pf.shape[0], ids, prompts, "gld")
-    sum_f, sum_m = pf.sum(axis=1), pm.sum(axis=1)
-    total = sum_f + sum_m
-    empty = total == 0.0
-    scores = np.abs(sum_f - sum_m) / np.where(empty, 1.0, total)
-    tops = _word_tops(pf, pm, female_words, male_words, "gld")
-    details = [
-        {
-            "id": ids[k],
-            "prompt": prompts[k],
-            "score": float(scores[k]),
-            "sum_female": float(sum_f[k]),
-            "sum_male": float(sum_m[k]),
-            "no_gender_mass": bool(empty[k]),
-            "rank": float(abs(sum_f[k] - sum_m[k])),
-            **tops[k],
-        }
-        for k in range(scores.size)
-    ]
-    return _result("gld", scores, details, seed)
+    lean, difference, details = _lean(p_female, p_male, ids, prompts, female_words, male_words, "gld")
+    scores = np.abs(lean)  # |a / t| == |a| / t exactly
+    return _result("gld", scores, details(scores, np.abs(difference)), seed)
+
+
+def gender_lean(p_female, p_male, ids: Sequence[Any] | None = None, prompts: Sequence[str] | None = None, seed: int = 0,
+                female_words: Sequence[str] | None = None, male_words: Sequence[str] | None = None) -> MetricResult:
+    """Gender lean: mean over prompts of (ΣPf − ΣPm) / (ΣPf + ΣPm), GLD before its absolute value.
+
+    GLD says how lopsided the next word's gender mass is, not towards whom: a model leaning
+    female on half the prompts and male on the other half has the GLD of one that always leans
+    male. The lean keeps the sign: in [-1, 1], > 0 towards the female words, near 0 when there is
+    no lean or when the leans cancel (GLD tells those apart). An item without gender mass scores
+    0 and is flagged ``"no_gender_mass"``, as in GLD. Details rank prompts by ΣPf − ΣPm in the
+    direction of the mean, so the report's most biased prompts are those that pull the value
+    away from 0 (weighted by mass, as GLD's ranking).
+    """
+    lean, difference, details = _lean(p_female, p_male, ids, prompts, female_words, male_words, "gender_lean")
+    towards = 1.0 if lean.mean() >= 0.0 else -1.0
+    return _result("gender_lean", lean, details(lean, towards * difference), seed, scale=LEAN_SCALE)
 
 
 def add(

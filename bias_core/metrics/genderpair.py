@@ -30,11 +30,10 @@ import numpy as np
 from scipy import stats as _st
 
 from bias_core.metrics.result import MetricResult
-from bias_core.stats import rng_kwargs, bootstrap_ci
+from bias_core.stats import bootstrap_ci, rng_kwargs
 
 LABELS = ("biased", "anti", "both", "neither")
 DECIDED = ("biased", "anti")
-NEGATORS = ("not", "never", "less")
 FALLBACK_NORMALIZATIONS = ("sum", "chars")
 BPR_SCALE = "share of decided prompts whose chosen descriptor is the biased one (0..1; 0.5 = no preference)"
 SPREAD_SCALE = "max - min across {what} (0 = identical)"

@@ -26,7 +26,6 @@ from typing import Any, Sequence
 import torch
 
 from bias_core.errors import AuditUsageError, DataSourceMissing
-from bias_core.probes.published import GENDERCARE_CDA, cda_counts, check_published, read_cda_pairs
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
 from bias_core.mitigation.lora import (
     LoraTrainConfig,
@@ -37,6 +36,7 @@ from bias_core.mitigation.lora import (
     save_adapter,
     seeded,
 )
+from bias_core.probes.published import GENDERCARE_CDA, cda_counts, check_published, read_cda_pairs
 
 METHOD = "gendercare-cda-sft"
 TEMPLATES_FILE = "debias_training_cda_templates.json"

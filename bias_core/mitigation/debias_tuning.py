@@ -25,9 +25,6 @@ import torch
 from bias_core.errors import AuditUsageError
 from bias_core.lexicon import PAPER_PAIRS
 from bias_core.mitigation.adapter_cache import AdapterCache, adapter_key, data_hash
-from bias_core.mitigation.losses import DEFAULT_EPS, LossSwitches, debias_loss
-from bias_core.models.training import cache_rows, left_pad
-from bias_core.probes.published import DEBIAS_TRAINING_CANDIDATES, check_published, row_counts
 from bias_core.mitigation.lora import (
     LoraTrainConfig,
     attached_lora,
@@ -37,7 +34,9 @@ from bias_core.mitigation.lora import (
     save_adapter,
     seeded,
 )
-
+from bias_core.mitigation.losses import DEFAULT_EPS, LossSwitches, debias_loss
+from bias_core.models.training import cache_rows, left_pad
+from bias_core.probes.published import DEBIAS_TRAINING_CANDIDATES, check_published, row_counts
 
 METHOD = "debias-tuning"
 PROMPT_TEMPLATE = "My friend {}, and"

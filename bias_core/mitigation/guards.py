@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from bias_core.data_access import project_data, read_lines
 from bias_core.errors import AuditUsageError
 from bias_core.metrics.preference import _macro_statistic
 from bias_core.metrics.result import MetricResult
-from bias_core.models.scored_tokens import scored_token_counts
 from bias_core.mitigation.compare import MIN_PERMUTATIONS, pair_items, paired_reduction
-from bias_core.data_access import project_data, read_lines
+from bias_core.models.scored_tokens import scored_token_counts
 from bias_core.stats import bootstrap_ci, paired_permutation_pvalue
 
 HELDOUT_FILE = "heldout_neutral_text.txt"

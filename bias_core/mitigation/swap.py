@@ -77,8 +77,8 @@ class SwapPairs:
 
 @lru_cache(maxsize=1)
 def default_pairs() -> SwapPairs:
-    from bias_core.lexicon import GENDER_PAIRS
     from bias_core.data_access import project_data
+    from bias_core.lexicon import GENDER_PAIRS
 
     path = project_data(PAIRS_FILE)
     data = json.loads(path.read_text(encoding="utf-8"))

@@ -31,8 +31,8 @@ from typing import Any, Callable, Sequence
 
 from bias_core.errors import AuditUsageError
 from bias_core.lexicon import PAPER_PAIRS
-from bias_core.models.decoding import DecodingConfig
 from bias_core.mitigation.names import CORPUS_METHODS, MITIGATIONS, PROJECT_TRAIT_PAIRS, WEIGHT_CHANGING
+from bias_core.models.decoding import DecodingConfig
 
 
 @dataclass
@@ -132,7 +132,7 @@ def build_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache
     started = time.perf_counter()
     adapters = Path(cache_dir) / "adapters"
     if name.startswith("debias-tuning"):
-        from bias_core.mitigation.debias_tuning import training_predicates, training_prompts, train_debias_adapter
+        from bias_core.mitigation.debias_tuning import train_debias_adapter, training_predicates, training_prompts
 
         config = _with_steps(debias_config(lm, name), steps)
         _, source = training_predicates(data_dir)
@@ -146,5 +146,6 @@ def build_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache
     else:
         raise AuditUsageError(f"--mitigation {name}: unknown; choose from {', '.join(MITIGATIONS)}.")
     info = {"adapter": str(folder), "training_data": source, "seconds": round(time.perf_counter() - started, 1),
-            "config": {k: v for k, v in config.hyperparameters().items() if k in ("r", "alpha", "lr", "batch_size", "steps", "epochs", "switches", "load_in_4bit")}}
+            "config": {k: v for k, v in config.hyperparameters().items()
+                       if k in ("r", "alpha", "lr", "batch_size", "steps", "epochs", "switches", "load_in_4bit")}}
     return Variant(name, with_adapter(lm, folder), info=info)

@@ -22,37 +22,74 @@ from pathlib import Path
 from typing import Any
 
 from bias_core.errors import AuditUsageError
+from bias_core.models import weight_files
+from bias_core.models.adapter_checks import ALLOW_BASE_MISMATCH, base_note, declares_this_base, rank_problem
+from bias_core.models.registry import ModelSpec
 
 CONFIG = "adapter_config.json"
 WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")  # PEFT's names, safetensors preferred
 _SHOW = 5
 
 
-def check_adapter_dir(folder: str | Path) -> Path:
-    """The adapter's weights file, or a usage error saying what the folder lacks."""
-    path = Path(folder).expanduser()
-    if not path.exists():
-        raise AuditUsageError(f"--adapter {folder}: no such folder. Fix: pass the folder PEFT's save_pretrained wrote "
-                              f"(it holds {CONFIG} and {WEIGHTS[0]}).")
-    if not path.is_dir():
-        raise AuditUsageError(f"--adapter {folder}: is a file, not a folder. Fix: pass the folder that holds {CONFIG}.")
+def _config(path: Path, folder: str | Path, option: str) -> dict[str, Any]:
     config = path / CONFIG
     if not config.is_file():
         hint = (" It looks like a whole model (it has config.json): pass it to --model instead."
                 if (path / "config.json").is_file() else "")
-        raise AuditUsageError(f"--adapter {folder}: not a PEFT adapter folder (no {CONFIG}).{hint} Fix: pass the "
+        raise AuditUsageError(f"{option} {folder}: not a PEFT adapter folder (no {CONFIG}).{hint} Fix: pass the "
                               "folder written by PeftModel.save_pretrained.")
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise AuditUsageError(f"--adapter {folder}: {CONFIG} is not readable JSON ({exc}).") from exc
+        raise AuditUsageError(f"{option} {folder}: {CONFIG} is not readable JSON ({exc}).") from exc
     if not isinstance(data, dict) or "peft_type" not in data:
-        raise AuditUsageError(f"--adapter {folder}: {CONFIG} has no peft_type; it is not a PEFT adapter config.")
-    for name in WEIGHTS:
-        if (path / name).is_file():
-            return path / name
-    raise AuditUsageError(f"--adapter {folder}: {CONFIG} but no weights ({' or '.join(WEIGHTS)}). Fix: save the "
-                          "adapter again with save_pretrained.")
+        raise AuditUsageError(f"{option} {folder}: {CONFIG} has no peft_type; it is not a PEFT adapter config.")
+    return data
+
+
+def check_adapter_dir(folder: str | Path, option: str = "--adapter") -> Path:
+    """The adapter's weights file, or a usage error saying what the folder lacks: its config, whole
+    weights, LoRA ranks that match the config (adapter_checks.py)."""
+    path = Path(folder).expanduser()
+    if not path.exists():
+        raise AuditUsageError(f"{option} {folder}: no such folder. Fix: pass the folder PEFT's save_pretrained wrote "
+                              f"(it holds {CONFIG} and {WEIGHTS[0]}).")
+    if not path.is_dir():
+        raise AuditUsageError(f"{option} {folder}: is a file, not a folder. Fix: pass the folder that holds {CONFIG}.")
+    config = _config(path, folder, option)
+    weights = next((path / name for name in WEIGHTS if (path / name).is_file()), None)
+    if weights is None:
+        raise AuditUsageError(f"{option} {folder}: {CONFIG} but no weights ({' or '.join(WEIGHTS)}). Fix: save the "
+                              "adapter again with save_pretrained.")
+    found = weight_files.problem(weights)
+    if found:
+        raise AuditUsageError(f"{option} {folder}: {weights}: {found}. Fix: save the adapter again "
+                              f"(PeftModel.save_pretrained), or {weight_files.RESTORE}.")
+    found = rank_problem(config, weights)
+    if found:
+        raise AuditUsageError(f"{option} {folder}: {found}.")
+    return weights
+
+
+def adapter_card(folder: str | Path, option: str, model_value: str, spec: ModelSpec, cache_dir: Path | None,
+                 allow_base_mismatch: bool) -> list[str]:
+    """The run card's lines on an adapter: which weights file was read, and its declared base when
+    that is not the audited model; a usage error for such a base unless ``allow_base_mismatch``."""
+    path = Path(folder).expanduser()
+    config, weights = _config(path, folder, option), check_adapter_dir(folder, option)
+    notes = []
+    if all((path / name).is_file() for name in WEIGHTS):
+        notes.append(f"{option} {folder}: weights from {weights.name} (safetensors is preferred); not read: {WEIGHTS[1]}")
+    declared = str(config.get("base_model_name_or_path") or "")
+    if declared and declares_this_base(declared, model_value, spec, cache_dir):
+        return notes
+    if declared and not allow_base_mismatch:
+        raise AuditUsageError(
+            f"{base_note(option, str(folder), declared, model_value, False)}. An adapter on another model than the one "
+            "it was trained on changes that model in ways nobody measured. Fix: pass its base model "
+            f"({declared}) to {'--baseline' if option == '--baseline-adapter' else '--model'}, or pass "
+            f"{ALLOW_BASE_MISMATCH} if {model_value} is that model under another name (a copy, a conversion).")
+    return [*notes, base_note(option, str(folder), declared, model_value, allow_base_mismatch)]
 
 
 def adapter_sha256(folder: str | Path) -> str:
@@ -77,9 +114,12 @@ def _load(model: Any, folder: Path, label: str) -> Any:
     try:
         peft_model = PeftModel.from_pretrained(model, str(folder), is_trainable=False)
     except RuntimeError as exc:  # torch's load_state_dict: "size mismatch for ..."
+        # Ranks were checked against the config (check_adapter_dir): what differs is the size of
+        # the layers the adapter wraps.
         first = next((ln.strip() for ln in str(exc).splitlines() if "size mismatch" in ln), str(exc))
-        raise AuditUsageError(f"--adapter {label}: its weights do not fit this model's shapes, so it was made for "
-                              f"another base model ({first[:240]}). Fix: apply it to the model it was trained on.") from exc
+        raise AuditUsageError(f"--adapter {label}: its weights do not fit this model's shapes: the layers it was "
+                              f"trained on have other sizes than this model's ({first[:240]}). Fix: apply it to the "
+                              "model it was trained on (adapter_config.json's base_model_name_or_path).") from exc
     except ValueError as exc:  # "Target modules {...} not found in the base model"
         raise AuditUsageError(f"--adapter {label}: does not fit this model ({str(exc)[:240]}). Fix: apply it to the "
                               "model it was trained on.") from exc

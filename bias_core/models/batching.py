@@ -18,7 +18,6 @@ from bias_core.cache import ResultCache, canonical_key
 from bias_core.errors import AuditUsageError, NonFiniteScores
 from bias_core.placeholders import MASK
 
-
 PAD_MULTIPLE = 4
 # Generation pads to a coarser grid: decoding dominates its cost and is cheapest in full
 # batches, while a few more pad tokens in its one prefill pass cost little.

@@ -74,6 +74,11 @@ class CachedModel:
         self.engine.batch_size = value
 
     @property
+    def load_notes(self) -> tuple[str, ...]:
+        """What loading chose or dropped, for the run card (models/load_report.py)."""
+        return tuple(getattr(self.engine, "load_notes", ()))
+
+    @property
     def stats(self) -> dict[str, int]:
         """Work counters of the engine (new tokens and the like), for throughput figures."""
         return getattr(self.engine, "stats", {})

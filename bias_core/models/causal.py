@@ -5,9 +5,10 @@ this module's business alone, and results do not depend on the batch size. Paddi
 usual culprit (lm-eval issues #1645, #879): masked attention over a different number of pad
 keys sums in another order and moved probabilities by ~5e-5 here. So every sequence is left
 padded to a width fixed by its own length alone (the next multiple of PAD_MULTIPLE for
-scoring, GEN_PAD_MULTIPLE for generation) and a batch only holds sequences of one width: a row is computed the same way whatever it is batched
-with, and batch 1 agrees with batch 32 to ~1e-6. Scores always come from raw logits (log-softmax in float32), never from a
-temperature/top-p-warped sampling distribution.
+scoring, GEN_PAD_MULTIPLE for generation) and a batch only holds sequences of one width: a row
+is computed the same way whatever it is batched with, and batch 1 agrees with batch 32 to ~1e-6.
+Scores always come from raw logits (log-softmax in float32), never from a temperature/top-p-warped
+sampling distribution.
 
 This is the transformers engine's causal side (models/protocol.py's ``Engine``): it computes and
 never caches; ``load_model`` puts it inside the one result cache (cached.py). masked.py holds
@@ -18,15 +19,14 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import math
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import torch
 
-from bias_core.errors import AuditUsageError
 from bias_core.models.batching import (  # noqa: F401 - re-exported: half.py, mitigation and tests import them from here
     GEN_PAD_MULTIPLE,
     LOGIT_BUDGET,
@@ -54,6 +54,7 @@ class CausalLM(CausalTokens, HFText):
     tokenizer_fingerprint: str
     batch_size: int = 32
     progress: bool = True
+    load_notes: tuple[str, ...] = ()  # what loading chose or dropped, for the run card (models/load_report.py)
     weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
     # GPU throughput settings (models/memory.py); the defaults are the CPU behaviour.
     plan: Any = None  # a BatchPlan: rows per pass also capped by what fits in memory at each width

@@ -93,6 +93,16 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
     return marker if isinstance(marker, dict) else None
 
 
+def _target(cache_dir: Path, sha: str) -> Path:
+    return cache_dir / "models" / f"gguf-{sha[:32]}"
+
+
+def converted_for(gguf_path: Path, cache_dir: Path) -> Path | None:
+    """The folder a finished conversion of this GGUF left (by its hash), or None; not verified."""
+    folder = _target(cache_dir, file_sha256(gguf_path, cache_dir))
+    return folder if read_marker(folder) is not None else None
+
+
 def converted_dir(gguf_path: Path, cache_dir: Path, progress: bool = True) -> tuple[Path, str]:
     """The safetensors folder for a GGUF file (converting on first use) and the GGUF's sha256.
 
@@ -101,7 +111,7 @@ def converted_dir(gguf_path: Path, cache_dir: Path, progress: bool = True) -> tu
     written before hashes were recorded, is converted again.
     """
     sha = file_sha256(gguf_path, cache_dir)
-    target = cache_dir / "models" / f"gguf-{sha[:32]}"
+    target = _target(cache_dir, sha)
     if _usable(target, warn=True):
         return target, sha
     try:
@@ -178,8 +188,22 @@ def dequantize(gguf_path: Path, out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    from bias_core.models import weight_files
+    from bias_core.models.load_report import check_loading_info
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model, info = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                           dtype=torch.float32, output_loading_info=True,
+                                                           ignore_mismatched_sizes=True)
+    except Exception:
+        found = weight_files.gguf_problem(gguf_path)  # a cut file: say so, not "cannot reshape array"
+        if found:
+            raise AuditUsageError(f"{gguf_path}: {found}. Fix: {weight_files.RESTORE}.") from None
+        raise
+    # Saved as they are, initialised weights would pass for the GGUF's own in every later run.
+    check_loading_info(info, model, str(gguf_path), fix="use a GGUF file whose architecture transformers can read "
+                       "in full, or a saved Hugging Face folder of the model")
     # transformers refuses to save a model it marks as GGUF-quantized; the tensors are already
     # dequantized fp32, so dropping the marker saves them faithfully.
     model.hf_quantizer = None

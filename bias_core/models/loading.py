@@ -18,11 +18,12 @@ from typing import Any
 
 from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
+from bias_core.models import integrity
 from bias_core.models.cached import CachedModel
 from bias_core.models.causal import CausalLM
-from bias_core.models import integrity
 from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
 from bias_core.models.gpu_fit import check_gpu_fit
+from bias_core.models.load_report import check_loading_info
 from bias_core.models.masked import MaskedLM
 from bias_core.models.precision import apply_precision, check_precision, effective_precision
 from bias_core.models.registry import ModelSpec, detect_kind
@@ -63,6 +64,8 @@ class LoadOptions:
     # Adapters will be applied this run (--adapter, --baseline-adapter): an engine that must
     # prepare for them when it starts (vLLM's LoRA) does so.
     adapters_expected: bool = False
+    # The command-line option that names this model (--model, --baseline): messages say it.
+    option: str = "--model"
 
 
 # LoadOptions field -> its command-line option, for messages about engine options.
@@ -184,7 +187,7 @@ def tokenizer_fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _weights_dir(spec: ModelSpec, opts: LoadOptions) -> tuple[str, str, str]:
+def _weights_dir(spec: ModelSpec, opts: LoadOptions, option: str = "--model") -> tuple[str, str, str]:
     """(what to pass to from_pretrained, model fingerprint, hash of the verified weight files)."""
     if spec.gguf_file:
         folder, sha = converted_dir(locate_gguf(spec, opts.cache_dir), opts.cache_dir, opts.progress)
@@ -206,7 +209,7 @@ def _weights_dir(spec: ModelSpec, opts: LoadOptions) -> tuple[str, str, str]:
             folder = snapshot_download(spec.hub_id, allow_patterns=patterns + ["pytorch_model*.bin"])
     except Exception as exc:  # offline, gated repo, typo: all end here
         raise AuditUsageError(
-            f"--model {spec.name}: could not fetch {spec.hub_id} from the Hugging Face hub ({type(exc).__name__}: "
+            f"{option} {spec.name}: could not fetch {spec.hub_id} from the Hugging Face hub ({type(exc).__name__}: "
             f"{str(exc)[:200]}). Fix: check the id and your network/HF token (gated models need "
             "`huggingface-cli login`), or use an offline model such as smollm2-135m or a local directory."
         ) from exc
@@ -233,15 +236,15 @@ def local_tokenizer(spec: ModelSpec, opts: LoadOptions) -> tuple[Any, Path, str,
                                   "the served model's tokenizer files.") from exc
         source, fingerprint = Path(folder), f"hub:{spec.hub_id}@{Path(folder).name}"
     else:
-        folder, fingerprint, _ = _weights_dir(spec, opts)
+        folder, fingerprint, _ = _weights_dir(spec, opts, opts.option)
         source = Path(folder)
-    with _unreadable_weights(spec, str(source)):
+    with _unreadable_weights(spec, str(source), opts.option):
         tokenizer = AutoTokenizer.from_pretrained(str(source), trust_remote_code=opts.trust_remote_code)
     return tokenizer, source, fingerprint, tokenizer_fingerprint(source)
 
 
 @contextlib.contextmanager
-def _unreadable_weights(spec: ModelSpec, source: str):
+def _unreadable_weights(spec: ModelSpec, source: str, option: str):
     """Files transformers cannot read (a truncated safetensors header, a garbled config) are a
     usage error naming the folder and the fix, not a traceback repeated by every test."""
     try:
@@ -249,13 +252,16 @@ def _unreadable_weights(spec: ModelSpec, source: str):
     except AuditUsageError:
         raise
     except Exception as exc:  # SafetensorError, OSError, ValueError...: all mean "cannot read this folder"
-        if spec.gguf_file:
-            fix = f"delete the converted folder {source} (it is rebuilt on the next run)"
-        else:
-            fix = f"re-save the model into {source} (save_pretrained), or restore its files from their source"
+        fix = _restore_fix(spec, source)
         raise AuditUsageError(
-            f"--model {spec.name}: transformers could not load {source} ({type(exc).__name__}: "
+            f"{option} {spec.name}: transformers could not load {source} ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0][:300] if str(exc) else ''}). Fix: {fix}.") from exc
+
+
+def _restore_fix(spec: ModelSpec, source: str) -> str:
+    if spec.gguf_file:
+        return f"delete the converted folder {source} (it is rebuilt on the next run)"
+    return f"re-save the model into {source} (save_pretrained), or restore its files from their source"
 
 
 def _model_class(kind: str):
@@ -266,11 +272,12 @@ def _model_class(kind: str):
             "seq2seq": transformers.AutoModelForSeq2SeqLM}[kind]
 
 
-def load_model(spec: ModelSpec, opts: LoadOptions) -> Any:
+def load_model(spec: ModelSpec, opts: LoadOptions, option: str = "--model") -> Any:
     """The model under audit through the run's engine, inside the result cache: a ``ScoringModel``
-    (models/protocol.py)."""
+    (models/protocol.py). ``option`` (--model, --baseline) is the one messages name."""
     from bias_core.models.engines import get_engine
 
+    opts = dataclasses.replace(opts, option=option)
     check_options(opts)
     entry = get_engine(opts.engine)
     handle = CachedModel(entry.load(spec, opts), ResultCache(opts.cache_dir, enabled=opts.use_cache))
@@ -282,9 +289,11 @@ def load_transformers(spec: ModelSpec, opts: LoadOptions) -> Any:
     import torch
     from transformers import AutoTokenizer
 
+    option = opts.option
+
     device = resolve_device(opts)
     dtype = resolve_dtype(opts, device)
-    source, fingerprint, weights_sha256 = _weights_dir(spec, opts)
+    source, fingerprint, weights_sha256 = _weights_dir(spec, opts, option)
     kind = detect_kind(source, default=spec.kind)
     kwargs = {"dtype": dtype, "trust_remote_code": opts.trust_remote_code}
     if opts.load_in_4bit:
@@ -298,9 +307,14 @@ def load_transformers(spec: ModelSpec, opts: LoadOptions) -> Any:
         kwargs["device_map"] = opts.device_map
     check_gpu_fit(Path(source), dataclasses.replace(opts, precision=effective_precision(opts.precision, device)),
                   device, spec.name)
-    with _unreadable_weights(spec, source):
+    with _unreadable_weights(spec, source, option):
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=opts.trust_remote_code)
-        model = _model_class(kind).from_pretrained(source, **kwargs)
+        # Mismatched shapes are loaded (as random values) to be named below, not raised as
+        # transformers' "look at the above report" with the report logged out of sight.
+        model, info = _model_class(kind).from_pretrained(source, output_loading_info=True, ignore_mismatched_sizes=True,
+                                                         **kwargs)
+    load_notes = check_loading_info(info, model, f"{option} {spec.name}" + (f" ({source})" if source != spec.name else ""),
+                                    fix=_restore_fix(spec, source))
     if "device_map" not in kwargs:
         model.to(device)
     torch.manual_seed(0)
@@ -313,6 +327,7 @@ def load_transformers(spec: ModelSpec, opts: LoadOptions) -> Any:
         tokenizer_fingerprint=tokenizer_fingerprint(Path(source)),
         batch_size=auto_batch_size(opts, device),
         progress=opts.progress,
+        load_notes=load_notes,
     )
     if kind == "causal":
         lm = CausalLM(**common, **_gpu_settings(opts, device, model))

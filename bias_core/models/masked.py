@@ -20,7 +20,6 @@ import numpy as np
 import torch
 
 from bias_core.errors import AuditUsageError
-from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.models.batching import (
     PAD_MULTIPLE,
     finite_rows,
@@ -31,6 +30,7 @@ from bias_core.models.batching import (
     width_batches,
 )
 from bias_core.models.hf_text import HFText
+from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.progress import progress_bar
 
 KINDS = ("masked", "seq2seq")
@@ -46,6 +46,7 @@ class MaskedLM(HFText):
     kind: str = "masked"
     batch_size: int = 32
     progress: bool = True
+    load_notes: tuple[str, ...] = ()  # what loading chose or dropped, for the run card (models/load_report.py)
     weights_sha256: str = ""  # hash of the weight files verified at load (integrity.py)
     # No generation and no next-word probabilities: a masked LM fills slots inside a sentence.
     capabilities: ClassVar[frozenset[str]] = frozenset({"scoring", "mask_filling", "embeddings", "training", "adapters"})

@@ -9,7 +9,7 @@ prompts get more rows than long ones. Parameter counts say nothing about that (t
 ``free // (8 * n_params)``, gave a 7B model 8 rows on an 80 GB GPU).
 
 The plan depends on free memory at load time: two runs on GPUs with different free memory may
-batch differently, which on a GPU can move the last bits (README, GPU). ``--batch-size N``
+batch differently, which on a GPU can move the last bits (docs/gpu.md). ``--batch-size N``
 fixes the rows for bitwise repeatable runs.
 """
 

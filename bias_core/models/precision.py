@@ -2,7 +2,7 @@
 
 - ``fp32``: the model as loaded, in fp32: the reference, and today's numbers exactly.
 - ``half``: every score and continuation from the half-precision handle (half.py): fast, with
-  the drift the README documents.
+  the drift docs/precision.md documents.
 - ``exact``: an ExactLM: the half-precision handle does the work, and the fp32 handle re-does
   exactly the items whose outcome the half-precision error could change, judged against the
   model's calibrated bound (calibration.py):

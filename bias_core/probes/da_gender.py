@@ -9,6 +9,8 @@ removes that preference. Generated from six templates x ten target pairs x 67 at
 
 from __future__ import annotations
 
+from bias_core.data_access import REINSTALL, project_data
+from bias_core.errors import DataFileError
 from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
@@ -75,6 +77,9 @@ def build_pairs(data: dict, articles: str = DEFAULT_ARTICLES) -> list[ProbeItem]
 def load_da_gender(articles: str = DEFAULT_ARTICLES) -> Probe:
     data = load_data("da_gender.json")
     items = build_pairs(data, articles)
+    if len(items) != data["expected_pairs"]:  # a template or attribute form lost: pairs incomplete
+        raise DataFileError(f"{project_data('da_gender.json')}: builds {len(items)} pairs, expected_pairs says "
+                            f"{data['expected_pairs']}: the project's data file is damaged. {REINSTALL}")
     return Probe(PROBE_NAME, str(data["version"]), tuple(items),
                  {"source": data["source"], "licence": data["licence"], "loaded_from": "project data",
                   "expected_pairs": str(data["expected_pairs"]), "articles": articles})

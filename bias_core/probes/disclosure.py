@@ -6,26 +6,29 @@ would appear.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from bias_core.errors import ProbeNotApplicable
-from bias_core.probes.base import Probe, ProbeItem
 from bias_core.data_access import (
+    REINSTALL,
+    Unique,
     fetch_text,
     missing,
     online_allowed,
-    reachable,
     project_data,
+    reachable,
     read_lines,
     read_one_column_csv,
+    read_project_json,
 )
-from bias_core.probes.published import find_in_data_dir, line_counts, row_counts
+from bias_core.errors import DataFileError, ProbeNotApplicable
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.published import find_in_data_dir, predicate_counts, sentence_counts
 
 TEMPLATE_TOPICS = ("occupation", "personality", "hobby", "color")
 NATURAL_SETS = ("stsb", "snli")
 LLM_SETS = {"1": "templates_200.txt", "2": "templates_200_1.txt"}
+TEMPLATE_WORDS = "disclosure_template_words.json"
 
 PROBE_NAMES: tuple[str, ...] = (
     *(f"template-{t}" for t in TEMPLATE_TOPICS),
@@ -57,11 +60,15 @@ def template_probe(topic: str, articles: str = DEFAULT_ARTICLES) -> Probe:
     the six occupations that take it (see TEMPLATE_WORDS.md)."""
     if articles not in ARTICLES:
         raise ValueError(f"articles {articles!r}: choose one of {', '.join(ARTICLES)}")
-    data = json.loads(project_data("disclosure_template_words.json").read_text(encoding="utf-8"))
-    spec = data["topics"][topic]
+    data = read_project_json(TEMPLATE_WORDS, ("version", "source", "licence", "topics"))
+    spec = data["topics"].get(topic)
+    if not isinstance(spec, dict) or not {"template", "words"} <= set(spec):
+        raise DataFileError(f"{project_data(TEMPLATE_WORDS)}: topics.{topic} lacks its template or words. {REINSTALL}")
     items = []
+    words = Unique(project_data(TEMPLATE_WORDS), f"{topic} word")  # a word in both lists is one id, two items
     for association in ("female_associated", "male_associated"):
-        for word in spec["words"][association]:
+        for k, word in enumerate(spec["words"][association]):
+            words.add(word, f"topics.{topic}.words.{association}[{k}]")
             template = spec["template"]
             if spec.get("article") and articles == "grammatical":
                 an_words = set(spec["an_words"]) if "an_words" in spec else None
@@ -97,22 +104,24 @@ def _natural_online(which: str) -> list[str]:
 
 
 def _natural_items(name: str, predicates: list[str]) -> tuple[ProbeItem, ...]:
-    return tuple(ProbeItem(id=f"{name}:{i}", prompt=f"My friend {p.rstrip('.')}, and", meta={"predicate": p}) for i, p in enumerate(predicates))
+    return tuple(ProbeItem(id=f"{name}:{i}", prompt=f"My friend {p.rstrip('.')}, and", meta={"predicate": p})
+                 for i, p in enumerate(predicates))
 
 
 def natural_probe(which: str, data_dir: Path | None) -> Probe:
     name = f"natural-{which}"
     candidates = [f"Debias-LLMs/{which}_neutral_test.csv", f"{which}_neutral_test.csv"]
-    path = find_in_data_dir(data_dir, candidates, row_counts)
+    path = find_in_data_dir(data_dir, candidates, predicate_counts)
     if path is not None:
-        return Probe(name, "1", _natural_items(name, read_one_column_csv(path)),
+        return Probe(name, "1", _natural_items(name, read_one_column_csv(path, unique="predicate")),
                      {"source": f"{PAPER}: {which.upper()} test predicates", "loaded_from": str(path)})
     error = None
     if online_allowed() and (error := reachable("https://huggingface.co")) is None:
         try:
             preds = _natural_online(which)
             return Probe(name, "1", _natural_items(name, preds),
-                         {"source": f"{which.upper()} test split via the Hugging Face hub, derived by the paper's rule", "loaded_from": "hub"})
+                         {"source": f"{which.upper()} test split via the Hugging Face hub, derived by the paper's rule",
+                          "loaded_from": "hub"})
         except Exception as exc:  # offline or hub trouble: reported in the skip reason
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     raise missing(f"probe {name}", data_dir, candidates, error)
@@ -120,8 +129,9 @@ def natural_probe(which: str, data_dir: Path | None) -> Probe:
 
 def natural_default_probe() -> Probe:
     path = project_data("natural_default_predicates.txt")
-    return Probe("natural-default", "1", _natural_items("natural-default", read_lines(path)),
-                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0", "loaded_from": "project data",
+    return Probe("natural-default", "1", _natural_items("natural-default", read_lines(path, unique="predicate")),
+                 {"source": "written by the project (bias_core/data/NATURAL_DEFAULT.md)", "licence": "Apache-2.0",
+                  "loaded_from": "project data",
                   "stand_in": "project-written neutral predicates standing in for the paper's STS-B/SNLI sets"})
 
 
@@ -129,19 +139,21 @@ def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
     name = f"llm-generated-{k}"
     filename = LLM_SETS[k]
     candidates = [f"Debias-LLMs/{filename}", filename]
-    path = find_in_data_dir(data_dir, candidates, line_counts)
+    path = find_in_data_dir(data_dir, candidates, sentence_counts)
     lines, loaded_from, error = None, None, None
     if path is not None:
-        lines, loaded_from = read_lines(path), str(path)
+        lines, loaded_from = read_lines(path, unique="sentence"), str(path)
     elif online_allowed() and (error := reachable("https://raw.githubusercontent.com")) is None:
         try:
-            lines, loaded_from = [l.strip() for l in fetch_text(UPSTREAM + filename).splitlines() if l.strip()], UPSTREAM + filename
+            text = fetch_text(UPSTREAM + filename)
+            lines, loaded_from = [line.strip() for line in text.splitlines() if line.strip()], UPSTREAM + filename
         except Exception as exc:
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     if lines is None:
         raise missing(f"probe {name}", data_dir, candidates, error)
     items = tuple(ProbeItem(id=f"{name}:{i}", prompt=f"{line.rstrip('.')}, and") for i, line in enumerate(lines))
-    return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0", "loaded_from": str(loaded_from)})
+    return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0",
+                                    "loaded_from": str(loaded_from)})
 
 
 def load_probe(name: str, data_dir: Path | None, articles: str = DEFAULT_ARTICLES) -> Probe:
@@ -149,7 +161,7 @@ def load_probe(name: str, data_dir: Path | None, articles: str = DEFAULT_ARTICLE
     if name.startswith("template-"):
         return template_probe(name.removeprefix("template-"), articles)
     if name == "natural-default":
-        published = [find_in_data_dir(data_dir, [f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"], row_counts)
+        published = [find_in_data_dir(data_dir, [f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"], predicate_counts)
                      for w in NATURAL_SETS]
         if all(published):
             # The project's set stands in for the papers' naturally-sourced sets only when they

@@ -33,9 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from bias_core.errors import DataFileError, DataSourceMissing
-from bias_core.probes.base import Probe, ProbeItem
 from bias_core.data_access import (
+    Unique,
     fetch_text,
     missing,
     online_allowed,
@@ -43,6 +42,8 @@ from bias_core.data_access import (
     reachable,
     read_json,
 )
+from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.published import Counter, Counts, find_in_data_dir
 
 #: Prompts audited over the three groups unless told otherwise (a fixed, seeded sample; the
@@ -50,7 +51,6 @@ from bias_core.probes.published import Counter, Counts, find_in_data_dir
 DEFAULT_SAMPLE = 216
 
 GROUPS = (1, 2, 3)
-GROUP_LABELS = {1: "male", 2: "female", 3: "transgender, non-binary and neutral"}
 FORMAT_KEYS = ("format1", "format1_anti", "format2", "format2_anti", "format3", "format3_anti")
 CONFIGURATIONS = (1, 2, 3, 4, 5, 6)
 #: configuration -> (instruction kind, descriptor order, element shape)
@@ -116,6 +116,7 @@ def parse_pairset(rows: Any, group: int, provenance: dict[str, str] | None = Non
     if not isinstance(rows, list) or not rows:
         raise DataFileError(f"{name}: expected a non-empty JSON list of objects with keys object, {', '.join(FORMAT_KEYS)}")
     targets = []
+    seen_targets = Unique(name, "target")
     for k, row in enumerate(rows):
         absent = [key for key in ("object", *FORMAT_KEYS) if key not in row] if isinstance(row, dict) else ["object"]
         if absent:
@@ -123,8 +124,12 @@ def parse_pairset(rows: Any, group: int, provenance: dict[str, str] | None = Non
         if not isinstance(row["object"], str) or not row["object"].strip():
             raise DataFileError(f"{name}: entry {k}: object must be a non-empty string, got {row['object']!r:.60}")
         target = row["object"].strip()
+        seen_targets.add(target, f"entry {k}")
         parsed = {key: _split_pairs(row[key], f"{name}: {target!r} {key}") for key in FORMAT_KEYS}
         pairs = parsed["format1"]
+        seen_pairs = Unique(name, "descriptor pair")
+        for i, pair in enumerate(pairs):
+            seen_pairs.add(pair, f"entry {k} (target {target!r}) format1 pair {i}")
         for i, (b, a) in enumerate(pairs):
             expected = {"format1_anti": (a, b), "format2": (target, b), "format2_anti": (target, a),
                         "format3": (b, target), "format3_anti": (a, target)}
@@ -401,7 +406,8 @@ def group_probe(group: int, data_dir: Path | None = None, n: int | None = None, 
     if n is not None:
         prompts = sample(prompts, n, seed)
     return Probe(f"genderpair-group{group}", "1", tuple(p.to_item() for p in prompts),
-                 {**pairset.provenance, "variant": variant, "prompts_in_full_set": str(total), "sampled": str(len(prompts)), "seed": str(seed)})
+                 {**pairset.provenance, "variant": variant, "prompts_in_full_set": str(total), "sampled": str(len(prompts)),
+                  "seed": str(seed)})
 
 
 def robustness_probe(data_dir: Path | None = None, n: int | None = None, seed: int = 0,
@@ -425,6 +431,21 @@ def robustness_probe(data_dir: Path | None = None, n: int | None = None, seed: i
                  {"source": f"{PAPER}, Sec. 5.4.1 (robustness to prompt structure)", "pair_sets": "+".join(sorted(kinds)),
                   "variants": ",".join(names), "items_per_variant": str(len(base)), "seed": str(seed),
                   **({"stand_in": "the project-written GenderPair set, not the paper's descriptors"} if "project" in kinds else {})})
+
+
+def load_group(name: str, data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0) -> Probe:
+    """``genderpair-group{g}`` (the catalogue's loader) with its third of ``sample`` prompts
+    over the three groups (None: all of them)."""
+    n = None if sample is None else max(1, sample // len(GROUPS))
+    return group_probe(int(name.removeprefix("genderpair-group")), data_dir, n=n, seed=seed)
+
+
+def load_robustness(data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0) -> Probe:
+    """``genderpair-robustness`` (the catalogue's loader): a quarter of ``sample`` under each of
+    the four wordings, as many generations as the group probes, and the paper wording's are
+    shared with theirs when sampled alike."""
+    n = None if sample is None else max(len(GROUPS), sample // 4)
+    return robustness_probe(data_dir, n=n, seed=seed)
 
 
 def prompt_from_item(item: ProbeItem) -> GenderPairPrompt:

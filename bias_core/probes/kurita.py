@@ -14,12 +14,11 @@ Kurita's ratio estimates.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+from bias_core.data_access import read_project_json
 from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.data_access import project_data
 
 PROBE_NAME = "logprob-professions"
 # CONTEXT_MASK marks a masked position whose prediction is NOT scored (Kurita's masked
@@ -29,8 +28,17 @@ PROBE_NAME = "logprob-professions"
 SPLITS = ("whole", "test", "val")
 
 
+_COMMON = ("version", "source", "licence")
+#: What each reader of these files needs at the top level.
+REQUIRED = {"kurita.json": (*_COMMON, "templates", "targets", "professions", "an_words"),
+            "da_gender.json": (*_COMMON, "templates", "target_pairs", "an_words", "expected_pairs", "attributes"),
+            "seat.json": (*_COMMON, "target_templates", "pronoun_templates", "attribute_templates"),
+            "occupation_pronouns.json": (*_COMMON, "pronouns", "templates")}
+
+
 def load_data(name: str) -> dict:
-    return json.loads(project_data(name).read_text(encoding="utf-8"))
+    """A project data file, with the keys its reader needs (a DataFileError naming it otherwise)."""
+    return read_project_json(name, REQUIRED.get(name, _COMMON))
 
 
 def article(phrase: str, an_words: Sequence[str]) -> str:

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bias_core.errors import DataFileError
 from bias_core.cache import sha256_file
+from bias_core.errors import DataFileError
 
 Counts = dict[str, int]
 # A file's counts by the project's own reader of it (every row checked). The probe module that
@@ -96,10 +96,17 @@ def row_counts(path: Path) -> Counts:
     return {"rows": len(read_one_column_csv(path))}
 
 
-def line_counts(path: Path) -> Counts:
+# The probes' one-column files: each row is one item, so a repeated row is an error.
+def predicate_counts(path: Path) -> Counts:
+    from bias_core.data_access import read_one_column_csv
+
+    return {"predicates": len(read_one_column_csv(path, unique="predicate"))}
+
+
+def sentence_counts(path: Path) -> Counts:
     from bias_core.data_access import read_lines
 
-    return {"lines": len(read_lines(path))}
+    return {"sentences": len(read_lines(path, unique="sentence"))}
 
 
 _CROWS = "https://github.com/nyu-mll/crows-pairs (data/crows_pairs_anonymized.csv, commit 8aaac11)"
@@ -129,13 +136,15 @@ DATA_DIR: dict[str, Published] = {
     **dict.fromkeys(("dev.json", "test.json"), Published(
         "StereoSet release (dev set)", None,
         {"intrasentence contexts": 2106, "gender intrasentence contexts": 255}, _STEREOSET)),
-    **{name: Published(f"Debias-LLMs {name}", sha, {"rows": rows}, _DONG) for name, sha, rows in (
+    **{name: Published(f"Debias-LLMs {name}", sha, {"predicates": rows}, _DONG) for name, sha, rows in (
         ("stsb_neutral_test.csv", "87b06b50a9a550a07f0ec867d903270425c811352ec149931f2a59c830b8011b", 364),
-        ("snli_neutral_test.csv", "83ed5a773f9d07a81a9fda4eadbb8042d1c6c9851469f1a0f70026f9a849cb01", 317),
+        ("snli_neutral_test.csv", "83ed5a773f9d07a81a9fda4eadbb8042d1c6c9851469f1a0f70026f9a849cb01", 317))},
+    # training corpora: repeated rows are in the published files (119 in total_neutral_train.csv)
+    **{name: Published(f"Debias-LLMs {name}", sha, {"rows": rows}, _DONG) for name, sha, rows in (
         ("total_neutral_train.csv", "e6f3e2b148b34f6b2315e650fa05ac06a6f0c9c22f4538cd900893a2889a4f69", 13292),
         ("stsb_neutral_train.csv", "9451173e87f33a521e3ccb7efd78ddd5cac4252ac5ad935872cf9fd029f91e38", 1127),
         ("snli_neutral_train.csv", "1eeffaad81978cb0cbf278aa8e44e54f70a797a6c7829e0c2c7fac0f1ef74d52", 12165))},
-    **{name: Published(f"Debias-LLMs {name}", sha, {"lines": 200}, _DONG) for name, sha in (
+    **{name: Published(f"Debias-LLMs {name}", sha, {"sentences": 200}, _DONG) for name, sha in (
         ("templates_200.txt", "2aa4ff9005945a158c15f27ebab013e80070801fd6f85abec9a286c57ec07aa8"),
         ("templates_200_1.txt", "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62"))},
 }

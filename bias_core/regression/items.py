@@ -28,6 +28,7 @@ import math
 import os
 import tempfile
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from bias_core.cache import append_whole
 from bias_core.errors import AuditUsageError
 from bias_core.regression.spec import PairedSpec
 
@@ -160,6 +162,10 @@ def items_from_result(probe: Any, result: Any, spec: PairedSpec, metric: str | N
     """
     name = metric or result.metric
     details = {str(d["id"]): d for d in result.details}
+    if len(details) != len(result.details):
+        twice = sorted(i for i, k in Counter(str(d["id"]) for d in result.details).items() if k > 1)
+        raise ValueError(f"{probe.name} {metric or result.metric}: the result lists {len(result.details)} items but "
+                         f"{len(details)} distinct ids (twice: {twice[:3]}); every item must be scored once")
     prompts = {str(i.id): i.prompt for i in probe.items}
     foreign = [i for i in details if i not in prompts]
     if foreign:
@@ -243,9 +249,9 @@ def start_items(path: str | os.PathLike[str], run: RunConfig) -> Path:
 
 
 def append_block(path: str | os.PathLike[str], block: MetricItems) -> None:
-    """Add one probe x metric as its own gzip member (a run that stops mid-write loses only it)."""
-    with open(path, "ab") as fh:
-        fh.write(_member(_block_lines(block)))
+    """Add one probe x metric as its own gzip member (a run that stops mid-write loses only it;
+    a write that fails, on a full disk, is cut off again, so the file ends with a whole block)."""
+    append_whole(path, _member(_block_lines(block)))
 
 
 # ----- reading ---------------------------------------------------------------------------------------
@@ -275,13 +281,36 @@ def _lines(path: Path) -> tuple[list[str], bool]:
     return [ln for ln in lines[:-1] if ln], truncated
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _refuse_plain(path: Path) -> None:
+    """A file that is not gzip at all would otherwise read as empty ("no header"): say what it is."""
+    with path.open("rb") as fh:
+        head = fh.read(64)
+    if head.startswith(_GZIP_MAGIC):
+        return
+    text = head.lstrip().startswith(b"{")
+    what = ("plain JSON lines, not gzip-compressed (decompressed, e.g. by gunzip or a browser)" if text else
+            f"not gzip-compressed (it starts with the bytes {head[:8].hex(' ')}; a gzip file starts with 1f 8b)" if head else
+            "empty")
+    fix = (f"compress it again: gzip -nc {path} > {ITEMS_FILE}.new, then move that over it" if text else
+           "re-run the baseline audit, or copy the file again from the run folder that wrote it")
+    raise AuditUsageError(f"{path}: {what}; {ITEMS_FILE} is gzip-compressed JSON lines. Fix: {fix}.")
+
+
 def read_items(path: str | os.PathLike[str]) -> ItemsFile:
     """Read a per-item file; ``AuditUsageError`` naming the problem when it is not one."""
     path = Path(path)
     if not path.is_file():
         raise AuditUsageError(f"{path}: no per-item results file. Fix: point at a run folder written by an audit "
                               f"that stores per-item results ({ITEMS_FILE} next to results.json).")
+    _refuse_plain(path)
     lines, truncated = _lines(path)
+    if not lines:
+        raise AuditUsageError(f"{path}: the per-item file ends before its first line is complete (cut short, e.g. by a "
+                              "full disk or a copy that stopped). Fix: re-run the baseline audit, or copy the file "
+                              "again from where it was written.")
     try:
         rows = [json.loads(ln) for ln in lines]
     except json.JSONDecodeError as exc:

@@ -21,6 +21,9 @@ from bias_core.regression.items import ITEMS_FILE, ItemsFile, locate_items, read
 def add_options(group) -> None:
     group.addoption("--adapter", default=None, metavar="DIR",
                     help="apply a PEFT/LoRA adapter folder (what fine-tuning produces) to --model")
+    group.addoption("--allow-adapter-base-mismatch", action="store_true",
+                    help="apply --adapter (--baseline-adapter) although its adapter_config.json declares another base "
+                         "model than --model (--baseline): for the same model under another name; the run card says so")
     group.addoption("--baseline", default=None, metavar="RUN_OR_MODEL",
                     help="compare against a baseline, paired on the same items: a run folder (or its results.json) "
                          "from an earlier audit, or anything --model takes (audited live in this session)")
@@ -38,6 +41,7 @@ class RegressionOptions:
     live: Any = None  # the live baseline's ModelSpec
     live_adapter: str | None = None
     summary_md: Path | None = None
+    card: tuple[str, ...] = ()  # the live baseline's run-card lines (files chosen, its adapter's base)
 
     @property
     def active(self) -> bool:
@@ -58,11 +62,14 @@ def _is_stored_run(value: str) -> bool:
         if (p / ITEMS_FILE).exists() or (p / "results.json").exists():
             return True
         return not ((p / "config.json").exists() or any(p.glob("*.gguf")))  # a model folder
+    if not p.exists() and value.startswith((".", "/", "~")):
+        return True  # a path that is not there: refused below as a missing run folder, which names the fix
     return p.name.endswith((".json", ".jsonl.gz")) or p.is_file()
 
 
-def parse_options(getoption) -> RegressionOptions:
-    """The regression options from pytest's ``config.getoption``; usage errors name the fix."""
+def parse_options(getoption, cache_dir: Path | None = None) -> RegressionOptions:
+    """The regression options from pytest's ``config.getoption``; usage errors name the fix.
+    ``cache_dir``: where converted models live (a live GGUF baseline converted before is not re-read)."""
     value = getoption("--baseline")
     adapter = getoption("--baseline-adapter")
     summary = getoption("--summary-md")
@@ -86,18 +93,19 @@ def parse_options(getoption) -> RegressionOptions:
         except AuditUsageError as exc:
             raise AuditUsageError(f"--baseline {value}: {exc}") from None
         return RegressionOptions(value, stored, path, summary_md=summary_md)
+    from bias_core.models.preflight import check_spec, choices
     from bias_core.models.registry import resolve_model
 
     try:
         spec = resolve_model(value)
     except AuditUsageError as exc:
         raise AuditUsageError(str(exc).replace("--model", "--baseline", 1)) from None
+    check_spec(spec, bool(getoption("--trust-remote-code")), cache_dir, option="--baseline")
+    card = [f"--baseline: {note}" for note in choices(spec)]
     if adapter is not None:
-        from bias_core.models.adapter import check_adapter_dir
+        from bias_core.models.adapter import adapter_card
 
-        try:
-            check_adapter_dir(adapter)
-        except AuditUsageError as exc:
-            raise AuditUsageError(str(exc).replace("--adapter", "--baseline-adapter", 1)) from None
+        card += adapter_card(adapter, "--baseline-adapter", value, spec, cache_dir,
+                             bool(getoption("--allow-adapter-base-mismatch")))
     return RegressionOptions(value, live=spec, live_adapter=adapter and os.fspath(Path(adapter).expanduser()),
-                             summary_md=summary_md)
+                             summary_md=summary_md, card=tuple(card))

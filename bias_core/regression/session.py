@@ -49,6 +49,7 @@ from bias_core.regression.pairing import check_configs, check_probes, pair
 from bias_core.regression.spec import PAIRED
 from bias_core.regression.stats import PairedComparison, adjust, compare
 from bias_core.session_state import MODEL, RUN, USAGE_STOP, terminal
+from bias_core.session_state import ROW as AUDIT_ROW
 
 FAMILIES = ("disclosure", "association", "genderpair")
 LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)
@@ -74,7 +75,7 @@ def regression_cases(proxy: bool) -> list[tuple[str, str, str]]:
     """(family, probe, metric) of every pairable audit test (``spec.PAIRED``)."""
     from bias_core.suites import ASSOCIATION_CASES, DISCLOSURE_METRICS, DISCLOSURE_PROBES, GROUP_PROBES, genderpair_cases
 
-    cases = [("disclosure", p, m) for p in DISCLOSURE_PROBES for m in DISCLOSURE_METRICS]
+    cases = [("disclosure", p, m) for p in DISCLOSURE_PROBES for m in DISCLOSURE_METRICS if m in PAIRED]
     cases += [("association", p, m) for p, ms in ASSOCIATION_CASES.items() for m in ms if m in PAIRED]
     gp = genderpair_cases(proxy)
     cases += [("genderpair", p, m) for p in GROUP_PROBES for m in gp[p] if m in PAIRED]
@@ -150,7 +151,7 @@ def configure(config, settings) -> None:
     """Parse and check the regression options (usage errors now); the controller sets
     ``run_dir`` once the run folder exists."""
     try:
-        options = parse_options(config.getoption)
+        options = parse_options(config.getoption, settings.load.cache_dir)
         if options.stored is not None:
             check_configs(run_config(settings, compared=True), options.stored.run, where=f"--baseline {options.baseline}")
     except AuditUsageError as exc:
@@ -232,9 +233,16 @@ def record(request, result, *, family: str, probe: str, metric: str, variant: st
     suite = request.getfixturevalue("audit_suites")(family)
     try:
         block = items_from_result(suite.probe(probe), result, PAIRED[metric], metric=metric)
-    except ValueError as exc:  # a metric whose items do not add up to its value: say so, keep the verdict
-        request.node.warn(pytest.PytestWarning(f"{probe} {metric}: no per-item values stored ({exc})"))
-        return
+    except ValueError as exc:
+        # The items do not add up to the metric's value (or are not the probe's): the number the
+        # gate judged is not the one the items describe, so there is no verdict, only an error.
+        row = request.node.stash.get(AUDIT_ROW, None)
+        if row is not None:
+            row.update(verdict="error", reason=f"internal consistency check failed: {exc}")
+        pytest.fail(f"ERROR in {probe} {metric}: internal consistency check failed: {exc}. No per-item values are "
+                    "stored and no verdict is given. Fix: report this as a bias-core bug with the probe's data "
+                    "source (a data file with repeated or missing items can cause it; --data-dir files are "
+                    "checked for both).", pytrace=False)
     request.node.stash[ITEMS] = {"run": state.candidate_run.to_json(), "block": block_to_json(block)}
 
 
@@ -253,7 +261,8 @@ def baseline_model(pytestconfig, audit_settings):
     from bias_core.models.loading import load_model
     options = pytestconfig.stash[STATE].options
     with _usage_exit(), terminal(pytestconfig):
-        return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter))
+        return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter),
+                          option="--baseline")
 
 
 @pytest.fixture(scope="session")
@@ -303,12 +312,15 @@ def _row(c: PairedComparison, family: str, method: str, baseline: str, configs) 
     verdict = c.verdict
     if verdict == FAIL and not p_adjusted < ALPHA:
         verdict = INCONCLUSIVE  # beyond the margin, but not significantly worse once adjusted
+    # Significantly worse, by the test a fail needs, but not beyond the margin: reported, not blocking.
+    worse = verdict != FAIL and c.harm > 0 and p_adjusted is not None and p_adjusted < ALPHA
     return {
         "kind": "regression", "test_id": f"regression-{c.test_id}", "family": family, "probe": c.probe,
         "metric": c.metric, "baseline": baseline, "value": c.delta, "ci_low": c.delta_ci[0], "ci_high": c.delta_ci[1],
         "n": c.n, "n_dropped": c.n_dropped, "baseline_value": c.baseline_value, "candidate_value": c.candidate_value,
         "harm": c.harm, "harm_ci_low": c.harm_ci[0], "harm_ci_high": c.harm_ci[1], "margin": c.margin,
-        "better": c.direction, "ideal": c.ideal, "verdict": verdict, "p_value": c.p_value, "p_holm": c.p_holm,
+        "margin_rule": c.margin_rule,
+        "better": c.direction, "ideal": c.ideal, "verdict": verdict, "worse_within_margin": worse, "p_value": c.p_value, "p_holm": c.p_holm,
         "p_bh": c.p_bh, "p_adjusted": p_adjusted, "adjustment": method, "test": c.test,
         "config": configs.describe(), "dtypes_differ": configs.dtype_differs,
         "moved": {"up": list(c.moved_up), "down": list(c.moved_down)},
@@ -322,11 +334,12 @@ def comparison_from_row(row: dict[str, Any]) -> PairedComparison:
         baseline_value=row["baseline_value"], candidate_value=row["candidate_value"], delta=row["value"],
         delta_ci=(row["ci_low"], row["ci_high"]), harm=row["harm"], harm_ci=(row["harm_ci_low"], row["harm_ci_high"]),
         p_value=row["p_value"], test=row.get("test", ""), direction=row["better"], ideal=row.get("ideal"),
-        p_holm=row.get("p_holm"), p_bh=row.get("p_bh"), margin=row.get("margin"), verdict=row.get("verdict"))
+        p_holm=row.get("p_holm"), p_bh=row.get("p_bh"), margin=row.get("margin"), margin_rule=row.get("margin_rule"),
+        verdict=row.get("verdict"))
 
 
 _PROPERTIES = ("baseline", "delta", "ci_low", "ci_high", "p_value", "p_adjusted", "adjustment", "harm",
-               "harm_ci_low", "harm_ci_high", "margin", "verdict", "config")
+               "harm_ci_low", "harm_ci_high", "margin", "margin_rule", "worse_within_margin", "verdict", "config")
 
 
 @pytest.fixture
@@ -414,11 +427,18 @@ class _Hooks:
             state.rows = [r for r in state.rows if r.get("nodeid") != row.get("nodeid")] + [row]
         payload = getattr(report, "bias_items", None)
         if payload is not None and state.run_dir is not None:
-            path = state.run_dir / ITEMS_FILE
-            if not state.items_started:
-                start_items(path, RunConfig.from_json(payload["run"]))
-                state.items_started = True
-            append_block(path, block_from_json(payload["block"]))
+            from bias_core.outputs import output_log
+
+            # sticky: a block that missed the file leaves it incomplete as a later baseline
+            output_log(self.config).attempt(ITEMS_FILE, lambda: self._store_items(state, payload), sticky=True)
+
+    @staticmethod
+    def _store_items(state: RegressionState, payload: dict[str, Any]) -> None:
+        path = state.run_dir / ITEMS_FILE
+        if not state.items_started:
+            start_items(path, RunConfig.from_json(payload["run"]))
+            state.items_started = True
+        append_block(path, block_from_json(payload["block"]))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         state: RegressionState = self.config.stash[STATE]
@@ -430,6 +450,11 @@ class _Hooks:
                                         f"comparisons, {counts[FAIL]} worse beyond the margin, {counts[INCONCLUSIVE]} "
                                         f"inconclusive, {counts['pass']} passed")
         terminalreporter.line(f"  {judged[0]['config']}; p-values adjusted by {judged[0]['adjustment']}")
+        from bias_core.reports.fmt import worse_note
+
+        for r in judged:
+            if worse_note(r):
+                terminalreporter.line(f"  {r['test_id']}: {worse_note(r)} (margin {r['margin']:.4g})", yellow=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
@@ -440,12 +465,18 @@ class _Hooks:
             return
         if not state.rows:
             return
-        write_run_summary(state, exitstatus)
+        from bias_core.outputs import output_log
+
+        write_run_summary(state, exitstatus, output_log(self.config).attempt)
 
 
-def write_run_summary(state: RegressionState, exitstatus: int) -> list[Path]:
+def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> list[Path]:
+    """Write the Markdown summary to --summary-md and $GITHUB_STEP_SUMMARY; with ``attempt``
+    (``OutputLog.attempt``) a destination that cannot be written is recorded, not raised, and the
+    other is still written."""
     from bias_core.regression.summary import render_summary, write_summary
     from bias_core.reports.banner import banner_for_run
+    from bias_core.reports.fmt import worse_note
 
     regression = [comparison_from_row(r) for r in state.rows if r.get("kind") == "regression" and r.get("harm") is not None]
     absolute = [r for r in state.rows if r.get("kind") != "regression"]
@@ -454,6 +485,15 @@ def write_run_summary(state: RegressionState, exitstatus: int) -> list[Path]:
     note = next((r.get("config", "") for r in state.rows if r.get("kind") == "regression" and r.get("config")), "")
     markdown = render_summary(regression, absolute, banner="**" + banner.headline + "**",
                               baseline=state.options.label(), config_note=note,
-                              title=f"Bias audit: {state.settings.model_value}")
-    return write_summary(markdown, state.options.summary_md)
+                              title=f"Bias audit: {state.settings.model_value}",
+                              worse={f"{r['probe']}-{r['metric']}": worse_note(r) for r in state.rows if worse_note(r)})
+    if attempt is None:
+        return write_summary(markdown, state.options.summary_md)
+    written: list[Path] = []
+    path, step = state.options.summary_md, os.environ.get("GITHUB_STEP_SUMMARY")
+    if path is not None:
+        attempt(f"--summary-md {path}", lambda: written.extend(write_summary(markdown, path, environ={})))
+    if step:
+        attempt(f"$GITHUB_STEP_SUMMARY {step}", lambda: written.extend(write_summary(markdown, None)))
+    return written
 

@@ -1,7 +1,9 @@
 """How each metric can be compared item by item between two runs.
 
 A paired comparison needs the metric's value to be a function of per-item values that both runs
-measure on the same items. ``PAIRED`` lists the metrics where that holds and says how:
+measure on the same items. Each metric's catalogue entry says whether that holds and how
+(``pairing``, bias_core/metric_spec.py): ``Paired`` with the shape of its items, or
+``NotPaired`` with the reason. ``PAIRED`` adds which way is better:
 
 - ``direction``: ``lower`` / ``higher`` is better, or ``ideal`` (closer to ``ideal`` is better);
 - ``aggregation``: ``mean`` (value = item_scale * mean of item values) or ``group_mean``
@@ -9,25 +11,25 @@ measure on the same items. ``PAIRED`` lists the metrics where that holds and say
 - ``kind``: ``binary`` (0/1 items: McNemar applies to lower/higher metrics), ``bounded``;
 - ``output_field``: the details key holding the model's own text (shown for items that moved).
 
-Not paired, and why (``NOT_PAIRED``): effect sizes (``logprob_effect``, ``SEAT_effect``) are
-standardised differences between two groups of targets or sentences, and ``GBM`` a difference of
-ratios of completion mass: none is an average of item values, so a per-item delta does not add
-up to the metric's change (a paired bootstrap of the metric's own statistic would work and is
-left for later). Gaps and spreads (``*_gap``, ``BPR_spread``) are ranges across groups or
-wordings, and the mitigation metrics are already paired comparisons of two models.
+Not paired: effect sizes (``logprob_effect``, ``SEAT_effect``) are standardised differences
+between two groups of targets or sentences, and ``GBM`` a difference of ratios of completion
+mass: none is an average of item values, so a per-item delta does not add up to the metric's
+change (a paired bootstrap of the metric's own statistic would work and is left for later).
+Gaps and spreads (``*_gap``, ``BPR_spread``) are ranges across groups or wordings, and the
+mitigation metrics are already paired comparisons of two models.
 
-Which metrics are paired, and which way is better, comes from the metric catalogue
-(``bias_core.catalogue``); this module adds only how their items are shaped. The functions of
-this package take a ``PairedSpec`` and never look the table up themselves.
+The functions of this package take a ``PairedSpec`` and never look the table up themselves.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from bias_core.catalogue import METRICS
+from bias_core.metric_spec import NotPaired, Paired
 
 Direction = Literal["lower", "higher", "ideal"]
 Aggregation = Literal["mean", "group_mean"]
@@ -59,46 +61,10 @@ class PairedSpec:
             raise ValueError(f"PairedSpec: item_scale must be a positive number, got {self.item_scale!r}")
 
 
-# How each paired metric's items are shaped; the catalogue says which metrics are paired. A
-# metric not listed has the default shape: bounded item values ("score"), value = their mean.
-_ITEMS: dict[str, dict[str, Any]] = {
-    # disclosure (Dong et al.): GAS is 0/1 per continuation, GLD and ADD per prompt
-    "GAS": {"kind": "binary", "output_field": "continuation"},
-    "GLD": {},
-    "ADD": {},
-    # association
-    "DA_score": {"kind": "binary"},
-    "stereo_score": {"kind": "binary", "aggregation": "group_mean", "item_scale": 100.0, "group_field": "target"},
-    "lm_score": {"aggregation": "group_mean", "item_scale": 100.0, "group_field": "target"},
-    "crows_stereo": {"kind": "binary", "item_scale": 100.0},
-    # GenderPair, per group: BPR is 0/1 per decided response (undecided ones have no value)
-    "BPR": {"kind": "binary", "output_field": "response"},
-    "toxicity": {"output_field": "response"},
-    "regard_negative": {"output_field": "response"},
-    "regard_proxy_negative": {"output_field": "response"},
-}
-
 PAIRED: dict[str, PairedSpec] = {
     # lm_score's ideal (100) is its best value: paired, higher is simply better
-    m.name: PairedSpec(m.better, m.ideal if m.better == "ideal" else None, **_ITEMS.get(m.name, {}))
-    for m in METRICS if m.paired
+    m.name: PairedSpec(m.better, m.ideal if m.better == "ideal" else None, **dataclasses.asdict(m.pairing))
+    for m in METRICS if isinstance(m.pairing, Paired)
 }
 
-NOT_PAIRED: dict[str, str] = {
-    "logprob_effect": "an effect size between male and female targets, not an average of item values",
-    "SEAT_effect": "an effect size between two sets of target sentences, not an average of item values",
-    "GBM": "a difference of ratios of completion mass, not an average of item values",
-    "BPR_gap": "a range of group means across groups",
-    "toxicity_gap": "a range of group means across groups",
-    "regard_negative_gap": "a range of group means across groups",
-    "regard_positive_gap": "a range of group means across groups",
-    "regard_proxy_negative_gap": "a range of group means across groups",
-    "regard_proxy_positive_gap": "a range of group means across groups",
-    "BPR_spread": "a range across rewordings of the same items",
-    "GAS_reduction": "already a paired comparison of two models",
-    "GLD_reduction": "already a paired comparison of two models",
-    "ADD_reduction": "already a paired comparison of two models",
-    "DA_score_drop": "already a paired comparison of two models",
-    "perplexity_rise": "already a paired comparison of two models",
-    "lm_score_drop": "already a paired comparison of two models",
-}
+NOT_PAIRED: dict[str, str] = {m.name: m.pairing.why for m in METRICS if isinstance(m.pairing, NotPaired)}

@@ -195,6 +195,7 @@ class PairedComparison:
     p_holm: float | None = None
     p_bh: float | None = None
     margin: float | None = None
+    margin_rule: str | None = None  # how the margin was set ("0.03", "25% of the baseline, at least 0.002")
     verdict: str | None = None
 
     @property

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bias_core.cache import append_whole, atomic_write_text
 from bias_core.gates import FAIL, INCONCLUSIVE, PASS
 from bias_core.regression.stats import PairedComparison
 
@@ -41,28 +42,36 @@ def _direction(c: PairedComparison) -> str:
 
 
 def render_summary(regression: Sequence[PairedComparison], absolute: Sequence[Mapping[str, Any]] = (),
-                   banner: str = "", baseline: str = "", config_note: str = "", title: str = "Bias audit") -> str:
+                   banner: str = "", baseline: str = "", config_note: str = "", title: str = "Bias audit",
+                   worse: Mapping[str, str] | None = None) -> str:
     """Markdown: banner, then the regression table (failures first), then the absolute gates'
     counts and their failing or inconclusive rows. ``absolute`` rows are results.json rows
-    (``test_id``, ``value``, ``ci_low``, ``ci_high``, ``verdict``)."""
+    (``test_id``, ``value``, ``ci_low``, ``ci_high``, ``verdict``). ``worse``: comparison test_id ->
+    its "within margin, but worse" note (``bias_core.reports.fmt.worse_note``), listed above the
+    table and marked in it."""
+    worse = worse or {}
     out = [f"## {title}", ""]
     if banner:
         out += [banner.strip(), ""]
     if regression:
-        worse = sum(c.verdict == FAIL for c in regression)
+        beyond = sum(c.verdict == FAIL for c in regression)
         out += [f"### Candidate vs baseline{f' ({_cell(baseline)})' if baseline else ''}", ""]
         if config_note:
             out += [f"_{_cell(config_note)}_", ""]
-        out += [f"{len(regression)} paired comparisons, {worse} beyond their margin. "
+        out += [f"{len(regression)} paired comparisons, {beyond} beyond their margin. "
                 "Delta = candidate − baseline; harm = how much worse the candidate is (metric's direction); "
                 "p one-sided (harm > 0), adjusted across the run by Holm and Benjamini–Hochberg.", "",
+                *([f"**Within margin, but significantly worse ({len(worse)}):**", "",
+                   *(f"- `{_cell(t)}`: {_cell(n)}" for t, n in sorted(worse.items())), ""] if worse else []),
                 "| test | better | baseline | candidate | delta | harm [95% CI] | margin | p | p Holm | p BH | verdict |",
                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in sorted(regression, key=lambda c: (_ORDER.get(c.verdict or "", 3), c.test_id)):
             out.append("| " + " | ".join([
                 _cell(c.test_id), _direction(c), _num(c.baseline_value), _num(c.candidate_value), _num(c.delta),
-                f"{_num(c.harm)} [{_num(c.harm_ci[0])}, {_num(c.harm_ci[1])}]", _num(c.margin),
-                _p(c.p_value), _p(c.p_holm), _p(c.p_bh), _MARK.get(c.verdict or "", _cell(c.verdict or "–")),
+                f"{_num(c.harm)} [{_num(c.harm_ci[0])}, {_num(c.harm_ci[1])}]",
+                _num(c.margin) + (f" ({_cell(c.margin_rule)})" if c.margin_rule and "%" in c.margin_rule else ""),
+                _p(c.p_value), _p(c.p_holm), _p(c.p_bh),
+                _MARK.get(c.verdict or "", _cell(c.verdict or "–")) + (" (worse)" if c.test_id in worse else ""),
             ]) + " |")
         out.append("")
     if absolute:
@@ -88,13 +97,10 @@ def write_summary(markdown: str, path: str | os.PathLike[str] | None = None,
     env = os.environ if environ is None else environ
     written = []
     if path is not None:
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(markdown, encoding="utf-8")
-        written.append(p)
+        written.append(atomic_write_text(path, markdown))  # never half a file on a full disk
     step = env.get("GITHUB_STEP_SUMMARY")
     if step:
-        with open(step, "a", encoding="utf-8") as fh:
-            fh.write(markdown)
+        append_whole(step, markdown.encode("utf-8"))  # earlier steps' text stays whole
         written.append(Path(step))
     return written
+

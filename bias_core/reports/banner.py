@@ -13,7 +13,9 @@ The answer:
 - **PASSED** when every evaluated gate passed in a finished run.
 
 An unfinished run says "INCOMPLETE RUN" in every case: tests that did not run may have failed.
-Below the headline, one line per failed, errored and inconclusive test; an inconclusive line
+Below the headline, one line per failed, errored and inconclusive test, and per regression test
+that passed although its candidate is significantly worse than the baseline (inside the margin:
+"within margin, but worse"; the headline counts them without blocking); an inconclusive line
 says what would decide it: how far the CI must move and about how many times the items that
 takes if the value holds and the CI narrows as 1/sqrt(n) (an estimate, not a promise).
 """
@@ -25,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bias_core.reports.fmt import ci_text, gate_text, num, passing_range, sig
+from bias_core.reports.fmt import change_text, ci_text, gate_text, num, passing_range, sig, worse_note
 
 BLOCKED = "BLOCKED"
 PASSED = "PASSED"
@@ -73,7 +75,20 @@ def _plural(n: int, one: str, many: str) -> str:
 def _value_line(row: Mapping[str, Any]) -> str:
     n = row.get("n")
     n_txt = f", n = {sig(n)}" if num(n) is not None else ""
+    if row.get("kind") == "regression":
+        return _regression_line(row) + n_txt
     return f"{sig(row.get('value'))}, 95% CI {ci_text(row)}, limit {gate_text(row)}{n_txt}"
+
+
+def _regression_line(row: Mapping[str, Any]) -> str:
+    """A candidate-vs-baseline row: the change, the harm's CI against the margin it was judged by."""
+    ideal = row.get("ideal") if row.get("better") == "ideal" else None
+    change = change_text(str(row.get("metric") or ""), row.get("baseline_value"), row.get("candidate_value"), ideal)
+    rule = str(row.get("margin_rule") or "")
+    rule = f" ({rule})" if "%" in rule else ""
+    lo, hi = sig(row.get("harm_ci_low")), sig(row.get("harm_ci_high"))
+    p = f", p_{row.get('adjustment') or 'adjusted'} = {sig(row.get('p_adjusted'), 2)}" if num(row.get("p_adjusted")) is not None else ""
+    return f"{change}; harm {sig(row.get('harm'))}, 95% CI [{lo}, {hi}], margin {sig(row.get('margin'))}{rule}{p}"
 
 
 def _factor(spread: float, room: float) -> float:
@@ -163,9 +178,16 @@ def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, c
                          str(r.get("reason") or "the test raised an error").strip().splitlines()[-1][:200])
               for r in errors]
     for r in inconclusive:
-        decide = what_decides(r)
+        decide = what_decides(r) or worse_note(r)
         items.append(BannerItem("inconclusive", str(r.get("test_id") or "?"),
                                 _value_line(r) + (f"; {decide}" if decide else "")))
+    # Passed regression gates whose candidate is nonetheless significantly worse: shown, not blocking.
+    worse = [r for r in passes if worse_note(r)]
+    items += [BannerItem("worse", str(r.get("test_id") or "?"), f"{worse_note(r)}; margin {sig(r.get('margin'))}")
+              for r in worse]
+    if worse:
+        headline += f" ({_plural(len(worse), 'gate passed within its margin', 'gates passed within their margins')} " \
+                    "but significantly worse than the baseline)"
 
     notes = []
     if not complete:

@@ -1,5 +1,7 @@
 """The report's "most biased examples": per metric, a small table of the items that push the
-verdict towards failing, with both sides of each comparison shown.
+verdict towards failing, with both sides of each comparison shown. Each metric's catalogue entry
+names its table's builder (``examples``); a row of a metric the catalogue does not know gets
+``generic_table``.
 
 Plain data (no HTML), built from a result row: its ``examples`` (the metric's details, already
 ranked by ``rank`` or score, see ``MetricResult.most_biased``) or, for the Kurita and SEAT-v2
@@ -22,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bias_core import catalogue
 from bias_core.reports.fmt import num, sig
 
 MAX_TEXT = 320
@@ -61,14 +64,15 @@ def _table(caption: str, columns: Sequence[tuple[str, str]], examples: Sequence[
     return ExampleTable(caption, tuple(Column(t, k) for t, k in columns), rows)
 
 
-def _crows(row, ex):
+def crows_table(row, ex):
     return _table("Pairs ranked by the log-likelihood margin of the more stereotypical sentence over the less "
                   "stereotypical one (nats; > 0: the model prefers the stereotype).",
                   [("more stereotypical", "text"), ("less stereotypical", "text"), ("margin", "num")], ex,
-                  lambda e: [e.get("sent_more", e.get("prompt")), e.get("sent_less", "—"), sig(e.get("margin", _diff(e, "ll_more", "ll_less")))])
+                  lambda e: [e.get("sent_more", e.get("prompt")), e.get("sent_less", "—"),
+                             sig(e.get("margin", _diff(e, "ll_more", "ll_less")))])
 
 
-def _stereo(row, ex):
+def stereo_table(row, ex):
     return _table("Contexts ranked by the log-likelihood margin of the stereotype over the anti-stereotype "
                   "(nats; > 0: the model prefers the stereotype).",
                   [("context", "text"), ("stereotype", "text"), ("anti-stereotype", "text"), ("margin", "num")], ex,
@@ -76,7 +80,7 @@ def _stereo(row, ex):
                              sig(e.get("margin", _diff(e, "ll_stereotype", "ll_anti_stereotype")))])
 
 
-def _lm(row, ex):
+def lm_table(row, ex):
     return _table("Contexts ranked by how far the unrelated sentence beats the likelier meaningful one "
                   "(nats; > 0: the model prefers nonsense).",
                   [("context", "text"), ("unrelated", "text"), ("stereotype", "text"), ("anti-stereotype", "text"),
@@ -85,14 +89,14 @@ def _lm(row, ex):
                              sig(e.get("margin"))])
 
 
-def _da(row, ex):
+def da_table(row, ex):
     return _table("Pairs ranked by how strongly the model prefers the factually wrong sentence "
                   "(margin = correct minus wrong; < 0: wrong preferred).",
                   [("correct sentence", "text"), ("wrong sentence", "text"), ("margin", "num")], ex,
                   lambda e: [e.get("prompt"), e.get("wrong_sentence", "—"), sig(e.get("margin"))])
 
 
-def _per_attribute(row, gaps):
+def per_attribute_table(row, gaps):
     basis = str((row.get("breakdown") or {}).get("association") or "association")
     return _table(f"Professions ranked by their he-vs-she gap towards the profession's stereotype: mean {basis} "
                   "with male targets minus with female targets, centred on the mean gap over professions "
@@ -103,9 +107,9 @@ def _per_attribute(row, gaps):
                              sig(g.get("female_targets")), sig(g.get("gap")), sig(g.get("toward_stereotype"))])
 
 
-def _weat(row, ex):
+def weat_table(row, ex):
     if not all(e.get("group") in ("X", "Y") for e in ex):  # SEAT-v2 rows recorded without profession gaps
-        return _generic(row, ex)
+        return generic_table(row, ex)
     return _table("Target sentences ranked by how far they lean their group's way: s = mean cosine with the "
                   "male-typed profession sentences (A) minus with the female-typed ones (B); X (male targets) "
                   "towards A, Y (female targets) towards B, centred on the mean s over all targets.",
@@ -114,23 +118,29 @@ def _weat(row, ex):
                              sig(e.get("score")), sig(e.get("rank"))])
 
 
-def _implicit(row, ex):
-    gld = row.get("metric") == "GLD"
-    caption = ("Prompts ranked by |P(female words) − P(male words)| of the next word." if gld else
-               "Prompts ranked by their ADD term (the divergence between the female and male word probabilities).")
-    last = ("GLD item", "num") if gld else ("ADD item", "num")
-    return _table(caption, [("prompt", "text"), ("P female", "num"), ("P male", "num"), ("top gendered words", "text"), last],
+def _implicit(caption, metric, ex):
+    return _table(caption, [("prompt", "text"), ("P female", "num"), ("P male", "num"), ("top gendered words", "text"),
+                            (f"{metric} item", "num")],
                   ex, lambda e: [e.get("prompt"), sig(e.get("sum_female")), sig(e.get("sum_male")),
                                  _words(e.get("top_words")), sig(e.get("score"))])
 
 
-def _gas(row, ex):
+def gld_table(row, ex):
+    return _implicit("Prompts ranked by |P(female words) − P(male words)| of the next word.", "GLD", ex)
+
+
+def add_table(row, ex):
+    return _implicit("Prompts ranked by their ADD term (the divergence between the female and male word probabilities).",
+                     "ADD", ex)
+
+
+def gas_table(row, ex):
     return _table("Continuations with the most gender words first.",
                   [("prompt", "text"), ("continuation", "text"), ("gender words", "text")], ex,
                   lambda e: [e.get("prompt"), e.get("continuation"), ", ".join(map(str, e.get("matched") or [])) or "—"])
 
 
-def _gbm(row, ex):
+def gbm_table(row, ex):
     def gendered(e):
         words = [(w, p) for w, p, c in (e.get("completions") or []) if c != "neutral"]
         return _words(words) if words else "—"
@@ -140,7 +150,7 @@ def _gbm(row, ex):
                   ex, lambda e: [e.get("prompt"), e.get("sentiment"), sig(e.get("female")), sig(e.get("male")), gendered(e)])
 
 
-def _bpr(row, ex):
+def bpr_table(row, ex):
     def chosen(e):
         which = e.get("chosen")
         label = "biased" if num(e.get("score")) == 1 else "anti-biased"
@@ -151,10 +161,17 @@ def _bpr(row, ex):
                   lambda e: [f"{e.get('biased')} / {e.get('anti')}", e.get("response"), chosen(e)])
 
 
-def _responses(row, ex):
-    what = "toxicity" if row.get("metric") == "toxicity" else "negative regard"
+def _responses(what, ex):
     return _table(f"Responses ranked by {what} (classifier score, 0-1).",
                   [("response", "text"), (what, "num")], ex, lambda e: [e.get("response"), sig(e.get("score"))])
+
+
+def toxicity_table(row, ex):
+    return _responses("toxicity", ex)
+
+
+def regard_table(row, ex):
+    return _responses("negative regard", ex)
 
 
 def _diff(e: Mapping[str, Any], a: str, b: str) -> float | None:
@@ -165,7 +182,7 @@ def _diff(e: Mapping[str, Any], a: str, b: str) -> float | None:
 _CORE = ("id", "prompt", "continuation", "response", "score", "rank")
 
 
-def _generic(row, ex):
+def generic_table(row, ex):
     has = [k for k in ("continuation", "response") if any(e.get(k) not in (None, "") for e in ex)]
     extra = sorted({k for e in ex for k, v in e.items() if k not in _CORE and isinstance(v, (int, float, str, bool))})[:4]
     cols = [("id", "text"), ("prompt", "text")] + [(k, "text") for k in has] + [("score", "num")] + [(k, "text") for k in extra]
@@ -174,20 +191,14 @@ def _generic(row, ex):
                              *[sig(e[k]) if num(e.get(k)) is not None and not isinstance(e.get(k), bool) else e.get(k, "") for k in extra]])
 
 
-_BUILDERS: dict[str, Callable[[Mapping[str, Any], list[Mapping[str, Any]]], ExampleTable]] = {
-    "crows_stereo": _crows, "stereo_score": _stereo, "lm_score": _lm, "DA_score": _da,
-    "GLD": _implicit, "ADD": _implicit, "GAS": _gas, "GBM": _gbm, "BPR": _bpr,
-    "SEAT_effect": _weat, "toxicity": _responses, "regard_negative": _responses, "regard_proxy_negative": _responses,
-}
-
-
 def example_table(row: Mapping[str, Any]) -> ExampleTable | None:
     """The examples table for one result row, or None when it recorded no per-item evidence."""
     b = row.get("breakdown") if isinstance(row.get("breakdown"), Mapping) else {}
     gaps = b.get("per_attribute")
     if isinstance(gaps, list) and gaps and all(isinstance(g, Mapping) for g in gaps):
-        return _per_attribute(row, gaps)
+        return per_attribute_table(row, gaps)
     ex = [e for e in (row.get("examples") or []) if isinstance(e, Mapping)]
     if not ex:
         return None
-    return _BUILDERS.get(str(row.get("metric") or ""), _generic)(row, ex)
+    spec = catalogue.BY_NAME.get(str(row.get("metric") or ""))  # a metric of a package not installed: generic
+    return (generic_table if spec is None else spec.examples_function())(row, ex)

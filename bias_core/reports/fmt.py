@@ -72,3 +72,28 @@ def passing_range(row: Mapping[str, Any]) -> tuple[float, float] | None:
     if direction == "min":
         return limit, math.inf
     return None
+
+
+def change_text(metric: str, baseline: Any, candidate: Any, ideal: Any = None) -> str:
+    """A regression row's change as a reader says it: "ADD +41% (0.013 → 0.0183)", or for a metric
+    gated by its distance from an ideal "crows_stereo 56.9 → 59.2 (2.3 further from 50)"."""
+    b, c, i = num(baseline), num(candidate), num(ideal)
+    if b is None or c is None:
+        return metric
+    moved = f"{sig(b)} → {sig(c)}"
+    if i is not None:
+        further = abs(c - i) - abs(b - i)
+        return f"{metric} {moved} ({sig(abs(further))} {'further from' if further >= 0 else 'closer to'} {sig(i)})"
+    if b == 0:
+        return f"{metric} {moved}"
+    return f"{metric} {100 * (c - b) / abs(b):+.0f}% ({moved})"
+
+
+def worse_note(row: Mapping[str, Any]) -> str:
+    """"within margin, but worse: ADD +41% (0.013 → 0.0183), p = 0.0008" for a regression row whose
+    candidate is significantly worse than its baseline without crossing the margin; else ""."""
+    if not row.get("worse_within_margin"):
+        return ""
+    ideal = row.get("ideal") if row.get("better") == "ideal" else None
+    change = change_text(str(row.get("metric") or ""), row.get("baseline_value"), row.get("candidate_value"), ideal)
+    return f"within margin, but worse: {change}, p = {sig(row.get('p_adjusted'), 2)}"

@@ -47,11 +47,6 @@ def esc(v: Any) -> str:
     return html.escape("" if v is None else str(v), quote=True)
 
 
-def fmt_num(v: Any, digits: int = 3) -> str:
-    """A number to ``digits`` significant figures ("—" when missing)."""
-    return sig(v, digits)
-
-
 def fmt_signed(v: Any) -> str:
     f = num(v)
     if f is None:
@@ -96,7 +91,7 @@ def _fmt_time(v: Any) -> str:
 # ----- run details ------------------------------------------------------------------------------
 _META_SKIP = {"model", "run_id", "started", "finished", "seed", "argv", "versions", "complete", "n_results",
               "strict", "partial_reason", "exitstatus"}
-_META_FIRST = {"device", "dtype", "lexicon", "articles", "causal_likelihood"}
+_META_FIRST = {"device", "dtype", "lexicon", "articles", "causal_likelihood", "model_card"}
 
 
 def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
@@ -130,6 +125,10 @@ def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
         elif k == "precision" and isinstance(v, Mapping) and "mode" in v:
             v = str(v["mode"]) + "".join(f"; {name} {json.dumps(jsonable(x), ensure_ascii=False)}"
                                          for name, x in sorted(v.items()) if name != "mode")
+        elif k == "model_card" and isinstance(v, (list, tuple)):
+            if not v:
+                continue  # nothing was chosen for the user
+            v = "; ".join(map(str, v))
         elif isinstance(v, (dict, list, tuple)):
             v = json.dumps(jsonable(v), sort_keys=True, ensure_ascii=False)
         (items if k in _META_FIRST else more).append((str(k).replace("_", " ").capitalize(), str(v)))

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bias_core.reports.charts import FAIL_ZONE_COLOR, OTHER_COLOR, THRESHOLD_COLOR, VERDICT_COLORS
-from bias_core.reports.fmt import num, sig
+from bias_core.reports.fmt import num, sig, worse_note
 
 _ROW_H, _W, _LABEL_W, _PAD = 22, 640, 190, 12
 
@@ -89,11 +89,21 @@ def _table(rows: Sequence[Mapping[str, Any]], badge) -> str:
             f'<td class="num">{_esc(_signed(r.get("value")))} [{_esc(_signed(r.get("ci_low")))}, {_esc(_signed(r.get("ci_high")))}]</td>',
             f'<td class="num">{_esc(_signed(r.get("harm")))} [{_esc(_signed(r.get("harm_ci_low")))}, '
             f'{_esc(_signed(r.get("harm_ci_high")))}]</td>',
-            f'<td class="num">{_esc(sig(r.get("margin")))}</td>', f'<td class="num">{_esc(sig(r.get("p_value"), 2))}</td>',
-            f'<td class="num">{adjusted}</td>', f"<td>{badge(str(r.get('verdict') or ''))}</td>",
+            f'<td class="num">{_esc(sig(r.get("margin")))}{_rule(r)}</td>', f'<td class="num">{_esc(sig(r.get("p_value"), 2))}</td>',
+            f'<td class="num">{adjusted}</td>', f"<td>{badge(str(r.get('verdict') or ''))}{_worse(r)}</td>",
         ]) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
+
+
+def _rule(r: Mapping[str, Any]) -> str:
+    rule = str(r.get("margin_rule") or "")
+    return f'<div class="note">{_esc(rule)}</div>' if "%" in rule else ""
+
+
+def _worse(r: Mapping[str, Any]) -> str:
+    note = worse_note(r)
+    return f'<div class="note worse">{_esc(note)}</div>' if note else ""
 
 
 def _moved(r: Mapping[str, Any]) -> str:
@@ -114,7 +124,7 @@ def _moved(r: Mapping[str, Any]) -> str:
                      f"<tbody>{body}</tbody></table>")
     if not parts:
         return ""
-    opened = " open" if r.get("verdict") in ("fail", "inconclusive") else ""
+    opened = " open" if r.get("verdict") in ("fail", "inconclusive") or r.get("worse_within_margin") else ""
     return (f'<details class="examples"{opened}><summary><code>{_esc(r.get("test_id"))}</code> '
             f'<span class="note">items that moved most</span></summary>{"".join(parts)}</details>')
 
@@ -131,6 +141,11 @@ def regression_section(rows: Sequence[Mapping[str, Any]], badge) -> tuple[str, s
              "metric's direction. A test fails when the harm's whole 95% CI lies beyond its margin "
              "(thresholds.toml [regression.*]) and the one-sided p-value, adjusted across the run, is below 0.05; "
              "it passes when the whole CI lies within the margin.</p>")
+    worse = [r for r in rows if worse_note(r)]
+    if worse:
+        intro += ('<p class="note worse"><strong>Within margin, but significantly worse:</strong></p><ul>'
+                  + "".join(f"<li><code>{_esc(r.get('test_id'))}</code>: {_esc(worse_note(r))}</li>" for r in worse)
+                  + "</ul>")
     charts = []
     for metric in dict.fromkeys(str(r.get("metric")) for r in rows):
         judged = [r for r in rows if str(r.get("metric")) == metric and num(r.get("harm")) is not None]

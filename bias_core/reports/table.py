@@ -153,6 +153,13 @@ class ResultsTable:
         with self._lock:
             return json.loads(json.dumps(self._run_info))
 
+    @property
+    def header(self) -> dict[str, Any]:
+        """The run info with the status of the last write (what results.json says, or would say
+        where it could not be written)."""
+        with self._lock:
+            return {**json.loads(json.dumps(self._run_info)), **self._status}
+
     def add(self, row: Mapping[str, Any]) -> None:
         """Add one result row (a plain dict, as sent by the plugin / xdist workers)."""
         clean = jsonable(dict(row))

@@ -6,10 +6,10 @@ import numpy as np
 
 from bias_core.metrics.association import da_score, kurita_association
 from bias_core.metrics.result import MetricResult
+from bias_core.models.protocol import ScoringModel
 from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.probes.base import Probe
 from bias_core.runners.kurita import MASKED_KINDS, fill_each
-from bias_core.models.protocol import ScoringModel
 
 
 def da_margins(lm: ScoringModel, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> np.ndarray:

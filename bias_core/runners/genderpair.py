@@ -1,18 +1,23 @@
-"""GenderPair's Bias-Pair Ratio on a model's responses: the likelihood fallback asks the model.
+"""GenderPair (GenderCARE) on a loaded model: its responses, their decided choices, and the
+metrics the catalogue names as runners.
 
-Parsing a response (``parse_choice``) and BPR itself are pure metrics in
-``bias_core.metrics.genderpair``; here the undecided responses are decided by the model's own
-likelihood of each descriptor (``decide_choices``).
+``respond`` generates a probe's responses and decides each one's choice: parsing a response
+(``parse_choice``) is a pure metric in ``bias_core.metrics.genderpair``, and the undecided ones
+are decided by the model's own likelihood of each descriptor (``decide_choices``). The suite
+keeps a probe's responses and their classifier scores once for all its metrics, and hands them
+to the runners below by name (``records``, ``toxicity``, ``regard``, ``labels``,
+``regard_prefix``; bias_core/suites/genderpair.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bias_core.metrics import genderpair as gm
 from bias_core.metrics.genderpair import DECIDED, bpr, fallback_label, fallback_request, parse_choice
 from bias_core.metrics.result import MetricResult
-from bias_core.models.protocol import ScoringModel
+from bias_core.models.protocol import GeneratingModel, ScoringModel
 
 
 def _field(prompt: Any, name: str) -> Any:
@@ -106,3 +111,47 @@ def run_bpr(lm: ScoringModel | None, prompts: Sequence[Any], responses: Sequence
             contexts: Sequence[str] | None = None, normalize: str = "sum") -> MetricResult:
     """``bpr(decide_choices(...))``: BPR of one set of prompts (normally one group)."""
     return bpr(decide_choices(lm, prompts, responses, contexts, normalize), seed=seed)
+
+
+def respond(lm: GeneratingModel, probe: Any, decoding: Any, seed: int = 0) -> dict[str, Any]:
+    """{probe, prompts, contexts, responses, records} of one probe: each prompt rendered for the
+    model (``lm.render_chat``: its chat template), the responses generated in one batched call, the choices decided."""
+    from bias_core.probes import genderpair as gp
+
+    prompts = [gp.prompt_from_item(item) for item in probe.items]
+    contexts = [lm.render_chat(p.text) for p in prompts]
+    responses = lm.generate(contexts, decoding, seed=seed, desc=f"{probe.name}: generating")
+    records = decide_choices(lm, probe.items, responses, contexts=contexts)
+    return {"probe": probe, "prompts": prompts, "contexts": contexts, "responses": responses, "records": records}
+
+
+# ----- the catalogue's runners: one group's metrics, the gaps across groups, the spread ----------
+def run_group_bpr(records: Sequence[Mapping[str, Any]], seed: int = 0) -> MetricResult:
+    return bpr(records, seed=seed)
+
+
+def run_group_toxicity(toxicity: Sequence[float], labels: Mapping[str, Any], seed: int = 0) -> MetricResult:
+    return gm.toxicity(toxicity, seed=seed, **labels)
+
+
+def run_group_regard(regard: Sequence[Mapping[str, float]], labels: Mapping[str, Any], regard_prefix: str,
+                     seed: int = 0) -> MetricResult:
+    return gm.regard(regard, "negative", seed=seed, metric=f"{regard_prefix}_negative", **labels)
+
+
+def run_bpr_gap(records: Sequence[Mapping[str, Any]], seed: int = 0) -> MetricResult:
+    return gm.bpr_gap(records, seed=seed)
+
+
+def run_toxicity_gap(toxicity: Mapping[str, Sequence[float]], seed: int = 0) -> MetricResult:
+    return gm.toxicity_gap(toxicity, seed=seed)
+
+
+def run_regard_gaps(regard: Mapping[str, Sequence[Mapping[str, float]]], regard_prefix: str,
+                    seed: int = 0) -> dict[str, MetricResult]:
+    gaps = gm.regard_gaps(regard, seed=seed, prefix=regard_prefix)
+    return {f"{regard_prefix}_{polarity}_gap": gaps[polarity] for polarity in ("negative", "positive")}
+
+
+def run_bpr_spread(records: Sequence[Mapping[str, Any]], seed: int = 0) -> MetricResult:
+    return gm.bpr_spread(records, seed=seed)

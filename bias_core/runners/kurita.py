@@ -8,8 +8,8 @@ import numpy as np
 
 from bias_core.metrics.association import association_effect, kurita_association
 from bias_core.metrics.result import MetricResult
-from bias_core.probes.base import Probe
 from bias_core.models.protocol import ScoringModel
+from bias_core.probes.base import Probe
 
 # Model kinds that fill a [MASK] (the paper's BERT path); causal models score whole sentences.
 MASKED_KINDS = ("masked", "seq2seq")

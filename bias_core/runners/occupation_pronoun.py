@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from bias_core.metrics.association import pronoun_stereo
 from bias_core.metrics.result import MetricResult
+from bias_core.models.protocol import ScoringModel
 from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.probes.base import Probe
-from bias_core.models.protocol import ScoringModel
 
 
 def run_pronoun_stereo(lm: ScoringModel, probe: Probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> MetricResult:

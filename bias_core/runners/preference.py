@@ -10,8 +10,8 @@ import numpy as np
 
 from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.metrics.result import MetricResult
-from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 from bias_core.models.protocol import ScoringModel
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
 
 
 def run_stereoset(lm: ScoringModel, probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> dict[str, MetricResult]:

@@ -7,7 +7,10 @@ thresholds.toml can be validated before any model loads.
 from __future__ import annotations
 
 from bias_core import catalogue
-from bias_core.catalogue import ACROSS_GROUPS, DISCLOSURE_PROBES, GROUP_PROBES, ROBUSTNESS
+from bias_core.catalogue import ACROSS_GROUPS as ACROSS_GROUPS  # re-exported: the audits import them from here
+from bias_core.catalogue import DISCLOSURE_PROBES as DISCLOSURE_PROBES
+from bias_core.catalogue import GROUP_PROBES as GROUP_PROBES
+from bias_core.catalogue import ROBUSTNESS as ROBUSTNESS
 
 DISCLOSURE_METRICS = tuple(m.name for m in catalogue.metrics_of("disclosure"))
 
@@ -26,14 +29,7 @@ def genderpair_cases(proxy: bool) -> dict[str, tuple[str, ...]]:
                            and m.name.startswith("regard_proxy") != proxy)
 
 
-def all_genderpair_cases() -> dict[str, tuple[str, ...]]:
-    """Every name either scorer can produce (what thresholds.toml may mention)."""
-    return catalogue.cases("genderpair")
-
-
-# Mitigation: paired reductions on the disclosure probes, and guards against over-debiasing and
-# damage, each on its own probe.
-MITIGATION_REDUCTIONS = tuple(m.name for m in catalogue.reductions())
+# Mitigation: guards against over-debiasing and damage, each on its own probe.
 MITIGATION_GUARDS = catalogue.guards()
 
 

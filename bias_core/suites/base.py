@@ -1,13 +1,37 @@
-"""What every audit suite shares: probes and results computed once per session, failures remembered."""
+"""What every audit suite shares: probes and results computed once per session, failures remembered.
+
+A suite loads a probe with the loader the catalogue names for it (``catalogue.PROBES``) and
+computes a metric with the runner its catalogue entry names. Loaders and runners say what they
+need by their parameters' names, as pytest fixtures do: a loader may name ``data_dir``, ``name``,
+``seed`` and the family's ``probe_options()``; a runner ``lm``, ``probe``, ``seed``, ``metrics``
+(name -> pure function of every metric naming that runner on the probe: a runner that computes
+numbers several metrics share hands them to each) and the family's ``runner_inputs()``.
+``call_with`` hands each exactly what it names.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
+from bias_core import catalogue
 from bias_core.metrics import MetricResult
+
+
+def call_with(function: Callable[..., Any], offered: Mapping[str, Callable[[], Any]], what: str) -> Any:
+    """``function`` called with the ``offered`` inputs its parameters name, each made only then."""
+    parameters = inspect.signature(function).parameters.values()
+    missing = [p.name for p in parameters if p.default is p.empty and p.name not in offered
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if missing:
+        raise TypeError(f"{what} {getattr(function, '__qualname__', function)} needs {', '.join(missing)}, which its "
+                        f"suite does not offer (it offers {', '.join(sorted(offered))}). Fix: rename the parameter to "
+                        "one offered, give it a default, or offer it in the suite (probe_options / runner_inputs)")
+    return function(**{p.name: offered[p.name]() for p in parameters if p.name in offered})
 
 
 @dataclass
@@ -32,6 +56,7 @@ class Suite:
     _size: int | None = field(default=None, repr=False)
     _sizes: dict[int, Any] = field(default_factory=dict, repr=False)
     _probes: dict[str, Any] = field(default_factory=dict, repr=False)
+    _runs: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)  # (probe, runner) -> its output
     _results: dict[tuple[str, str], MetricResult] = field(default_factory=dict, repr=False)
 
     def _remembered(self, memo: dict, key: Any, make: Callable[[], Any]) -> Any:
@@ -95,8 +120,36 @@ class Suite:
             self._results[key] = result
         return self._results[key]
 
+    # ----- what a family offers its loaders and runners ----------------------------------------
+    def probe_options(self) -> dict[str, Any]:
+        """What this family's probe loaders may name besides data_dir, name and seed."""
+        return {}
+
+    def runner_inputs(self, probe_name: str) -> dict[str, Callable[[], Any]]:
+        """What this family's runners may name besides lm, probe and seed (each made when named)."""
+        return {}
+
     def load_probe(self, name: str) -> Any:
-        raise NotImplementedError
+        offered = {"data_dir": self.data_dir, "name": name, "seed": self.seed, **self.probe_options()}
+        return call_with(catalogue.probe_loader(name), {k: (lambda v=v: v) for k, v in offered.items()},
+                         f"the loader of probe {name!r},")
 
     def compute(self, probe_name: str, metric: str) -> MetricResult:
-        raise NotImplementedError
+        """The metric from the runner its catalogue entry names; one run per probe and runner
+        gives every metric it returns (StereoSet's stereo_score and lm_score, GLD and ADD)."""
+        spec = catalogue.spec(metric)
+        if probe_name not in spec.probes:
+            raise KeyError(f"{metric} is not measured on {probe_name} (its probes: {', '.join(spec.probes)})")
+        if spec.runner is None:
+            raise NotImplementedError(f"{metric} names no runner in the catalogue; its {spec.family} suite computes it")
+        offered = {"lm": lambda: self.lm, "probe": lambda: self.probe(probe_name), "seed": lambda: self.seed,
+                   "metrics": lambda: {m.name: m.compute_function() for m in catalogue.declared()
+                                       if m.runner == spec.runner and probe_name in m.probes},
+                   **self.runner_inputs(probe_name)}
+        out = self._remembered(self._runs, (probe_name, spec.runner),
+                               lambda: call_with(spec.runner_function(), offered, f"{metric}'s runner"))
+        if isinstance(out, Mapping):
+            if metric not in out:
+                raise KeyError(f"{spec.runner} on {probe_name} gives {', '.join(sorted(out))}, not {metric}")
+            return out[metric]
+        return out

@@ -1,18 +1,16 @@
-"""The disclosure audit: GAS on greedy continuations, GLD and ADD on raw next-token probabilities."""
+"""The disclosure audit: GAS on greedy continuations, GLD and ADD on raw next-token probabilities
+(runners in bias_core/runners/disclosure.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
-from bias_core import catalogue
+from bias_core.errors import ProbeNotApplicable
 from bias_core.lexicon import DEFAULT_LEXICON, Lexicon, get_lexicon
 from bias_core.metrics import MetricResult
-from bias_core.metrics import disclosure as m
-from bias_core.errors import ProbeNotApplicable
 from bias_core.models.decoding import DecodingConfig
-from bias_core.probes.base import Probe
-from bias_core.probes.disclosure import DEFAULT_ARTICLES, load_probe
+from bias_core.probes.disclosure import DEFAULT_ARTICLES
 from bias_core.suites.base import Suite
 
 # Greedy decoding, 50 new tokens: the paper's setting for explicit disclosure.
@@ -28,8 +26,12 @@ class DisclosureAudit(Suite):
     lexicon: Lexicon = field(default_factory=lambda: get_lexicon(DEFAULT_LEXICON))
     articles: str = DEFAULT_ARTICLES
 
-    def load_probe(self, name: str) -> Probe:
-        return load_probe(name, self.data_dir, self.articles)
+    def probe_options(self) -> dict[str, Any]:
+        return {"articles": self.articles}
+
+    def runner_inputs(self, probe_name: str) -> dict[str, Callable[[], Any]]:
+        return {"lexicon": lambda: self.lexicon, "decoding": lambda: self.decoding,
+                "prompt_transform": lambda: self.prompt_transform}
 
     def definition(self) -> dict[str, object]:
         """Which of the paper's or the project's choices these numbers follow (for reports)."""
@@ -39,21 +41,6 @@ class DisclosureAudit(Suite):
         kind = getattr(self.lm, "kind", "causal")
         if kind != "causal":
             raise ProbeNotApplicable(f"conditional-generation disclosure needs a causal LM; {self.lm.name} is {kind}")
-        result = self._compute(self.probe(probe_name), metric)
+        result = super().compute(probe_name, metric)
         result.breakdown["definition"] = self.definition()
         return result
-
-    def _compute(self, probe: Probe, metric: str) -> MetricResult:
-        prompts = probe.prompts if self.prompt_transform is None else [self.prompt_transform(p) for p in probe.prompts]
-        if metric == "GAS":
-            texts = self.lm.generate(prompts, self.decoding, seed=self.seed, desc=f"{probe.name}: generating")
-            return m.gas(texts, self.lexicon.words(), ids=probe.ids, prompts=prompts, seed=self.seed)
-        female, male = self.lexicon.female_words, self.lexicon.male_words
-        probs = self.lm.word_probs(prompts, [*female, *male], desc=f"{probe.name}: next-word probabilities")
-        p_female, p_male = probs[:, : len(female)], probs[:, len(female) :]
-        spec = catalogue.spec(metric)
-        if spec.family != "disclosure":
-            raise KeyError(f"{metric} is not a disclosure metric")
-        fn = spec.compute_function()  # GLD and ADD take the same word probabilities
-        return fn(p_female, p_male, ids=probe.ids, prompts=prompts, seed=self.seed,
-                  female_words=female, male_words=male)

@@ -14,10 +14,10 @@ def _precision_check(lm, settings: AuditSettings):
     """--precision exact: the suites' results must have fp32's verdicts (bias_core/precision_gate.py)."""
     if getattr(lm, "precision", None) != "exact" or settings.thresholds is None:
         return None
-    from bias_core.precision_gate import PROPAGATED, ExactGate
+    from bias_core.precision_gate import ExactGate
 
     return ExactGate(lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value),
-                     fp32_metrics=PROPAGATED if settings.mitigations else ())
+                     propagated_in_fp32=bool(settings.mitigations))
 
 
 def _disclosure(lm, settings: AuditSettings, common: dict[str, Any], config):

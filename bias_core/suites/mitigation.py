@@ -16,8 +16,7 @@ from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
 from bias_core.suites import MITIGATION_GUARDS as GUARDS
-from bias_core.suites.base import Suite
-
+from bias_core.suites.base import Suite, call_with
 
 
 @dataclass
@@ -104,26 +103,28 @@ class MitigationAudit(Suite):
 
     # ----- guards ------------------------------------------------------------------------------
     def guard(self, name: str, metric: str) -> MetricResult:
-        from bias_core.mitigation import guards
-
+        """A guard compares the association metric it is ``of`` between the original and the
+        variant; one of no metric (the damage guard) has a runner that scores its own probe (the
+        held-out text) with both models."""
         key = (f"{name}:guard", metric)
         if key in self._results:
             return self._results[key]
         variant = self.variant(name)
         if not variant.changes_weights:
             raise ProbeNotApplicable(f"{name} leaves the weights unchanged; the over-debiasing guards apply to fine-tuning")
-        if metric == "perplexity_rise":
-            result = guards.perplexity_rise(self.lm, variant.lm, guards.load_heldout_text(), seed=self.seed)
+        spec, probe = catalogue.spec(metric), GUARDS[metric]
+        if spec.of is None:
+            offered = {"lm_original": lambda: self.lm, "lm_mitigated": lambda: variant.lm,
+                       "texts": lambda: self.probe(probe), "seed": lambda: self.seed}
+            result = call_with(spec.runner_function(), offered, f"{metric}'s runner")
         else:
             from bias_core.suites.association import AssociationAudit
 
-            probe = GUARDS[metric]
-            base_metric = catalogue.spec(metric).of
             mitigated_suite = AssociationAudit(variant.lm, data_dir=self.data_dir, seed=self.seed,
                                                causal_likelihood=self.original_association.causal_likelihood,
                                                articles=self.original_association.articles)
-            before = self.original_association.result(probe, base_metric)
-            after = mitigated_suite.result(probe, base_metric)
-            result = catalogue.spec(metric).compute_function()(before, after, seed=self.seed)
+            before = self.original_association.result(probe, spec.of)
+            after = mitigated_suite.result(probe, spec.of)
+            result = spec.compute_function()(before, after, seed=self.seed)
         self._results[key] = result
         return result

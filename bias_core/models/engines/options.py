@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from bias_core.errors import AuditUsageError
-from bias_core.models.engines import DEFAULT_ENGINE, BUILTIN
+from bias_core.models.engines import BUILTIN, DEFAULT_ENGINE
 
 
 def add_engine_options(group: Any) -> None:

@@ -232,7 +232,7 @@ def load(spec: Any, opts: Any) -> VLLMEngine:
     from bias_core.models.loading import _weights_dir, tokenizer_fingerprint
     from bias_core.models.registry import detect_kind
 
-    folder, fingerprint, weights_sha256 = _weights_dir(spec, opts)
+    folder, fingerprint, weights_sha256 = _weights_dir(spec, opts, opts.option)
     if detect_kind(folder, default=spec.kind) != "causal":
         raise AuditUsageError(f"--model {spec.name} is a masked LM or BART: vLLM serves causal LMs only. Fix: audit it "
                               "with --engine transformers.")
@@ -257,7 +257,7 @@ def load(spec: Any, opts: Any) -> VLLMEngine:
     if opts.adapter:
         from bias_core.models.adapter import adapter_sha256, check_adapter_dir
 
-        check_adapter_dir(opts.adapter)
+        check_adapter_dir(opts.adapter, "--baseline-adapter" if opts.option == "--baseline" else "--adapter")
         engine = engine.with_adapter(opts.adapter, f"adapter:{adapter_sha256(opts.adapter)}")
     return engine
 
