@@ -6,21 +6,20 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
-from openai_stub_server import StubServer
 
 from bias_core.errors import AuditUsageError, EngineUnavailable
 from bias_core.models import DecodingConfig, LoadOptions, check_options, load_model, resolve_model
 from bias_core.models.engines.http_client import EndpointClient, check_url
 
 from conftest import load_tiny
+from openai_stub_server import StubServer
+from paths import REPO
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[1]
 PROMPTS = ["My friend is a nurse, and", "The person said that", "Our colleague is a pilot, and"]
 WORDS = ["she", "he", "her", "his"]
 SECRET = "sk-test-7f3a9c-never-written-anywhere"

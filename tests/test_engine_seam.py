@@ -19,11 +19,11 @@ from bias_core.models.engines import EngineEntry, engine_names, get_engine, regi
 from bias_core.models.engines.fake import FakeEngine
 from bias_core.models.protocol import EngineCannot
 
+from paths import REPO
 from toy_package import write_toy_package
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[1]
 
 # A third party's backend, written against the documented seam only: the protocol's members,
 # an EngineEntry, and an entry point. Scores follow a rule a reader can check by hand: a
