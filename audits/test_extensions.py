@@ -1,10 +1,10 @@
 """Audits that installed packages add through the ``bias_core.suites`` entry points
-(bias_core/hookspec.py): one gated test per (probe, metric) of each registered suite.
+(bias_core/pytest_plugin/hookspec.py): one gated test per (probe, metric) of each registered suite.
 Without such a package nothing is collected here."""
 
 import pytest
 
-from bias_core.extensions import REGISTRY
+from bias_core.pytest_plugin.extensions import REGISTRY
 
 CASES = [pytest.param(probe, metric, family, id=f"{probe}-{metric}", marks=pytest.mark.audit(family=family))
          for family, probe, metric in REGISTRY.cases()]

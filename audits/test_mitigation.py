@@ -9,14 +9,14 @@ damage guards (DA-score, held-out perplexity, StereoSet LM-score).
 import pytest
 
 from bias_core import catalogue
-from bias_core.mitigation.names import WEIGHT_CHANGING
+from bias_core.mitigation.methods.names import WEIGHT_CHANGING
 from bias_core.suites import DISCLOSURE_PROBES, MITIGATION_GUARDS
 
 NO_MITIGATION = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no --mitigation given"), id="none")
 
 
 def _names(config):
-    from bias_core.mitigation.names import parse_mitigations
+    from bias_core.mitigation.methods.names import parse_mitigations
 
     return parse_mitigations(config.getoption("--mitigation"))
 

@@ -14,7 +14,7 @@ NO_BASELINE = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no -
 
 def pytest_generate_tests(metafunc):
     from bias_core.classifiers import get_regard
-    from bias_core.regression.session import regression_cases
+    from bias_core.pytest_plugin.regression_session import regression_cases
 
     if metafunc.config.getoption("--baseline") is None:
         metafunc.parametrize(("family", "probe", "metric"), [NO_BASELINE])

@@ -13,7 +13,7 @@ NO_SWEEP = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no --mi
 
 
 def pytest_generate_tests(metafunc):
-    from bias_core.mitigation.tradeoff import parse_grid, variant_name
+    from bias_core.mitigation.evaluation.tradeoff_curves import parse_grid, variant_name
 
     grid = parse_grid(metafunc.config.getoption("--mitigation-sweep")) or {}
     # One group: under `-n N --dist loadgroup` the sweep runs once, on one worker.

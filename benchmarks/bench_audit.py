@@ -79,7 +79,7 @@ def bench_scoring(lm, prompts, words) -> dict:
 
 
 def bench_generation(lm, prompts, batch: int = 32, new: int = 50) -> dict:
-    from bias_core.models.causal import GEN_PAD_MULTIPLE, DecodingConfig, padded_width
+    from bias_core.models.engines.hf.causal import GEN_PAD_MULTIPLE, DecodingConfig, padded_width
 
     lm.cache.enabled = False
     # One full batch of prompts of one padded width, so the batch really is `batch` rows.
@@ -124,10 +124,10 @@ def main() -> None:
     ap.add_argument("--skip-audit", action="store_true")
     args = ap.parse_args()
 
-    from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
     from bias_core.models import LoadOptions, load_model, resolve_model
     from bias_core.probes.disclosure import load_probe
-    from bias_core.settings import default_cache_dir
+    from bias_core.probes.lexicon import FEMALE_WORDS, MALE_WORDS
+    from bias_core.pytest_plugin.options import default_cache_dir
 
     peak = matmul_peak_gflops()
     opts = LoadOptions(cache_dir=default_cache_dir(), use_cache=False, progress=False)

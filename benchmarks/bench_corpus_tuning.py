@@ -31,11 +31,11 @@ def matmul_peak_gflops(n: int = 1024, reps: int = 10) -> float:
 
 
 def main() -> None:
-    from bias_core.mitigation.corpus import load_debias_corpus
-    from bias_core.mitigation.corpus_tuning import CorpusTuningConfig, train_cds_adapter, train_er_adapter
-    from bias_core.mitigation.sentence_debias import SubspaceEstimator
+    from bias_core.mitigation.methods.corpus_tuning import CorpusTuningConfig, train_cds_adapter, train_er_adapter
+    from bias_core.mitigation.methods.sentence_debias import SubspaceEstimator
+    from bias_core.mitigation.training.corpus import load_debias_corpus
     from bias_core.models import LoadOptions, load_model, resolve_model
-    from bias_core.settings import default_cache_dir
+    from bias_core.pytest_plugin.options import default_cache_dir
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="smollm2-135m")

@@ -57,7 +57,7 @@ NEW_TOKENS = 64
 def find_tokenizer(explicit: str | None) -> Path:
     if explicit:
         return Path(explicit)
-    from bias_core.settings import default_cache_dir
+    from bias_core.pytest_plugin.options import default_cache_dir
 
     found = sorted(default_cache_dir().glob("models/*/tokenizer.json"))
     if not found:

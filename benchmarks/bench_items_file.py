@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bias_core.errors import DataSourceMissing, ProbeNotApplicable  # noqa: E402
+from bias_core.gating.regression import PAIRED, RunConfig, items_from_result, lexicon_sha256, read_items, write_items  # noqa: E402
 from bias_core.models import LoadOptions, load_model, resolve_model  # noqa: E402
-from bias_core.regression import PAIRED, RunConfig, items_from_result, lexicon_sha256, read_items, write_items  # noqa: E402
-from bias_core.settings import default_cache_dir  # noqa: E402
+from bias_core.pytest_plugin.options import default_cache_dir  # noqa: E402
 
 
 def suites(lm, data_dir, seed):
@@ -52,9 +52,9 @@ def synthetic_blocks(data_dir, seed: int = 0) -> tuple[list, list[str]]:
     import random
     from types import SimpleNamespace
 
-    from bias_core.regression import ItemValue, MetricItems, probe_sha256
-    from bias_core.regression.session import regression_cases
-    from bias_core.suites.factory import make_suite
+    from bias_core.gating.regression import ItemValue, MetricItems, probe_sha256
+    from bias_core.pytest_plugin.regression_session import regression_cases
+    from bias_core.pytest_plugin.suite_factory import make_suite
 
     settings = SimpleNamespace(data_dir=data_dir, seed=seed, lexicon="paper", articles="paper",
                                causal_likelihood="mean", genderpair_sample=216, toxicity_classifier="offline",

@@ -96,7 +96,7 @@ def bench_crows(model: str, data_dir: Path, repeats: int, fp32, exact, half) -> 
 
 
 def generation_prompts(lm, batch: int) -> list[str]:
-    from bias_core.models.causal import GEN_PAD_MULTIPLE, padded_width
+    from bias_core.models.engines.hf.causal import GEN_PAD_MULTIPLE, padded_width
     from bias_core.probes.disclosure import load_probe
 
     prompts = load_probe("natural-default", None).prompts + [
@@ -125,7 +125,7 @@ def bench_generation(repeats: int, fp32, exact, batch: int = 32, new: int = 50) 
             before = exact.rechecks.snapshot()
             outputs[name], dt = timed(lambda: lm.generate(prompts, cfg))
             rates[name].append(lm.stats["new_tokens"] / dt)
-    from bias_core.models.precision import Rechecks
+    from bias_core.models.precision.modes import Rechecks
 
     delta = Rechecks.delta(before, exact.rechecks.snapshot())
     med = {k: statistics.median(v) for k, v in rates.items()}
@@ -166,7 +166,7 @@ def bench_audit(model: str, data_dir: Path | None, side_by_side: bool = False) -
     """The two audits one after the other, or with ``side_by_side`` at the same time (on a
     machine whose load changes, both then meet the same load); CPU seconds are reported too,
     as they depend less on what else the machine runs."""
-    from bias_core.settings import default_cache_dir
+    from bias_core.pytest_plugin.options import default_cache_dir
 
     rows = []
     out = {}
@@ -227,7 +227,7 @@ def main() -> None:
     parts = set(args.parts.split(","))
     cache = Path(tempfile.mkdtemp(prefix="bias-bench-precision-"))
     try:
-        from bias_core.settings import default_cache_dir
+        from bias_core.pytest_plugin.options import default_cache_dir
 
         # converted models are shared with the user's cache (converted once); results are not
         (default_cache_dir() / "models").mkdir(parents=True, exist_ok=True)

@@ -77,9 +77,9 @@ def model_folder(model: str) -> Path:
     """The transformers folder both sides load: a local directory, or a packaged model's
     converted safetensors folder (converted on first use, as the audit does)."""
     from bias_core.errors import AuditUsageError
-    from bias_core.models.gguf_cache import converted_dir, locate_gguf
     from bias_core.models.registry import resolve_model
-    from bias_core.settings import default_cache_dir
+    from bias_core.models.weights.gguf_cache import converted_dir, locate_gguf
+    from bias_core.pytest_plugin.options import default_cache_dir
 
     try:
         spec = resolve_model(model)
@@ -124,7 +124,7 @@ def compare(data_dir: Path, model: str = "smollm2-135m", batch_size: int = 16) -
     from bias_core.models.loading import LoadOptions, load_model
     from bias_core.models.registry import resolve_model
     from bias_core.probes.crows_pairs import read_crows_csv
-    from bias_core.settings import default_cache_dir
+    from bias_core.pytest_plugin.options import default_cache_dir
 
     csv_path = crows_csv(data_dir)
     folder = model_folder(model)

@@ -33,12 +33,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS, gendered_words  # noqa: E402
-from bias_core.metrics import disclosure as dm  # noqa: E402
-from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model  # noqa: E402
-from bias_core.models.adapter import apply_adapter  # noqa: E402
-from bias_core.probes.disclosure import TEMPLATE_TOPICS, llm_generated_probe, natural_default_probe, template_probe  # noqa: E402
-from bias_core.regression import (  # noqa: E402
+from bias_core.gating.regression import (  # noqa: E402
     PAIRED,
     RunConfig,
     adjust,
@@ -52,7 +47,12 @@ from bias_core.regression import (  # noqa: E402
     render_summary,
     write_items,
 )
-from bias_core.settings import default_cache_dir  # noqa: E402
+from bias_core.metrics import disclosure as dm  # noqa: E402
+from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model  # noqa: E402
+from bias_core.models.weights.adapter import apply_adapter  # noqa: E402
+from bias_core.probes.disclosure import TEMPLATE_TOPICS, llm_generated_probe, natural_default_probe, template_probe  # noqa: E402
+from bias_core.probes.lexicon import FEMALE_WORDS, MALE_WORDS, gendered_words  # noqa: E402
+from bias_core.pytest_plugin.options import default_cache_dir  # noqa: E402
 
 # The disclosure audit's decoding for GAS: greedy, 50 new tokens (Dong et al.).
 DECODING = DecodingConfig(max_new_tokens=50, do_sample=False)
@@ -69,8 +69,8 @@ def training_prompts(data_dir: Path | None) -> list[str]:
 
 def train_male_adapter(lm, prompts: list[str], steps: int, lr: float, seed: int, folder: Path) -> list[dict]:
     """LoRA on all linear layers; cross-entropy of " he" right after each prompt."""
-    from bias_core.mitigation.cda import IGNORE, collate, response_loss
-    from bias_core.mitigation.lora import LoraTrainConfig, attached_lora, batch_schedule, optimise, save_adapter, seeded
+    from bias_core.mitigation.methods.cda import IGNORE, collate, response_loss
+    from bias_core.mitigation.training.lora import LoraTrainConfig, attached_lora, batch_schedule, optimise, save_adapter, seeded
 
     config = LoraTrainConfig(r=8, alpha=16, dropout=0.0, lr=lr, batch_size=16, steps=steps, max_length=64)
     encoded = [(ctx + cont, [IGNORE] * len(ctx) + cont)

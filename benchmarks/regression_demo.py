@@ -71,9 +71,9 @@ def show(title: str, rows: dict[str, dict]) -> None:
 
 def debias_adapter(out: Path) -> Path:
     """The Debias-Tuning adapter of ``--mitigation debias-tuning`` (cpu_quick), copied to out."""
-    from bias_core.mitigation.debias_tuning import DebiasTuningConfig, train_debias_adapter, training_prompts
+    from bias_core.mitigation.methods.debias_tuning import DebiasTuningConfig, train_debias_adapter, training_prompts
     from bias_core.models import LoadOptions, load_model, resolve_model
-    from bias_core.settings import default_cache_dir
+    from bias_core.pytest_plugin.options import default_cache_dir
 
     target = out / "debias-adapter"
     if not target.is_dir():

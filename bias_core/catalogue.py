@@ -10,7 +10,7 @@ loop, the release gate, the precision check, the report and the docs' metric tab
 from here; thresholds.toml holds only limits and their notes.
 
 ``PROBES`` names each probe's loader; an installed package adds its own through
-``registry.add_probe`` (``bias_core.extensions``), into the same table.
+``registry.add_probe`` (``bias_core.pytest_plugin.extensions``), into the same table.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
 FAMILIES = ("disclosure", "association", "genderpair", "mitigation")
 
 _LN2 = math.log(2.0)
-# ADD's per-item bound is (1 + K eps) ln 2 for K pairs and eps = 1e-10 (bias_core.sequential);
+# ADD's per-item bound is (1 + K eps) ln 2 for K pairs and eps = 1e-10 (bias_core.stats.sequential);
 # the slack covers any lexicon of up to 10^4 pairs.
 _ADD_HIGH = _LN2 * (1.0 + 1e-6)
 
@@ -59,7 +59,7 @@ PROBES: dict[str, str | Callable[..., Any]] = {
     "occupation-pronouns": "bias_core.probes.occupation_pronoun:load_occupation_pronouns",
     **dict.fromkeys(GROUP_PROBES, "bias_core.probes.genderpair:load_group"),
     ROBUSTNESS: "bias_core.probes.genderpair:load_robustness",
-    "heldout-neutral-text": "bias_core.mitigation.guards:load_heldout_text",
+    "heldout-neutral-text": "bias_core.mitigation.evaluation.guards:load_heldout_text",
 }
 
 _DM, _AM, _GM = "bias_core.metrics.disclosure", "bias_core.metrics.association", "bias_core.metrics.genderpair"
@@ -87,18 +87,18 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("GLD", family="disclosure", probes=DISCLOSURE_PROBES, better="lower",
                scale="mean |Pf - Pm| / (Pf + Pm) over prompts (0..1)", value_range=(0.0, 1.0),
                compute=f"{_DM}:gld", runner=f"{_DR}:run_next_word", sampling=MeanOfItems(), pairing=Paired(),
-               precision=Propagated("bias_core.precision_gate:gld_error"), examples=f"{_EX}:gld_table"),
+               precision=Propagated("bias_core.gating.precision_recheck:gld_error"), examples=f"{_EX}:gld_table"),
     MetricSpec("ADD", family="disclosure", probes=DISCLOSURE_PROBES, better="lower",
                scale="mean divergence of Pf and Pm, nats (0..ln 2)", value_range=(0.0, _LN2),
                compute=f"{_DM}:add", runner=f"{_DR}:run_next_word", sampling=MeanOfItems(high=_ADD_HIGH),
-               pairing=Paired(), precision=Propagated("bias_core.precision_gate:add_error"),
+               pairing=Paired(), precision=Propagated("bias_core.gating.precision_recheck:add_error"),
                examples=f"{_EX}:add_table"),
     # the second worked example of docs/extending/metric.md: GLD with its sign, from the same pass
     MetricSpec("gender_lean", family="disclosure", probes=DISCLOSURE_PROBES, better="ideal", ideal=0.0,
                scale="mean (Pf - Pm) / (Pf + Pm) over prompts (-1..1; 0 = none, > 0 leans female)",
                value_range=(-1.0, 1.0), compute=f"{_DM}:gender_lean", runner=f"{_DR}:run_next_word",
                sampling=MeanOfItems(low=-1.0), pairing=Paired(),
-               precision=Propagated("bias_core.precision_gate:gld_error"), examples=f"{_EX}:generic_table"),
+               precision=Propagated("bias_core.gating.precision_recheck:gld_error"), examples=f"{_EX}:generic_table"),
     # ----- association
     MetricSpec("DA_score", family="association", probes=("da-gender",), better="higher",
                scale="share of pairs where the factually right sentence wins (0..1)", value_range=(0.0, 1.0),
@@ -133,7 +133,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("GBM", family="association", probes=("sentiment-templates",), better="ideal", ideal=0.0,
                scale="gender skew by sentiment of top-k fills (-2..2; 0 = none)", value_range=(-2.0, 2.0),
                compute="bias_core.metrics.gbm:gbm", runner="bias_core.runners.gbm:run_gbm",
-               sampling=OwnInterval("bias_core.adaptive:gbm_interval"), precision="fp32", examples=f"{_EX}:gbm_table",
+               sampling=OwnInterval("bias_core.gating.adaptive_sampling:gbm_interval"), precision="fp32", examples=f"{_EX}:gbm_table",
                pairing=NotPaired("a difference of ratios of completion mass, not an average of item values")),
     MetricSpec("pronoun_stereo", family="association", probes=("occupation-pronouns",), better="ideal", ideal=0.5,
                scale="share of pairs where the occupation's stereotyped pronoun is preferred (0..1; 0.5 = none)",
@@ -165,25 +165,25 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("BPR_spread", family="genderpair", probes=(ROBUSTNESS,), better="lower",
                scale="max - min of BPR across rewordings (0..1)", value_range=(0.0, 1.0),
                compute=f"{_GM}:bpr_spread", runner=f"{_GR}:run_bpr_spread",
-               sampling=OwnInterval("bias_core.adaptive:spread_interval"),
+               sampling=OwnInterval("bias_core.gating.adaptive_sampling:spread_interval"),
                pairing=NotPaired("a range across rewordings of the same items"), precision="decisions",
                examples=f"{_EX}:generic_table"),
     # ----- mitigation: paired reductions of the disclosure metrics, and guards
     *[MetricSpec(f"{m}_reduction", **_COMPARISON, probes=DISCLOSURE_PROBES, better="higher",
                  scale=f"original minus mitigated {m}, paired", value_range=(-hi, hi),
-                 compute="bias_core.mitigation.compare:paired_reduction", of=m)
+                 compute="bias_core.mitigation.evaluation.bias_reduction:paired_reduction", of=m)
       for m, hi in (("GAS", 1.0), ("GLD", 1.0), ("ADD", _LN2))],
     MetricSpec("DA_score_drop", **_COMPARISON, probes=("da-gender",), better="lower",
                scale="original minus mitigated DA_score", value_range=(-1.0, 1.0),
-               compute="bias_core.mitigation.guards:da_score_drop", of="DA_score"),
+               compute="bias_core.mitigation.evaluation.guards:da_score_drop", of="DA_score"),
     # the damage guard scores held-out text with both models (guards.perplexity_rise_from is its pure part)
     MetricSpec("perplexity_rise", **_COMPARISON, probes=("heldout-neutral-text",), better="lower",
                scale="mitigated / original perplexity - 1", value_range=(-1.0, None),
-               compute="bias_core.mitigation.guards:perplexity_rise_from",
-               runner="bias_core.mitigation.guards:perplexity_rise"),
+               compute="bias_core.mitigation.evaluation.guards:perplexity_rise_from",
+               runner="bias_core.mitigation.evaluation.guards:perplexity_rise"),
     MetricSpec("lm_score_drop", **_COMPARISON, probes=("stereoset-gender",), better="lower",
                scale="original minus mitigated lm_score, points", value_range=(-100.0, 100.0),
-               compute="bias_core.mitigation.guards:lm_score_drop", of="lm_score"),
+               compute="bias_core.mitigation.evaluation.guards:lm_score_drop", of="lm_score"),
 )
 
 for _m in METRICS:  # an installed package may bring a family of its own (register), the project not
@@ -197,7 +197,7 @@ if len(BY_NAME) != len(METRICS):  # pragma: no cover - caught by the tests at on
 
 
 def register(added: MetricSpec) -> None:
-    """Add an installed package's metric (bias_core.extensions); the project's own are above."""
+    """Add an installed package's metric (bias_core.pytest_plugin.extensions); the project's own are above."""
     known = BY_NAME.get(added.name)
     if known is not None and known != added:
         raise ValueError(f"catalogue: metric {added.name!r} is already declared")
@@ -205,7 +205,7 @@ def register(added: MetricSpec) -> None:
 
 
 def register_probe(name: str, loader: str | Callable[..., Any]) -> None:
-    """Add an installed package's probe (bias_core.extensions) to ``PROBES``; a project probe
+    """Add an installed package's probe (bias_core.pytest_plugin.extensions) to ``PROBES``; a project probe
     cannot be replaced, or a package could change what an audit measures unseen."""
     if name in _PROJECT_PROBES and PROBES[name] != loader:
         raise ValueError(f"catalogue: probe {name!r} is the project's own (loaded by {PROBES[name]}); "

@@ -3,10 +3,10 @@
 Every field but the name is keyword-only, and the four that say how the rest of the project
 treats the metric have no default, so an entry that leaves one out fails where it is written:
 
-- ``sampling``: how ``--sample auto`` bounds it at every look (``bias_core/adaptive.py``);
+- ``sampling``: how ``--sample auto`` bounds it at every look (``bias_core/gating/adaptive_sampling.py``);
 - ``pairing``: whether two runs can be compared item by item, and how its items are shaped
-  (``bias_core/regression/spec.py``);
-- ``precision``: how ``--precision exact`` keeps its verdict fp32's (``bias_core/precision_gate.py``);
+  (``bias_core/gating/regression/spec.py``);
+- ``precision``: how ``--precision exact`` keeps its verdict fp32's (``bias_core/gating/precision_recheck.py``);
 - ``examples``: the report's table of its most biased items (``bias_core/reports/examples.py``).
 
 Code is named as "module:function" and imported on use: the catalogue is read when the plugin

@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def bias_core_cache_dir() -> Path:
     """Where converted packaged models live between runs: the plugin's default cache dir."""
-    from bias_core.settings import default_cache_dir
+    from bias_core.pytest_plugin.options import default_cache_dir
 
     return default_cache_dir()
 

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
 from bias_core.models.decoding import DecodingConfig
+from bias_core.probes.lexicon import FEMALE_WORDS, MALE_WORDS
 
 MAX_NEW = 50  # the disclosure audit's continuation length (Dong et al.)
 

@@ -59,7 +59,7 @@ class _Fault:
 
 
 def _install_cache_points(fault: _Fault) -> None:
-    from bias_core import cache
+    from bias_core.storage import result_cache as cache
 
     real_put = cache.ResultCache.put
 

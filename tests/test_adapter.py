@@ -9,7 +9,7 @@ import pytest
 
 from bias_core.errors import AuditUsageError
 from bias_core.models import LoadOptions, check_options, load_model, resolve_model
-from bias_core.models.adapter import adapter_sha256, apply_adapter, check_adapter_dir
+from bias_core.models.weights.adapter import adapter_sha256, apply_adapter, check_adapter_dir
 
 from tolerances import Forward, assert_close, assert_close_logprobs, longest_word_tokens
 

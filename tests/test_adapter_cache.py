@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bias_core.mitigation.adapter_cache import MARKER, AdapterCache, data_hash, key_hash
+from bias_core.mitigation.training.adapter_cache import MARKER, AdapterCache, data_hash, key_hash
 
 
 def make_key(**change):

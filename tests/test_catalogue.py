@@ -15,9 +15,9 @@ import pytest
 from bias_core import catalogue
 from bias_core.catalogue import BY_NAME, METRICS, MetricSpec
 from bias_core.errors import ThresholdsError
-from bias_core.gates import METRIC_RANGES, load_thresholds
+from bias_core.gating.regression import spec as regression_spec
+from bias_core.gating.thresholds import METRIC_RANGES, load_thresholds
 from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, NotPaired, OwnInterval, Propagated, resolve
-from bias_core.regression import spec as regression_spec
 from bias_core.suites import known_metrics, known_probes
 
 from paths import REPO
@@ -55,7 +55,7 @@ def _generated(module, function: str, options: dict[str, str]) -> set[tuple[str,
 def _audited(monkeypatch) -> set[tuple[str, str]]:
     """Every (probe, metric) some audit test is parametrized with, for every option that changes it."""
     from bias_core import classifiers
-    from bias_core.mitigation.names import WEIGHT_CHANGING
+    from bias_core.mitigation.methods.names import WEIGHT_CHANGING
 
     found = set()
     for name in ("test_disclosure", "test_association"):
@@ -124,7 +124,7 @@ def test_fields_are_keyword_only_and_of_their_kind():
 def test_every_metric_on_a_sampled_probe_has_a_bounded_form():
     """--sample auto grows a sampled probe until its gate decides; a metric there with no bounded
     per-item form would run the whole pool, fixed (the mitigation family keeps its probes whole)."""
-    from bias_core.adaptive import GENDERPAIR_PROBES, SAMPLED_PROBES
+    from bias_core.gating.adaptive_sampling import GENDERPAIR_PROBES, SAMPLED_PROBES
 
     sampled = set(SAMPLED_PROBES) | set(GENDERPAIR_PROBES)
     for m in METRICS:
@@ -168,7 +168,7 @@ def test_every_probe_has_a_loader_its_suite_can_call():
 
 
 def test_a_package_adds_a_probe_but_cannot_replace_a_project_one(monkeypatch):
-    from bias_core.extensions import Registry
+    from bias_core.pytest_plugin.extensions import Registry
 
     monkeypatch.setattr(catalogue, "PROBES", dict(catalogue.PROBES))
     registry = Registry()
@@ -250,5 +250,5 @@ def test_metric_spec_rejects_contradictions():
         MetricSpec("x", family="association", better="ideal", **fields)
     with pytest.raises(ValueError, match="family"):
         MetricSpec("x", family="", better="lower", **fields)
-    # an installed package may bring a family of its own (bias_core.hookspec); the project may not
+    # an installed package may bring a family of its own (bias_core.pytest_plugin.hookspec); the project may not
     assert {m.family for m in catalogue.METRICS} <= set(catalogue.FAMILIES)

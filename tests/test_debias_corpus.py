@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bias_core.errors import DataSourceMissing
-from bias_core.mitigation import corpus as corpus_mod
-from bias_core.mitigation.corpus import load_debias_corpus, read_gap_tsv, split_sentences
+from bias_core.mitigation.training import corpus as corpus_mod
+from bias_core.mitigation.training.corpus import load_debias_corpus, read_gap_tsv, split_sentences
 
 GAP_HEADER = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL"
 
@@ -69,9 +69,9 @@ def test_gap_online(monkeypatch):
     monkeypatch.delenv("BIAS_CORE_OFFLINE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr("bias_core.data_access.reachable", lambda url: None)
+    monkeypatch.setattr("bias_core.probes.sources.reachable", lambda url: None)
     fetched = []
-    monkeypatch.setattr("bias_core.data_access.fetch_text",
+    monkeypatch.setattr("bias_core.probes.sources.fetch_text",
                         lambda url: fetched.append(url) or gap_file([("x", f"She won {len(fetched)}.")]))
     found = load_debias_corpus(None)
     assert found.name == "GAP" and found.sentences == ("She won 1.", "She won 2.", "She won 3.")
@@ -90,11 +90,11 @@ def _bold(root):
 
 
 def test_stand_in_is_named_as_such(tmp_path, offline):
-    from bias_core.mitigation.guards import load_heldout_text
+    from bias_core.mitigation.evaluation.guards import load_heldout_text
 
     _bold(tmp_path)
     found = load_debias_corpus(tmp_path)
-    from bias_core.mitigation.variants import corpus_label
+    from bias_core.mitigation.methods.variants import corpus_label
 
     assert found.stand_in and found.provenance()["stand_in"] is True
     label = corpus_label(found)  # what every report prints: flagged once, not twice

@@ -15,7 +15,7 @@ import torch
 
 from bias_core.models import DecodingConfig
 from bias_core.models.cached import CachedModel
-from bias_core.models.causal import CausalLM
+from bias_core.models.engines.hf.causal import CausalLM
 
 from conftest import load_tiny, usable_device
 from stand_in_accelerator import STAND_IN, OnAccelerator, stand_in_accelerator
@@ -236,8 +236,8 @@ def test_masked_model_layer_on_a_stand_in_accelerator(build, tmp_path, torch_sin
 
 def test_debias_tuning_step_on_a_stand_in_accelerator(tiny_model_dir, torch_single_thread):
     """The training-time word probabilities and their gradients, under CUDA's device rules."""
-    from bias_core.mitigation import debias_tuning as dt
-    from bias_core.mitigation.losses import debias_loss
+    from bias_core.mitigation.methods import debias_tuning as dt
+    from bias_core.mitigation.training.losses import debias_loss
 
     lm = load_tiny(tiny_model_dir, "cpu")
     pairs = (("she", "he"), ("niece", "nephew"), ("woman", "man"))

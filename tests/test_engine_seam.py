@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bias_core.cache import ResultCache
 from bias_core.models.cached import CachedModel
 from bias_core.models.engines import EngineEntry, engine_names, get_engine, register
 from bias_core.models.engines.fake import FakeEngine
 from bias_core.models.protocol import EngineCannot
+from bias_core.storage.result_cache import ResultCache
 
 from paths import REPO
 from toy_package import write_toy_package
@@ -196,9 +196,9 @@ class ServedEngine(FakeEngine):
 
 
 def test_an_engine_that_serves_trains_on_a_copy_and_audits_the_adapter_through_its_own_lora(tiny_lm, tmp_path):
-    from bias_core.mitigation.apply import with_adapter
-    from bias_core.mitigation.debias_tuning import DebiasTuningConfig, train_debias_adapter
-    from bias_core.mitigation.sentence_debias import sentence_debiased
+    from bias_core.mitigation.methods.debias_tuning import DebiasTuningConfig, train_debias_adapter
+    from bias_core.mitigation.methods.sentence_debias import sentence_debiased
+    from bias_core.mitigation.training.apply_adapter import with_adapter
 
     served = ServedEngine(tiny_lm.engine)
     lm = CachedModel(served, ResultCache(tmp_path / "results"))

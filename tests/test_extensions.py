@@ -1,5 +1,5 @@
 """Another installed package adds a probe, a metric and a suite through the ``bias_core.suites``
-entry points (bias_core/hookspec.py): a toy package built here, found by importlib.metadata."""
+entry points (bias_core/pytest_plugin/hookspec.py): a toy package built here, found by importlib.metadata."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ TOY = '''
 from bias_core.catalogue import MeanOfItems, MetricSpec, Paired
 from bias_core.metrics.result import MetricResult
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.stats import bootstrap_ci
+from bias_core.stats.resampling import bootstrap_ci
 
 
 def load_toy_probe(data_dir=None):

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bias_core.errors import DataFileError, ThresholdsError
-from bias_core.gates import load_thresholds
+from bias_core.gating.thresholds import load_thresholds
 from bias_core.suites import known_metrics, known_probes
 
 from paths import REPO, SHARED
@@ -87,8 +87,7 @@ def test_thresholds_generated_documents(tmp_path, tables):
 
 # ----- data readers ----------------------------------------------------------------------------
 def _readers():
-    from bias_core import data_access as sources
-    from bias_core.probes import crows_pairs, genderpair, published, stereoset
+    from bias_core.probes import crows_pairs, genderpair, published, sources, stereoset
 
     def pairset(path):
         return genderpair.parse_pairset(sources.read_json(path), 1, {"loaded_from": str(path)})
@@ -174,7 +173,7 @@ def test_data_readers_on_random_bytes(tmp_path, name, data):
 def test_published_check_on_cut_copies(tmp_path, cut):
     """A cut copy of a published file, under its published name: refused with the counts, or (a
     cut that keeps every row, e.g. of a final newline) read as a valid copy."""
-    from bias_core.data_check import check_file
+    from bias_core.probes.data_checks import check_file
 
     src = SHARED / "crows-pairs" / "crows_pairs_anonymized.csv"
     if not src.is_file():

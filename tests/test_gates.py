@@ -1,4 +1,4 @@
-"""Tests for bias_core.gates: loading thresholds.toml, precedence, verdicts, error messages."""
+"""Tests for bias_core.gating.thresholds: loading thresholds.toml, precedence, verdicts, error messages."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bias_core.errors import AuditUsageError, ThresholdsError
-from bias_core.gates import FAIL, INCONCLUSIVE, PASS, Gate, Thresholds, load_thresholds, verdict
+from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS, Gate, Thresholds, load_thresholds, verdict
 
 from paths import REPO
 

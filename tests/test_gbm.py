@@ -11,18 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bias_core.data_access import project_data
-from bias_core.lexicon import (
+from bias_core.metrics.gbm import causal_text, completion_shares, gbm, gbm_value
+from bias_core.metrics.result import MetricResult
+from bias_core.models.engines.fake import FakeEngine
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.lexicon import (
     COMPLETION_FEMALE_WORDS,
     COMPLETION_MALE_WORDS,
     GENDER_PAIRS,
     NONBINARY_WORDS,
     classify_gender,
 )
-from bias_core.metrics.gbm import causal_text, completion_shares, gbm, gbm_value
-from bias_core.metrics.result import MetricResult
-from bias_core.models.engines.fake import FakeEngine
-from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.sentiment_templates import (
     PROBE_NAME,
     TEMPLATES,
@@ -30,6 +29,7 @@ from bias_core.probes.sentiment_templates import (
     dump_sentiment_words,
     sentiment_templates_probe,
 )
+from bias_core.probes.sources import project_data
 from bias_core.runners.gbm import run_gbm
 
 # ---------------------------------------------------------------------------- lexicon

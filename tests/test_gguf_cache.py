@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from bias_core.models import gguf_cache
-from bias_core.models.gguf_cache import converted_dir, file_sha256
+from bias_core.models.weights import gguf_cache
+from bias_core.models.weights.gguf_cache import converted_dir, file_sha256
 
 
 def test_file_sha256_matches_hashlib_and_is_memoised(tmp_path):
@@ -32,7 +32,7 @@ def _forbid_conversion(monkeypatch):
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", boom)
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", boom)
     # the fake files are not GGUF: a failed conversion would be reported as such, hiding the assertion
-    monkeypatch.setattr("bias_core.models.weight_files.gguf_problem", lambda path: None)
+    monkeypatch.setattr("bias_core.models.weights.file_checks.gguf_problem", lambda path: None)
 
 
 def test_completed_conversion_is_reused_without_converting(tmp_path, monkeypatch):

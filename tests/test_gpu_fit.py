@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 
 from bias_core.errors import AuditUsageError
 from bias_core.models import LoadOptions
-from bias_core.models.gpu_fit import check_gpu_fit, parameter_count
+from bias_core.models.placement.gpu_fit import check_gpu_fit, parameter_count
 
 
 @pytest.fixture

@@ -155,9 +155,10 @@ def test_probes_and_metrics_do_not_import_models_runners_or_suites():
 
 # The seam's public modules: what code outside bias_core/models/ may import from it.
 MODEL_SEAM = {"bias_core.models", "bias_core.models.protocol", "bias_core.models.decoding", "bias_core.models.loading",
-              "bias_core.models.registry", "bias_core.models.scored_tokens", "bias_core.models.precision",
-              "bias_core.models.placement", "bias_core.models.preflight", "bias_core.models.adapter",
-              "bias_core.models.engines", "bias_core.models.engines.options", "bias_core.models.training"}
+              "bias_core.models.registry", "bias_core.models.scored_tokens", "bias_core.models.precision.modes",
+              "bias_core.models.placement.devices", "bias_core.models.weights.preflight", "bias_core.models.weights.adapter",
+              "bias_core.models.engines", "bias_core.models.engines.options", "bias_core.models.training",
+              "bias_core.models.progress"}
 # Attributes of an engine that a model handle does not expose; read on anything named like a
 # model handle (lm, self.lm, variant.lm, audit_model, baseline_lm, ...) they mean reaching past the seam.
 ENGINE_INTERNALS = {"model", "tokenizer", "cache", "engine", "device", "mask_token", "stats", "plan", "eos_ids",
@@ -229,14 +230,14 @@ def test_checker_flags_a_metric_importing_a_runner(tmp_path, line):
 
 def test_seam_checker_flags_engine_imports_and_internal_reads(tmp_path):
     pkg = _write(tmp_path, {
-        "__init__.py": "", "models/__init__.py": "", "models/causal.py": "", "models/protocol.py": "",
-        "models/inner.py": "from bias_core.models.causal import x\n",  # inside the seam: allowed
+        "__init__.py": "", "models/__init__.py": "", "models/engines/hf/causal.py": "", "models/protocol.py": "",
+        "models/inner.py": "from bias_core.models.engines.hf.causal import x\n",  # inside the seam: allowed
         "plugin.py": "from bias_core.models.protocol import ScoringModel\ndef f(lm):\n    return lm.cache.hits\n",
         "runners/__init__.py": "",
-        "runners/r.py": "def f(self):\n    from bias_core.models.causal import CausalLM\n    return self.lm.tokenizer\n",
+        "runners/r.py": "def f(self):\n    from bias_core.models.engines.hf.causal import CausalLM\n    return self.lm.tokenizer\n",
         "mitigation/__init__.py": "",
         "mitigation/m.py": "def f(lm):\n    t = lm.training()\n    return t.model, lm.name\n",
     })
     assert sorted(seam_violations(pkg)) == ["bias_core.plugin:3 reads lm.cache",
-                                            "bias_core.runners.r:2 imports bias_core.models.causal",
+                                            "bias_core.runners.r:2 imports bias_core.models.engines.hf.causal",
                                             "bias_core.runners.r:3 reads lm.tokenizer"]

@@ -1,4 +1,4 @@
-"""GPU batch sizing from free memory and per-token costs (bias_core/models/memory.py), checked
+"""GPU batch sizing from free memory and per-token costs (bias_core/models/placement/memory.py), checked
 with made-up free-memory figures on any machine, and its use by the causal handle."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bias_core.models import DecodingConfig
-from bias_core.models.causal import width_batches
-from bias_core.models.memory import MAX_ROWS, BatchPlan, GiB, TokenCosts, plan_for, token_costs
+from bias_core.models.engines.hf.causal import width_batches
+from bias_core.models.placement.memory import MAX_ROWS, BatchPlan, GiB, TokenCosts, plan_for, token_costs
 
 from test_models import PROMPTS, WORDS, ForwardCounter, token_bound, word_bound
 from tolerances import assert_close_logprobs, assert_same_continuations
@@ -106,7 +106,7 @@ def test_cuda_auto_batch_comes_from_the_plan_and_batch_size_overrides_it(monkeyp
     assert auto_batch_size(LoadOptions(), "cuda") == MAX_ROWS
     assert auto_batch_size(LoadOptions(batch_size=48), "cuda") == 48
     assert _gpu_settings(LoadOptions(), "cpu", None) == {}
-    monkeypatch.setattr("bias_core.models.memory.gpu_plan", lambda model: "the plan")
+    monkeypatch.setattr("bias_core.models.placement.memory.gpu_plan", lambda model: "the plan")
     assert _gpu_settings(LoadOptions(), "cuda", None) == {"compact_fraction": 0.25, "plan": "the plan"}
     assert _gpu_settings(LoadOptions(batch_size=48), "cuda", None)["plan"] is None
 

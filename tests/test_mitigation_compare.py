@@ -13,23 +13,23 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bias_core.data_access import project_data, read_lines
 from bias_core.errors import AuditUsageError
-from bias_core.lexicon import COMPLETION_FEMALE_WORDS, COMPLETION_MALE_WORDS, gendered_words
 from bias_core.metrics.association import da_score
 from bias_core.metrics.disclosure import gas, gld
 from bias_core.metrics.preference import stereoset_scores
 from bias_core.metrics.result import MetricResult
-from bias_core.mitigation.compare import paired_reduction
-from bias_core.mitigation.guards import (
+from bias_core.mitigation.evaluation.bias_reduction import paired_reduction
+from bias_core.mitigation.evaluation.guards import (
     da_score_drop,
     lm_score_drop,
     load_heldout_text,
     perplexity,
     perplexity_rise,
 )
-from bias_core.mitigation.results_table import mitigation_table, table_html, write_table_csv
+from bias_core.mitigation.evaluation.results_table import mitigation_table, table_html, write_table_csv
 from bias_core.models.engines.fake import FakeEngine
+from bias_core.probes.lexicon import COMPLETION_FEMALE_WORDS, COMPLETION_MALE_WORDS, gendered_words
+from bias_core.probes.sources import project_data, read_lines
 
 from conftest import load_tiny
 from tiny_model import build_tiny_causal_lm

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from bias_core.metrics.disclosure import add, gld
-from bias_core.mitigation.losses import (
+from bias_core.mitigation.training.losses import (
     LossSwitches,
     debias_loss,
     divergence_loss,

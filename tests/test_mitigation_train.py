@@ -9,11 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from bias_core.data_access import project_data, read_lines
 from bias_core.errors import AuditUsageError, DataSourceMissing
-from bias_core.mitigation import debias_tuning as dt
-from bias_core.mitigation.apply import adapter_identity, with_adapter
-from bias_core.mitigation.cda import (
+from bias_core.mitigation.methods import debias_tuning as dt
+from bias_core.mitigation.methods.cda import (
     IGNORE,
     SFTConfig,
     SFTExample,
@@ -25,7 +23,7 @@ from bias_core.mitigation.cda import (
     response_loss,
     train_sft_adapter,
 )
-from bias_core.mitigation.debias_tuning import (
+from bias_core.mitigation.methods.debias_tuning import (
     DebiasTuningConfig,
     pair_probabilities,
     train_debias_adapter,
@@ -33,10 +31,12 @@ from bias_core.mitigation.debias_tuning import (
     training_prompts,
     word_log_probs,
 )
-from bias_core.mitigation.decoding_variants import InstructionGuide, best_setting, decoding_grid
-from bias_core.mitigation.losses import LossSwitches
+from bias_core.mitigation.methods.decoding_variants import InstructionGuide, best_setting, decoding_grid
+from bias_core.mitigation.training.apply_adapter import adapter_identity, with_adapter
+from bias_core.mitigation.training.losses import LossSwitches
 from bias_core.models.cached import CachedModel
-from bias_core.models.causal import CausalLM, DecodingConfig
+from bias_core.models.engines.hf.causal import CausalLM, DecodingConfig
+from bias_core.probes.sources import project_data, read_lines
 
 from tolerances import Forward, assert_close, assert_close_logprobs, longest_word_tokens
 

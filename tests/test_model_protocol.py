@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from bias_core.models.cached import CachedModel
-from bias_core.models.causal import CausalLM
 from bias_core.models.engines.fake import FakeEngine
-from bias_core.models.masked import MaskedLM
-from bias_core.models.precision import ExactLM, apply_precision
+from bias_core.models.engines.hf.causal import CausalLM
+from bias_core.models.engines.hf.masked import MaskedLM
+from bias_core.models.precision.modes import ExactLM, apply_precision
 from bias_core.models.protocol import CAPABILITIES, Engine, ScoringModel
 
 from conftest import load_tiny
@@ -56,7 +56,7 @@ def test_the_fake_engine_implements_the_whole_engine_protocol(kind):
 def test_masked_lm_takes_no_helper_from_causal():
     tree = ast.parse((MODELS / "masked.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "bias_core.models.causal" not in imported
+    assert "bias_core.models.engines.hf.causal" not in imported
     assert "bias_core.models.batching" in imported
 
 

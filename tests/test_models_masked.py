@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from bias_core.errors import AuditUsageError
 from bias_core.models import REGISTRY, resolve_model
-from bias_core.models.causal import CausalLM
-from bias_core.models.masked import MaskedLM
+from bias_core.models.engines.hf.causal import CausalLM
+from bias_core.models.engines.hf.masked import MaskedLM
 from bias_core.models.registry import detect_kind
 
 from conftest import load_tiny

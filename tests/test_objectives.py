@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from bias_core.mitigation.objectives import (
+from bias_core.mitigation.training.objectives import (
     IGNORE,
     encode,
     er_distance,

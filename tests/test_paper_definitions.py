@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from bias_core.lexicon import get_lexicon
 from bias_core.metrics import disclosure as m
 from bias_core.probes.base import Probe
 from bias_core.probes.da_gender import load_da_gender
+from bias_core.probes.lexicon import get_lexicon
 from bias_core.runners.da_gender import run_da_score
 from bias_core.suites.disclosure import PAPER_DECODING, DisclosureAudit
 

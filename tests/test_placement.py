@@ -8,7 +8,7 @@ import torch
 
 from bias_core.errors import AuditUsageError
 from bias_core.models.loading import LoadOptions, check_options
-from bias_core.models.placement import describe, take_worker_gpu, worker_gpu
+from bias_core.models.placement.devices import describe, take_worker_gpu, worker_gpu
 
 
 @pytest.mark.parametrize(("worker", "gpus", "expected"), [

@@ -96,7 +96,7 @@ def test_reports_written_with_junit_properties(audit_dir):
     (["--lexicon", "extended", "--articles", "grammatical", "--causal-likelihood", "total"], "extended", "grammatical", "total"),
 ])
 def test_definitions_in_header_run_info_and_junit(audit_dir, args, lexicon, articles, likelihood):
-    from bias_core.lexicon import get_lexicon
+    from bias_core.probes.lexicon import get_lexicon
 
     result = audit_dir.runpytest("-p", "no:cacheprovider", *args)
     pairs = get_lexicon(lexicon).pairs
@@ -201,7 +201,7 @@ def test_missing_thresholds_file_stops_before_any_test(pytester):
 def test_header_junit_json_and_html_name_the_device_and_dtype(audit_dir, args, device, dtype):
     import torch
 
-    from bias_core.models.half import half_dtype
+    from bias_core.models.precision.half import half_dtype
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: --device auto resolves to it")

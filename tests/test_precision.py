@@ -12,17 +12,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bias_core.gates import Gate
+from bias_core.gating.precision_recheck import needs_fp32, propagated_error
+from bias_core.gating.thresholds import Gate
 from bias_core.metrics.disclosure import add, gender_lean, gld
 from bias_core.models.decoding import DecodingConfig
-from bias_core.models.precision import (
+from bias_core.models.precision.modes import (
     ExactLM,
     apply_precision,
     compared_loglikelihood,
     compared_sentence_logprob,
     settle_pairs,
 )
-from bias_core.precision_gate import needs_fp32, propagated_error
 
 pytest.importorskip("torch")
 
@@ -96,7 +96,7 @@ def test_needs_fp32_two_sided_checks_both_thresholds():
 @given(seed=st.integers(0, 10_000), b=st.floats(0.001, 0.5), metric=st.sampled_from(["GLD", "ADD", "gender_lean"]))
 def test_propagated_error_bounds_the_move_of_the_ci_endpoints(seed, b, metric):
     """Every word probability moved by a factor within e^{+-b}: GLD/ADD/gender_lean CI endpoints
-    move by at most propagated_error (the derivation in precision_gate.py; gender_lean's items
+    move by at most propagated_error (the derivation in gating/precision_recheck.py; gender_lean's items
     are GLD's with their sign, tanh(ln(F/M) / 2), so GLD's bound holds for them)."""
     rng = np.random.default_rng(seed)
     pf = np.exp(rng.uniform(-12, -1, size=(12, 5)))
@@ -124,14 +124,14 @@ def exact_lm(tiny_lm) -> ExactLM:
 
 
 def _needs_bf16():
-    from bias_core.models.half import half_dtype
+    from bias_core.models.precision.half import half_dtype
 
     if half_dtype("cpu")[0] is None:
         pytest.skip("this CPU computes bf16 slowly, so --precision exact runs fp32 only here")
 
 
 def test_modes_and_fallback_note(tiny_lm):
-    from bias_core.models.half import half_dtype
+    from bias_core.models.precision.half import half_dtype
 
     assert apply_precision(tiny_lm, "fp32", "cpu", None) is tiny_lm
     handle = apply_precision(tiny_lm, "exact", "cpu", None)
@@ -251,7 +251,7 @@ def test_sampled_decoding_runs_in_fp32(tiny_lm, exact_lm):
 
 
 def test_bound_of_a_sum_grows_like_sqrt_of_its_tokens():
-    from bias_core.models.calibration import PrecisionBound
+    from bias_core.models.precision.calibration import PrecisionBound
 
     b = PrecisionBound(token=0.3, margin=0.4, per_sqrt_token=0.1)
     assert b.of_sum(1) == 0.3                       # one token: the per-token bound
@@ -275,8 +275,8 @@ def test_calibrated_bound_is_cached_as_json(tiny_lm, tmp_path):
 @pytest.mark.slow_on_cpu
 def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tiny_lm, exact_lm):
     _needs_bf16()
-    from bias_core.lexicon import FEMALE_WORDS, MALE_WORDS
-    from bias_core.precision_gate import ExactGate
+    from bias_core.gating.precision_recheck import ExactGate
+    from bias_core.probes.lexicon import FEMALE_WORDS, MALE_WORDS
     from bias_core.suites.disclosure import DisclosureAudit
 
     reference = DisclosureAudit(tiny_lm).result("natural-default", "GLD")
@@ -301,7 +301,7 @@ def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tin
 
 
 def test_auto_is_fp32_on_cpu_and_exact_on_cuda(tiny_lm):
-    from bias_core.models.precision import AUTO_CPU_NOTE, effective_precision
+    from bias_core.models.precision.modes import AUTO_CPU_NOTE, effective_precision
 
     assert effective_precision("auto", "cpu") == "fp32" and effective_precision("auto", "cuda") == "exact"
     assert effective_precision("auto", "cuda:1") == "exact"

@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 
 @pytest.fixture
 def audit_project(pytester, monkeypatch):
-    from bias_core.models.half import half_dtype
+    from bias_core.models.precision.half import half_dtype
 
     if half_dtype("cpu")[0] is None:
         pytest.skip("this CPU computes bf16 slowly: exact mode runs fp32 only here")

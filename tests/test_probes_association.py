@@ -9,13 +9,13 @@ import re
 
 import pytest
 
-from bias_core.data_access import project_data
 from bias_core.models.engines.fake import FakeEngine
-from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.da_gender import EXPECTED_PAIRS, load_da_gender
 from bias_core.probes.kurita import load_logprob_professions
+from bias_core.probes.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.seat import load_seat_v1, load_seat_v2
+from bias_core.probes.sources import project_data
 from bias_core.runners.da_gender import run_da_score
 from bias_core.runners.kurita import run_logprob_effect
 from bias_core.runners.seat import run_seat_effect

@@ -17,14 +17,14 @@ import pytest
 import torch
 
 from bias_core.errors import AuditUsageError
-from bias_core.mitigation import debias_tuning as dt
-from bias_core.mitigation import lora
-from bias_core.mitigation.adapter_cache import base_fingerprint
-from bias_core.mitigation.apply import is_quantized, with_adapter
-from bias_core.mitigation.debias_tuning import DebiasTuningConfig, train_debias_adapter
-from bias_core.mitigation.variants import debias_config
+from bias_core.mitigation.methods import debias_tuning as dt
+from bias_core.mitigation.methods.debias_tuning import DebiasTuningConfig, train_debias_adapter
+from bias_core.mitigation.methods.variants import debias_config
+from bias_core.mitigation.training import lora
+from bias_core.mitigation.training.adapter_cache import base_fingerprint
+from bias_core.mitigation.training.apply_adapter import is_quantized, with_adapter
 from bias_core.models.cached import CachedModel
-from bias_core.models.causal import CausalLM
+from bias_core.models.engines.hf.causal import CausalLM
 from bias_core.models.protocol import EngineInfo
 
 from tiny_model import build_tiny_causal_lm

@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bias_core.errors import ThresholdsError
-from bias_core.gates import FAIL, INCONCLUSIVE, PASS, load_thresholds
-from bias_core.regression import (
+from bias_core.gating.regression import (
     PAIRED,
     Margin,
     adjust,
@@ -23,7 +22,8 @@ from bias_core.regression import (
     render_summary,
     write_summary,
 )
-from bias_core.regression.pairing import PairedItems
+from bias_core.gating.regression.pairing import PairedItems
+from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS, load_thresholds
 
 from paths import REPO
 

@@ -13,11 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bias_core.errors import AuditUsageError, BaselineMismatch
-from bias_core.metrics import disclosure as dm
-from bias_core.metrics.genderpair import bpr
-from bias_core.metrics.preference import crows_score, stereoset_scores
-from bias_core.probes.base import Probe, ProbeItem
-from bias_core.regression import (
+from bias_core.gating.regression import (
     PAIRED,
     ItemValue,
     MetricItems,
@@ -35,6 +31,10 @@ from bias_core.regression import (
     start_items,
     write_items,
 )
+from bias_core.metrics import disclosure as dm
+from bias_core.metrics.genderpair import bpr
+from bias_core.metrics.preference import crows_score, stereoset_scores
+from bias_core.probes.base import Probe, ProbeItem
 
 RUN = RunConfig(model="m", model_fingerprint="w1", tokenizer_fingerprint="t1", dtype="torch.float32", seed=0,
                 decoding={"disclosure": {"max_new_tokens": 50, "do_sample": False, "temperature": 1.0, "top_p": 1.0,
@@ -252,7 +252,7 @@ def test_pair_runs_pairs_every_block_and_drops_items_without_a_value(tmp_path):
 
 
 def test_a_stored_baseline_gives_the_same_comparison_as_the_live_one(tmp_path):
-    from bias_core.regression import compare
+    from bias_core.gating.regression import compare
 
     rng = np.random.default_rng(5)
     base = block(list(rng.random(30)))
@@ -265,9 +265,9 @@ def test_a_stored_baseline_gives_the_same_comparison_as_the_live_one(tmp_path):
 
 def test_a_result_that_scores_an_item_twice_is_refused():
     """n = 262 with 261 distinct items (issue #25 case 6) must not be stored as if it were whole."""
+    from bias_core.gating.regression import PAIRED, items_from_result
     from bias_core.metrics import MetricResult
     from bias_core.probes.base import Probe, ProbeItem
-    from bias_core.regression import PAIRED, items_from_result
 
     probe = Probe("template-color", "1", (ProbeItem("a", "p"), ProbeItem("b", "q")))
     result = MetricResult("GLD", 0.2, 0.1, 0.3, 3, ({"id": "a", "score": 0.2},) * 2 + ({"id": "b", "score": 0.2},))

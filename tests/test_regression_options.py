@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bias_core.errors import AuditUsageError
-from bias_core.regression import RunConfig, write_items
-from bias_core.regression.options import parse_options
+from bias_core.gating.regression import RunConfig, write_items
+from bias_core.pytest_plugin.regression_options import parse_options
 
 pytest_plugins = ["pytester"]
 

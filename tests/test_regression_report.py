@@ -6,9 +6,9 @@ import re
 
 import numpy as np
 
-from bias_core.regression import PAIRED, Margin, compare, judge
-from bias_core.regression.pairing import ConfigComparison, PairedItems
-from bias_core.regression.session import _row, comparison_from_row, write_run_summary
+from bias_core.gating.regression import PAIRED, Margin, compare, judge
+from bias_core.gating.regression.pairing import ConfigComparison, PairedItems
+from bias_core.pytest_plugin.regression_session import _row, comparison_from_row, write_run_summary
 from bias_core.reports.html import render_html
 
 SAME = ConfigComparison(same_model=False, dtype_differs=True, tokenizer_differs=False,
@@ -66,8 +66,8 @@ def test_html_has_a_candidate_vs_baseline_section_and_loads_nothing():
 
 
 def test_summary_markdown_is_written_to_the_file_and_github_step_summary(tmp_path, monkeypatch):
-    from bias_core.regression.options import RegressionOptions
-    from bias_core.regression.session import RegressionState
+    from bias_core.pytest_plugin.regression_options import RegressionOptions
+    from bias_core.pytest_plugin.regression_session import RegressionState
 
     step = tmp_path / "step.md"
     step.write_text("earlier step\n")
@@ -94,7 +94,7 @@ ADD_CAND = [b + 0.0053 + (0.0005 if k % 2 else -0.0005) for k, b in enumerate(AD
 
 
 def add_row(margin: Margin) -> dict:
-    from bias_core.regression.stats import adjust
+    from bias_core.stats.paired import adjust
 
     [c] = adjust([compare(paired(ADD_CAND, ADD_BASE, metric="ADD"), PAIRED["ADD"], n_resamples=2000, n_bootstrap=500)])
     return dict(_row(judge(c, margin), "disclosure", "holm", "stored run X", SAME),
@@ -119,8 +119,8 @@ def test_the_same_change_against_a_relative_margin_fails():
 
 
 def test_relative_margin_of_an_ideal_metric_is_a_share_of_the_baseline_distance():
-    from bias_core.regression.gate import baseline_level
-    from bias_core.regression.stats import PairedComparison
+    from bias_core.gating.regression.gate import baseline_level
+    from bias_core.stats.paired import PairedComparison
 
     c = PairedComparison("crows-pairs-gender", "crows_stereo", 262, 0, 58.0, 60.0, 2.0, (0.0, 4.0), 2.0, (0.0, 4.0),
                          0.1, "t", "ideal", ideal=50.0)
@@ -146,8 +146,8 @@ def test_banner_names_the_worsening_and_every_regression_row_shows_its_margin():
 
 
 def test_summary_and_html_name_the_worsening(tmp_path):
-    from bias_core.regression.options import RegressionOptions
-    from bias_core.regression.session import RegressionState
+    from bias_core.pytest_plugin.regression_options import RegressionOptions
+    from bias_core.pytest_plugin.regression_session import RegressionState
 
     class Settings:
         strict, model_value = False, "cand"

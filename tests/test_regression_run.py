@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bias_core import catalogue
-from bias_core.regression import ITEMS_FILE, read_items, write_items
+from bias_core.gating.regression import ITEMS_FILE, read_items, write_items
 
 from paths import REPO
 

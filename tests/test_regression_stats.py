@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bias_core.regression.pairing import PairedItems
-from bias_core.regression.spec import PAIRED, PairedSpec
-from bias_core.regression.stats import (
+from bias_core.gating.regression.pairing import PairedItems
+from bias_core.gating.regression.spec import PAIRED, PairedSpec
+from bias_core.stats.paired import (
     adjust,
     benjamini_hochberg,
     compare,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from bias_core.errors import AuditUsageError
-from bias_core.mitigation.sentence_debias import (
+from bias_core.mitigation.methods.sentence_debias import (
     SubspaceEstimator,
     debiased_copy,
     defining_sentences,
@@ -21,7 +21,7 @@ from bias_core.mitigation.sentence_debias import (
     project_out,
     sentence_debiased,
 )
-from bias_core.mitigation.swap import GenderSwapper, default_pairs
+from bias_core.mitigation.methods.swap import GenderSwapper, default_pairs
 
 from tolerances import Forward, assert_close, assert_close_rows
 

@@ -1,4 +1,4 @@
-"""Confidence sequences (bias_core.sequential): the published formulas, and calibration under
+"""Confidence sequences (bias_core.stats.sequential): the published formulas, and calibration under
 optional stopping by seeded Monte Carlo (2,000 runs per setting, looking after every batch)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from bias_core.gates import FAIL, INCONCLUSIVE, PASS, Gate
-from bias_core.sequential import (
+from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS, Gate
+from bias_core.stats.sequential import (
     BettingCS,
     EmpiricalBernsteinCS,
     confidence_sequence,

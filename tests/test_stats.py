@@ -1,4 +1,4 @@
-"""bias_core.stats: seeded bootstrap CIs and the sign-flip permutation test."""
+"""bias_core.stats.resampling: seeded bootstrap CIs and the sign-flip permutation test."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bias_core.stats import EXACT_MAX_N, bootstrap_ci, paired_permutation_pvalue
+from bias_core.stats.resampling import EXACT_MAX_N, bootstrap_ci, paired_permutation_pvalue
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
 value_lists = st.lists(finite, min_size=1, max_size=30)

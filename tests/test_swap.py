@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bias_core.errors import AuditUsageError
-from bias_core.mitigation.corpus_tuning import cds_sentences
-from bias_core.mitigation.swap import GenderSwapper, default_pairs, match_case
+from bias_core.mitigation.methods.corpus_tuning import cds_sentences
+from bias_core.mitigation.methods.swap import GenderSwapper, default_pairs, match_case
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_cds_training_batches_see_the_swap_rate(swapper, rate):
     """The sentences the quick CPU schedule trains on (60 steps of 8) are swapped at about the
     rate asked for. The subset once came from the schedule's own random stream: the first pass
     trained on its prefix, all swapped, and swap rates 0.6 and 0.95 gave bit-identical adapters."""
-    from bias_core.mitigation.lora import batch_schedule
+    from bias_core.mitigation.training.lora import batch_schedule
 
     corpus = [f"He is number {i}." for i in range(3000)]
     out = cds_sentences(corpus, rate, seed=0, swapper=swapper)

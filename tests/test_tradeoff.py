@@ -8,8 +8,8 @@ import pytest
 
 from bias_core.errors import AuditUsageError
 from bias_core.metrics import MetricResult
-from bias_core.mitigation.sweep import check_grid
-from bias_core.mitigation.tradeoff import (
+from bias_core.mitigation.evaluation.strength_sweep import check_grid
+from bias_core.mitigation.evaluation.tradeoff_curves import (
     BASE,
     PAPER_GRID,
     QUICK_GRID,

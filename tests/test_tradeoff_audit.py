@@ -140,7 +140,7 @@ def test_sweep_guards_table_and_point_to_take(tiny_lm, tmp_path, monkeypatch):
     """The sweep suite on a tiny grid of every method: guards against the base model, tradeoff.csv
     consistent with them, the point to take nearest the origin among the points within the
     guards, and the report section built from the run folder."""
-    from bias_core.mitigation.tradeoff import parse_grid
+    from bias_core.mitigation.evaluation.tradeoff_curves import parse_grid
     from bias_core.reports.render import tradeoff_sections
     from bias_core.suites.tradeoff import TradeoffSweep
 
@@ -193,7 +193,7 @@ def test_sweep_guards_table_and_point_to_take(tiny_lm, tmp_path, monkeypatch):
 ])
 def test_bad_sweep_values_name_the_problem(value, expected):
     from bias_core.errors import AuditUsageError
-    from bias_core.mitigation.tradeoff import parse_grid
+    from bias_core.mitigation.evaluation.tradeoff_curves import parse_grid
 
     with pytest.raises(AuditUsageError) as info:
         parse_grid(value)
@@ -215,7 +215,7 @@ def test_bad_sweep_and_method_are_usage_errors_before_any_model_loads(audit_proj
 
 
 def test_named_grids_are_the_documented_ones():
-    from bias_core.mitigation.tradeoff import PAPER_GRID, QUICK_GRID, parse_grid
+    from bias_core.mitigation.evaluation.tradeoff_curves import PAPER_GRID, QUICK_GRID, parse_grid
 
     assert parse_grid("quick") == QUICK_GRID and parse_grid("paper") == PAPER_GRID and parse_grid(None) is None
     assert parse_grid(" cds=0.6, 0.95 ; sentence-debias=1 ") == {"cds": (0.6, 0.95), "sentence-debias": (1.0,)}
@@ -236,8 +236,8 @@ def test_smollm2_stronger_debiasing_removes_more_bias(smollm2_lm, tmp_path):
     SEAT-v1 and logprob_effect, for each method. Uses the offline stand-in corpus."""
     from scipy.stats import spearmanr
 
-    from bias_core.mitigation.corpus import load_debias_corpus
-    from bias_core.mitigation.sweep import default_config, strength_variant
+    from bias_core.mitigation.evaluation.strength_sweep import default_config, strength_variant
+    from bias_core.mitigation.training.corpus import load_debias_corpus
     from bias_core.suites.association import AssociationAudit
 
     from test_audit_integration import SHARED_DATA

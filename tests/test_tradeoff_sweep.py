@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from bias_core.mitigation.adapter_cache import AdapterCache
-from bias_core.mitigation.apply import with_adapter
-from bias_core.mitigation.corpus import DebiasCorpus
-from bias_core.mitigation.corpus_tuning import CorpusTuningConfig, train_cds_adapter, train_er_adapter
-from bias_core.mitigation.objectives import encode, make_batch, sentence_representations
-from bias_core.mitigation.swap import GenderSwapper
-from bias_core.mitigation.sweep import run_sweep
-from bias_core.mitigation.tradeoff import BASE, write_outputs
+from bias_core.mitigation.evaluation.strength_sweep import run_sweep
+from bias_core.mitigation.evaluation.tradeoff_curves import BASE, write_outputs
+from bias_core.mitigation.methods.corpus_tuning import CorpusTuningConfig, train_cds_adapter, train_er_adapter
+from bias_core.mitigation.methods.swap import GenderSwapper
+from bias_core.mitigation.training.adapter_cache import AdapterCache
+from bias_core.mitigation.training.apply_adapter import with_adapter
+from bias_core.mitigation.training.corpus import DebiasCorpus
+from bias_core.mitigation.training.objectives import encode, make_batch, sentence_representations
 
 QUICK = CorpusTuningConfig(r=4, alpha=8, dropout=0.0, lr=2e-2, batch_size=4, steps=15, max_length=32)
 TINY_CORPUS = DebiasCorpus(
@@ -142,7 +142,7 @@ def test_tiny_end_to_end_sweep(tiny_lm, tmp_path):
 
 
 def test_lasting_variants(tiny_lm, tmp_path):
-    from bias_core.mitigation.sweep import lasting_variant
+    from bias_core.mitigation.evaluation.strength_sweep import lasting_variant
 
     before = _checksum(tiny_lm.engine.model)
     config = dataclasses.replace(QUICK, steps=2)

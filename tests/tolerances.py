@@ -292,7 +292,7 @@ def disclosure_atol(metric: str, eta: float) -> float:
 def disclosure_eta(lm: Any, probes=("template-occupation", "template-personality", "template-hobby", "template-color",
                                 "natural-default")) -> float:
     """The bound on the paper's word probabilities (relative) over these disclosure probes."""
-    from bias_core.lexicon import get_lexicon
+    from bias_core.probes.lexicon import get_lexicon
     from bias_core.suites.disclosure import DisclosureAudit
 
     suite = DisclosureAudit(lm=None)

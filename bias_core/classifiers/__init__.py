@@ -13,8 +13,8 @@ from __future__ import annotations
 from bias_core.classifiers.base import REGARD_COLUMNS, ClassifierUnavailable, TextClassifier
 from bias_core.classifiers.regard import HubRegard, VaderRegardProxy
 from bias_core.classifiers.toxicity import HubToxicity, JigsawBiLSTM
-from bias_core.data_access import online_allowed, reachable
 from bias_core.errors import AuditUsageError
+from bias_core.probes.sources import online_allowed, reachable
 
 HUB_URL = "https://huggingface.co"
 KINDS = ("auto", "hub", "offline")

@@ -12,8 +12,8 @@ from typing import Sequence
 import numpy as np
 
 from bias_core.classifiers.base import ClassifierUnavailable, run_in_fixed_blocks
-from bias_core.data_access import online_allowed
-from bias_core.progress import progress_bar
+from bias_core.models.progress import progress_bar
+from bias_core.probes.sources import online_allowed
 
 # A text's padded width depends on its own length alone (next multiple of this), and a block
 # holds texts of one width only, so padding never depends on which texts share a block.

@@ -20,7 +20,7 @@ import numpy as np
 
 from bias_core.classifiers.base import REGARD_COLUMNS, ClassifierUnavailable
 from bias_core.classifiers.hub import HubLabelProbs
-from bias_core.progress import progress_bar
+from bias_core.models.progress import progress_bar
 
 HUB_REGARD_MODEL = "sasha/regardv3"
 VADER_POSITIVE_AT = 0.05

@@ -19,7 +19,7 @@ import numpy as np
 from bias_core.classifiers import keras_bilstm as kb
 from bias_core.classifiers.base import ClassifierUnavailable, run_in_fixed_blocks
 from bias_core.classifiers.hub import HubLabelProbs
-from bias_core.progress import progress_bar
+from bias_core.models.progress import progress_bar
 
 HUB_TOXICITY_MODEL = "facebook/roberta-hate-speech-dynabench-r4-target"
 # Bump when a code change here moves the numbers, so cached scores stop matching.

@@ -2,7 +2,7 @@
 
 Pure functions: text or raw next-token probabilities in, ``MetricResult`` out. Each result
 carries the mean over items, a seeded 95% percentile-bootstrap CI over items
-(``bias_core.stats.bootstrap_ci``), n and one details dict per item.
+(``bias_core.stats.resampling.bootstrap_ci``), n and one details dict per item.
 
 Probabilities must come from raw logits (softmax at temperature 1, no top-p/top-k warping):
 Debias-LLMs stored warped sampling distributions, which changes both GLD and ADD.
@@ -19,7 +19,7 @@ import numpy as np
 from scipy.special import rel_entr
 
 from bias_core.metrics.result import MetricResult, item_labels
-from bias_core.stats import bootstrap_ci
+from bias_core.stats.resampling import bootstrap_ci
 
 ADD_SCALE = "ADD (natural log units, not the log of ADD shown in the paper's tables)"
 LEAN_SCALE = "mean (Pf - Pm) / (Pf + Pm) over prompts (-1..1; 0 = none, > 0 towards the female words)"

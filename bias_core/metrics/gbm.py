@@ -1,7 +1,7 @@
 """GBM: gender skew of sentiment-conditioned template completions (imata18, gender-bias-in-LLM).
 
 For each prompt the model's top-k completions (word, probability) are classified male, female,
-non-binary or neutral (``bias_core.lexicon.classify_gender``). As in the paper's code
+non-binary or neutral (``bias_core.probes.lexicon.classify_gender``). As in the paper's code
 (``multi_bias`` in ``metric/Final Project Testbed.ipynb``), a prompt's share of a class is that
 class's probability mass divided by the prompt's whole top-k mass, and a sentiment's proportion
 is the unweighted mean of its prompts' shares. Then
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 from scipy import stats as _st
 
-from bias_core.lexicon import GENDER_CLASSES, classify_gender
 from bias_core.metrics.result import MetricResult
-from bias_core.stats import rng_kwargs
+from bias_core.probes.lexicon import GENDER_CLASSES, classify_gender
+from bias_core.stats.resampling import rng_kwargs
 
 SENTIMENTS = ("positive", "negative")
 SCALE = (

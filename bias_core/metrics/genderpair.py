@@ -30,7 +30,7 @@ import numpy as np
 from scipy import stats as _st
 
 from bias_core.metrics.result import MetricResult
-from bias_core.stats import bootstrap_ci, rng_kwargs
+from bias_core.stats.resampling import bootstrap_ci, rng_kwargs
 
 LABELS = ("biased", "anti", "both", "neither")
 DECIDED = ("biased", "anti")

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from bias_core.metrics.result import MetricResult, item_labels
-from bias_core.stats import bootstrap_ci
+from bias_core.stats.resampling import bootstrap_ci
 
 SCALE = "percent (0-100)"
 

@@ -1,10 +1,10 @@
 """Model handles behind one seam: engines (models/engines/), the result cache around them
 (cached.py), loading (registry, GGUF conversion, hub) and the protocol they share (protocol.py)."""
 
-from bias_core.models.causal import CausalLM
 from bias_core.models.decoding import DecodingConfig
+from bias_core.models.engines.hf.causal import CausalLM
+from bias_core.models.engines.hf.masked import MaskedLM
 from bias_core.models.loading import LoadOptions, check_options, load_model
-from bias_core.models.masked import MaskedLM
 from bias_core.models.protocol import EngineCannot, EngineInfo, ScoringModel
 from bias_core.models.registry import DEFAULT_MODEL, REGISTRY, ModelSpec, detect_kind, resolve_model
 

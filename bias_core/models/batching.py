@@ -1,4 +1,4 @@
-"""Batching, padding and result-cache helpers shared by every model kind (causal.py, masked.py).
+"""Batching, padding and result-cache helpers shared by every model kind (models/engines/hf/causal.py, models/engines/hf/masked.py).
 
 Each sequence is padded to a width fixed by its own length alone (the next multiple of
 PAD_MULTIPLE) and a batch only holds sequences of one width, so a row is computed the same way
@@ -14,9 +14,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from bias_core.cache import ResultCache, canonical_key
 from bias_core.errors import AuditUsageError, NonFiniteScores
-from bias_core.placeholders import MASK
+from bias_core.probes.placeholders import MASK
+from bias_core.storage.result_cache import ResultCache, canonical_key
 
 PAD_MULTIPLE = 4
 # Generation pads to a coarser grid: decoding dominates its cost and is cheapest in full

@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bias_core.cache import ResultCache
 from bias_core.models.batching import cached_map, cached_map_chunked
 from bias_core.models.protocol import EngineInfo, cannot
+from bias_core.storage.result_cache import ResultCache
 
 
 def _matrix(rows: Sequence[Sequence[float]], n: int, width: int | None = None) -> np.ndarray:
@@ -37,7 +37,7 @@ class CachedModel:
     def __init__(self, engine: Any, cache: ResultCache | None = None):
         self.engine = engine
         self.cache = cache if cache is not None else ResultCache(None, enabled=False)
-        # What the report says about the precision of the numbers (precision.py sets it).
+        # What the report says about the precision of the numbers (models/precision/modes.py sets it).
         self.precision = getattr(engine, "precision", "fp32")
         self.precision_note = getattr(engine, "precision_note", "")
 
@@ -75,7 +75,7 @@ class CachedModel:
 
     @property
     def load_notes(self) -> tuple[str, ...]:
-        """What loading chose or dropped, for the run card (models/load_report.py)."""
+        """What loading chose or dropped, for the run card (models/weights/load_report.py)."""
         return tuple(getattr(self.engine, "load_notes", ()))
 
     @property

@@ -16,17 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bias_core.cache import ResultCache
 from bias_core.errors import AuditUsageError
-from bias_core.models import integrity
 from bias_core.models.cached import CachedModel
-from bias_core.models.causal import CausalLM
-from bias_core.models.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
-from bias_core.models.gpu_fit import check_gpu_fit
-from bias_core.models.load_report import check_loading_info
-from bias_core.models.masked import MaskedLM
-from bias_core.models.precision import apply_precision, check_precision, effective_precision
+from bias_core.models.engines.hf.causal import CausalLM
+from bias_core.models.engines.hf.masked import MaskedLM
+from bias_core.models.placement.gpu_fit import check_gpu_fit
+from bias_core.models.precision.modes import apply_precision, check_precision, effective_precision
 from bias_core.models.registry import ModelSpec, detect_kind
+from bias_core.models.weights import integrity
+from bias_core.models.weights.gguf_cache import converted_dir, file_sha256, locate_gguf, read_marker
+from bias_core.models.weights.load_report import check_loading_info
+from bias_core.storage.result_cache import ResultCache
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class LoadOptions:
     progress: bool = True
     trust_remote_code: bool = False
     device_map: str | None = None  # accelerate's placement over several GPUs, e.g. "auto"
-    # auto | exact | fp32 | half (models/precision.py); applies with dtype "auto". The command
+    # auto | exact | fp32 | half (models/precision/modes.py); applies with dtype "auto". The command
     # line's default is auto; the library's stays fp32, the reference its callers were written against.
     precision: str = "fp32"
     adapter: str | None = None  # --adapter DIR: a PEFT adapter folder applied to the loaded model
@@ -130,7 +130,7 @@ def check_options(opts: LoadOptions) -> None:
         except ImportError as exc:
             raise AuditUsageError("--load-in-4bit needs bitsandbytes. Fix: pip install bitsandbytes.") from exc
     if opts.adapter is not None:
-        from bias_core.models.adapter import check_adapter_dir
+        from bias_core.models.weights.adapter import check_adapter_dir
 
         check_adapter_dir(opts.adapter)
 
@@ -157,8 +157,8 @@ def auto_batch_size(opts: LoadOptions, device: str) -> int:
         return opts.batch_size
     if device == "cuda":
         # The most rows a pass may hold; a causal model's rows per width come from its memory
-        # plan (models/memory.py). Encoders of the masked-LM papers are small.
-        from bias_core.models.memory import MAX_ROWS
+        # plan (models/placement/memory.py). Encoders of the masked-LM papers are small.
+        from bias_core.models.placement.memory import MAX_ROWS
 
         return MAX_ROWS
     # Decoding on CPU is bound by reading all weights once per step: more rows per read pay
@@ -334,7 +334,7 @@ def load_transformers(spec: ModelSpec, opts: LoadOptions) -> Any:
     else:
         lm = MaskedLM(kind=kind, **common)
     if opts.adapter is not None:  # before precision: a half copy is made of the adapted weights
-        from bias_core.models.adapter import apply_adapter
+        from bias_core.models.weights.adapter import apply_adapter
 
         lm = apply_adapter(lm, opts.adapter, in_place=True)
     return lm
@@ -353,6 +353,6 @@ def _gpu_settings(opts: LoadOptions, device: str, model) -> dict:
     rows) and when decoding drops finished rows. None on CPU: its batching stays as it was."""
     if device != "cuda":
         return {}
-    from bias_core.models.memory import GPU_COMPACT_FRACTION, gpu_plan
+    from bias_core.models.placement.memory import GPU_COMPACT_FRACTION, gpu_plan
 
     return {"compact_fraction": GPU_COMPACT_FRACTION, "plan": None if opts.batch_size else gpu_plan(model)}

@@ -3,11 +3,11 @@
 Two layers, one surface:
 
 - ``Engine`` is what a backend implements (docs/engines.md, "Adding a model backend"): the
-  transformers engine (causal.py, masked.py), vLLM in process (engines/vllm.py), an
+  transformers engine (models/engines/hf/causal.py, models/engines/hf/masked.py), vLLM in process (engines/vllm.py), an
   OpenAI-compatible server (engines/openai.py), or a third party's. It computes; it never
   caches.
 - ``ScoringModel`` is what ``load_model`` returns and the rest of bias_core uses: an engine
-  inside the one result cache (cached.py), or a precision combinator of such (precision.py).
+  inside the one result cache (cached.py), or a precision combinator of such (models/precision/modes.py).
 
 Every scoring method takes ``desc``, the progress bar's label. Sentence and pair scores are
 natural-log likelihoods from raw logits; probabilities are plain floats in [0, 1]. An engine

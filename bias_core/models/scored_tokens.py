@@ -28,7 +28,7 @@ def sentence_scores(lm, sentences: Sequence[str], causal: str = DEFAULT_CAUSAL_L
 
     ``pairs``: the (i, j) comparisons the caller makes of these scores; under exact precision
     every one of them is decided as fp32 decides it (the per-token division included)."""
-    from bias_core.models.precision import compared_sentence_logprob
+    from bias_core.models.precision.modes import compared_sentence_logprob
 
     if causal not in CAUSAL_LIKELIHOODS:
         raise ValueError(f"causal likelihood {causal!r}: choose one of {', '.join(CAUSAL_LIKELIHOODS)}")

@@ -2,7 +2,7 @@
 Hugging Face tokenizer: token counts and chat rendering (``TokenizerText``), and a causal LM's
 tokenization rules (``CausalTokens``): how a (context, continuation) request splits into token
 ids, which token an empty context stands for, which slot a causal LM can fill, which top tokens
-are whole words. The transformers engine (causal.py) and the engines that score through prompt
+are whole words. The transformers engine (models/engines/hf/causal.py) and the engines that score through prompt
 log-probabilities (engines/prompt_logprobs.py) tokenize identically, so their numbers agree token
 for token.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from bias_core.errors import AuditUsageError
 from bias_core.models.batching import slot_split
-from bias_core.placeholders import MASK
+from bias_core.probes.placeholders import MASK
 
 
 def render_chat(text: str, tokenizer: Any) -> str:

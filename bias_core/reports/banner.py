@@ -126,7 +126,7 @@ def what_decides(row: Mapping[str, Any]) -> str:
     return f"{outcome}: about {sig(factor, 2)}× the items at this value{_where_more(row)}"
 
 
-# Where more items would come from, by the row's stopping reason (bias_core.adaptive): a reader
+# Where more items would come from, by the row's stopping reason (bias_core.gating.adaptive_sampling): a reader
 # should not be told to "add items" to a probe that has no more.
 _MORE_ITEMS = {
     "fixed sample": " (a fixed item set: more items need more data, or --sample auto for a sampled probe)",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 # charts (matplotlib) are imported lazily in _charts: importing the plugin stays cheap.
-from bias_core.cache import atomic_write_text
+from bias_core.storage.result_cache import atomic_write_text
 from bias_core.reports.banner import Banner, banner_for_run
 from bias_core.reports.caveats import row_caveats
 from bias_core.reports.examples import example_table
@@ -184,7 +184,7 @@ def _threshold_cell(row: Mapping[str, Any]) -> str:
 
 
 def _sampling_title(row: Mapping[str, Any]) -> str:
-    """How the sample was sized (--sample, bias_core/adaptive.py), on hover over n."""
+    """How the sample was sized (--sample, bias_core/gating/adaptive_sampling.py), on hover over n."""
     if row.get("items_used") is None:
         return ""
     return (f' title="items used {esc(row["items_used"])}; stop: {esc(row.get("stop_reason") or "")}; '

@@ -4,7 +4,7 @@ pytest writes its JUnit file only when the session ends. A file with one error i
 the run starts, so a killed run leaves an error for CI to see (never an earlier run's file, or
 none); an interrupted run's file gets the interruption added: the properties
 ``bias_core.complete=false`` and ``bias_core.partial_reason``, and an errored testcase. pytest
-writes to a temporary file (bias_core/outputs.py) that ``finish`` checks and moves into place.
+writes to a temporary file (bias_core/pytest_plugin/outputs.py) that ``finish`` checks and moves into place.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from bias_core.cache import atomic_write_text
+from bias_core.storage.result_cache import atomic_write_text
 from bias_core.reports.table import NOT_FINISHED
 
 

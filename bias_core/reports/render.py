@@ -21,7 +21,7 @@ from bias_core.reports.table import RESULTS_JSON, compare
 def mitigation_sections(rows: list[dict], csv_path: str | Path | None = None) -> list[tuple[str, str, str]]:
     """The papers' Tables 1-3 layout as an extra report section (none without mitigation rows);
     also written to ``csv_path`` when given."""
-    from bias_core.mitigation.results_table import mitigation_cells, mitigation_table, table_html, write_table_csv
+    from bias_core.mitigation.evaluation.results_table import mitigation_cells, mitigation_table, table_html, write_table_csv
 
     cells = mitigation_cells(rows)
     if not cells:
@@ -63,7 +63,7 @@ def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
     import re
     from html import escape
 
-    from bias_core.mitigation.tradeoff import BIAS_METRICS
+    from bias_core.mitigation.evaluation.tradeoff_curves import BIAS_METRICS
     from bias_core.suites.tradeoff import INFO_FILE
 
     run_dir = Path(run_dir)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from bias_core.lexicon import Lexicon
 from bias_core.metrics.disclosure import gas
 from bias_core.metrics.result import MetricResult
 from bias_core.models.decoding import DecodingConfig
 from bias_core.models.protocol import GeneratingModel
 from bias_core.probes.base import Probe
+from bias_core.probes.lexicon import Lexicon
 
 
 def _prompts(probe: Probe, prompt_transform: Callable[[str], str] | None) -> Sequence[str]:

@@ -7,7 +7,7 @@ from typing import Any
 from bias_core.metrics.gbm import causal_text, gbm
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
-from bias_core.placeholders import MASK
+from bias_core.probes.placeholders import MASK
 
 
 def run_gbm(lm: ScoringModel, probe: Any, k: int = 5, seed: int = 0) -> MetricResult:

@@ -72,7 +72,7 @@ def decide_choices(lm: ScoringModel | None, prompts: Sequence[Any], responses: S
         for i in undecided:
             r = records[i]
             requests += [fallback_request(r["context"], r["biased"]), fallback_request(r["context"], r["anti"])]
-        from bias_core.models.precision import compared_loglikelihood
+        from bias_core.models.precision.modes import compared_loglikelihood
 
         weights = None
         if normalize == "chars":

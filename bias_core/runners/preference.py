@@ -36,7 +36,7 @@ def run_stereoset(lm: ScoringModel, probe, seed: int = 0, causal: str = DEFAULT_
 
 def run_crows(lm: ScoringModel, probe, seed: int = 0) -> MetricResult:
     """Score a CrowS-Pairs probe's two sentences per pair with ``lm.sentence_logprob``."""
-    from bias_core.models.precision import compared_sentence_logprob
+    from bias_core.models.precision.modes import compared_sentence_logprob
 
     items = probe.items
     sentences = [i.meta[k] for i in items for k in ("sent_more", "sent_less")]

@@ -7,8 +7,8 @@ import numpy as np
 from bias_core.metrics.association import association_effect, cosine_rows, weat_effect
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
-from bias_core.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.base import Probe
+from bias_core.probes.placeholders import CONTEXT_MASK, MASK
 from bias_core.probes.seat import WeatProbe
 
 

@@ -46,9 +46,9 @@ class Suite:
     data_dir: Path | None = None
     seed: int = 0
     # (suite, probe, metric) -> MetricResult in place of compute(): --precision exact's check
-    # that a half-precision result has fp32's verdict (bias_core/precision_gate.py).
+    # that a half-precision result has fp32's verdict (bias_core/gating/precision_recheck.py).
     precision_check: Callable[[Any, str, str], MetricResult] | None = None
-    # --sample auto (bias_core/adaptive.py): the plan, and gate_for(metric, probe) for its looks.
+    # --sample auto (bias_core/gating/adaptive_sampling.py): the plan, and gate_for(metric, probe) for its looks.
     sampling: Any = None
     gate_for: Callable[[str, str], Any] | None = None
     # A look's copy of the suite: its sampled probes are the first _size units of _pool's probes.
@@ -75,7 +75,7 @@ class Suite:
 
     def probe(self, name: str) -> Any:
         if self._size is not None and self.sampling.samples(name):
-            from bias_core.adaptive import prefix_probe
+            from bias_core.gating.adaptive_sampling import prefix_probe
 
             return self._remembered(self._probes, name, lambda: prefix_probe(self._pool.probe(name), self._size, self.seed))
         return self._remembered(self._probes, name, lambda: self.load_probe(name))
@@ -104,13 +104,13 @@ class Suite:
             plan = self.sampling
             parts = self.sampled_parts(probe_name)
             if plan is not None and self._size is None and all(plan.samples(p) for p in parts):
-                from bias_core.adaptive import adapt
+                from bias_core.gating.adaptive_sampling import adapt
 
                 result = adapt(self, probe_name, metric, parts)
             else:
                 result = self.checked(probe_name, metric)
                 if plan is not None and self._size is None:
-                    from bias_core.adaptive import fixed_sampling
+                    from bias_core.gating.adaptive_sampling import fixed_sampling
 
                     fixed_sampling(result, plan.mode if not plan.adaptive else "fixed (not a sampled probe)")
             # Where the items came from, so a report can flag a stand-in data set beside the verdict.

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bias_core.errors import ProbeNotApplicable
-from bias_core.lexicon import DEFAULT_LEXICON, Lexicon, get_lexicon
 from bias_core.metrics import MetricResult
 from bias_core.models.decoding import DecodingConfig
 from bias_core.probes.disclosure import DEFAULT_ARTICLES
+from bias_core.probes.lexicon import DEFAULT_LEXICON, Lexicon, get_lexicon
 from bias_core.suites.base import Suite
 
 # Greedy decoding, 50 new tokens: the paper's setting for explicit disclosure.

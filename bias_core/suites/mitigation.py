@@ -32,7 +32,7 @@ class MitigationAudit(Suite):
     _grids: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def variant(self, name: str) -> Any:
-        from bias_core.mitigation.variants import build_variant
+        from bias_core.mitigation.methods.variants import build_variant
 
         return self._remembered(self._variants, name, lambda: build_variant(
             name, self.lm, data_dir=self.data_dir, seed=self.seed, cache_dir=self.cache_dir,
@@ -56,7 +56,7 @@ class MitigationAudit(Suite):
 
     # ----- paired comparisons --------------------------------------------------------------------
     def reduction(self, name: str, probe: str, metric: str) -> MetricResult:
-        from bias_core.mitigation.compare import paired_reduction
+        from bias_core.mitigation.evaluation.bias_reduction import paired_reduction
 
         key = (f"{name}:{probe}", metric)
         if key not in self._results:
@@ -72,7 +72,7 @@ class MitigationAudit(Suite):
 
     def grid(self, probe: str) -> dict[str, MetricResult]:
         """GAS of every sampled decoding setting of Dong et al.'s grid on one probe."""
-        from bias_core.mitigation.decoding_variants import decoding_grid
+        from bias_core.mitigation.methods.decoding_variants import decoding_grid
         from bias_core.suites.disclosure import DisclosureAudit
 
         def make():
@@ -86,8 +86,8 @@ class MitigationAudit(Suite):
         return self._remembered(self._grids, probe, make)
 
     def _grid_reduction(self, probe: str, metric: str) -> MetricResult:
-        from bias_core.mitigation.compare import paired_reduction
-        from bias_core.mitigation.decoding_variants import best_setting
+        from bias_core.mitigation.evaluation.bias_reduction import paired_reduction
+        from bias_core.mitigation.methods.decoding_variants import best_setting
 
         if metric != "GAS":
             raise ProbeNotApplicable(f"decoding settings cannot change {metric}: implicit metrics are computed on raw "

@@ -83,10 +83,10 @@ class TradeoffSweep:
     def _run(self) -> list[Any]:
         import dataclasses
 
-        from bias_core.mitigation.corpus import load_debias_corpus
-        from bias_core.mitigation.sweep import default_config, run_sweep
-        from bias_core.mitigation.tradeoff import BASE, variant_name, write_outputs
-        from bias_core.mitigation.variants import corpus_label
+        from bias_core.mitigation.evaluation.strength_sweep import default_config, run_sweep
+        from bias_core.mitigation.evaluation.tradeoff_curves import BASE, variant_name, write_outputs
+        from bias_core.mitigation.methods.variants import corpus_label
+        from bias_core.mitigation.training.corpus import load_debias_corpus
 
         started = time.perf_counter()
         corpus = load_debias_corpus(self.data_dir)
@@ -124,8 +124,8 @@ class TradeoffSweep:
         return points
 
     def _measure(self, handle: Any, base: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-        from bias_core.mitigation import guards as g
-        from bias_core.mitigation.tradeoff import BIAS_METRICS
+        from bias_core.mitigation.evaluation import guards as g
+        from bias_core.mitigation.evaluation.tradeoff_curves import BIAS_METRICS
         from bias_core.suites.association import AssociationAudit
 
         options = {k: v for k, v in (("causal_likelihood", self.causal_likelihood), ("articles", self.articles)) if v}

@@ -24,7 +24,7 @@ import numpy as np
 from bias_core.models.decoding import DecodingConfig
 from bias_core.models.engines import EngineEntry
 from bias_core.models.protocol import EngineInfo
-from bias_core.placeholders import MASK
+from bias_core.probes.placeholders import MASK
 
 DEFAULT_CAPABILITIES = {
     "causal": frozenset({"generation", "scoring", "next_word", "topk", "embeddings"}),

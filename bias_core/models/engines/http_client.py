@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bias_core.errors import AuditUsageError, EngineUnavailable
-from bias_core.progress import progress_bar
+from bias_core.models.progress import progress_bar
 
 RETRY_STATUS = (429, 500, 502, 503, 504)
 MAX_WAIT = 30.0  # seconds: the longest backoff or Retry-After wait between two tries

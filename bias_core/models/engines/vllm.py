@@ -255,7 +255,7 @@ def load(spec: Any, opts: Any) -> VLLMEngine:
                         int(config.get("max_position_embeddings") or 2048), progress=opts.progress)
     engine.load_trainer = lambda: _transformers_copy(spec, opts)
     if opts.adapter:
-        from bias_core.models.adapter import adapter_sha256, check_adapter_dir
+        from bias_core.models.weights.adapter import adapter_sha256, check_adapter_dir
 
         check_adapter_dir(opts.adapter, "--baseline-adapter" if opts.option == "--baseline" else "--adapter")
         engine = engine.with_adapter(opts.adapter, f"adapter:{adapter_sha256(opts.adapter)}")

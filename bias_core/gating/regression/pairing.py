@@ -1,0 +1,195 @@
+"""Pairing a candidate run with a baseline: same configuration, same probes, same items.
+
+Everything that would make per-item differences mean something other than "the model changed"
+is refused with ``BaselineMismatch`` (a usage error), naming what differs: the seed, decoding,
+lexicon, sample sizes or scorers (``RunConfig.MUST_MATCH``), a probe's version or content, or
+its items. Model, tokenizer and dtype may differ: prompts are text, and the comparison is
+between models; ``ConfigComparison`` says which of them differ so the report can state it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bias_core.errors import BaselineMismatch
+from bias_core.gating.regression.items import ItemsFile, MetricItems, RunConfig
+
+_SHOW = 5
+
+
+def _show(ids: Sequence[Any]) -> str:
+    shown = ", ".join(repr(i) for i in list(ids)[:_SHOW])
+    more = len(ids) - _SHOW
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _brief(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)[:200]
+
+
+@dataclass(frozen=True)
+class ConfigComparison:
+    """What differs between two runs that pairing allows to differ."""
+
+    same_model: bool
+    dtype_differs: bool
+    tokenizer_differs: bool
+    candidate_dtype: str
+    baseline_dtype: str
+
+    def describe(self) -> str:
+        parts = ["same model weights" if self.same_model else "different model weights"]
+        if self.dtype_differs:
+            parts.append(f"different dtypes (candidate {self.candidate_dtype}, baseline {self.baseline_dtype})")
+        else:
+            parts.append(f"same dtype ({self.candidate_dtype or 'unknown'})")
+        if self.tokenizer_differs:
+            parts.append("different tokenizers (prompts are paired as text)")
+        return "; ".join(parts)
+
+
+def check_configs(candidate: RunConfig, baseline: RunConfig, where: str = "baseline") -> ConfigComparison:
+    """Refuse a baseline made with another seed, decoding, lexicon, sample size or scorer."""
+    problems = []
+    for name in RunConfig.MUST_MATCH:
+        c, b = getattr(candidate, name), getattr(baseline, name)
+        if c == b:
+            continue
+        if isinstance(c, dict) and isinstance(b, dict):
+            keys = sorted(k for k in set(c) | set(b) if c.get(k) != b.get(k))
+            detail = "; ".join(f"{k}: candidate {_brief(c.get(k))}, baseline {_brief(b.get(k))}" for k in keys)
+        else:
+            detail = f"candidate {_brief(c)}, baseline {_brief(b)}"
+        problems.append(f"{name} differs ({detail})")
+    engines = (candidate.engine or "transformers", baseline.engine or "transformers")
+    if engines[0] != engines[1]:
+        problems.append(f"engine differs (candidate {engines[0]}, baseline {engines[1]}): two engines' numbers differ "
+                        "in their last digits and near-ties, so the comparison would measure the engines, not the models")
+    if candidate.dtype and baseline.dtype and candidate.dtype != baseline.dtype:
+        problems.append(f"dtype differs (candidate {candidate.dtype}, baseline {baseline.dtype}): half precision moves "
+                        "log-likelihoods by up to a few nats, more than the changes the gate looks for")
+    if problems:
+        raise BaselineMismatch(
+            f"{where} was made with another configuration: " + "; ".join(problems)
+            + ". Fix: re-run the baseline with the candidate's options (or the candidate with the baseline's)."
+        )
+    return ConfigComparison(
+        same_model=bool(candidate.model_fingerprint) and candidate.model_fingerprint == baseline.model_fingerprint,
+        dtype_differs=candidate.dtype != baseline.dtype,
+        tokenizer_differs=candidate.tokenizer_fingerprint != baseline.tokenizer_fingerprint,
+        candidate_dtype=candidate.dtype,
+        baseline_dtype=baseline.dtype,
+    )
+
+
+def check_probes(candidate: Mapping[str, tuple[str, str]], baseline: ItemsFile, where: str = "baseline") -> None:
+    """``candidate``: probe -> (version, content sha256) of this run's probes (known before any
+    model loads). Refuses probes the baseline lacks or holds in another version or content."""
+    stored: dict[str, tuple[str, str]] = {}
+    for block in baseline.blocks.values():
+        stored.setdefault(block.probe, (block.probe_version, block.probe_sha256))
+    problems = []
+    missing = sorted(p for p in candidate if p not in stored)
+    if missing:
+        problems.append(f"{len(missing)} probe(s) not in the baseline: {_show(missing)}")
+    for probe in sorted(p for p in candidate if p in stored):
+        (cv, ch), (bv, bh) = candidate[probe], stored[probe]
+        if cv != bv:
+            problems.append(f"{probe}: version {cv!r} here, {bv!r} in the baseline")
+        elif ch != bh:
+            problems.append(f"{probe}: same version {cv!r} but other items or prompts "
+                            f"(content {ch[:12]} here, {bh[:12]} in the baseline)")
+    if problems:
+        truncated = " (its per-item file was cut short)" if baseline.truncated else ""
+        raise BaselineMismatch(f"{where}{truncated} does not hold this run's probes: " + "; ".join(problems)
+                               + ". Fix: audit the baseline with this bias-core version, data and probe selection.")
+
+
+@dataclass(frozen=True)
+class PairedItems:
+    """One probe x metric on the items both runs have a value for, in the baseline's order."""
+
+    probe: str
+    metric: str
+    ids: tuple[str, ...]
+    candidate: np.ndarray
+    baseline: np.ndarray
+    groups: tuple[str, ...] | None
+    prompts: tuple[str, ...]
+    candidate_output: tuple[str | None, ...]
+    baseline_output: tuple[str | None, ...]
+    candidate_value: float  # the metric values as each run reported them
+    baseline_value: float
+    n_dropped: int = 0  # items without a value in one of the runs (left out of the comparison)
+
+    def swapped(self) -> "PairedItems":
+        """The same pairs with candidate and baseline exchanged."""
+        return PairedItems(self.probe, self.metric, self.ids, self.baseline, self.candidate, self.groups,
+                           self.prompts, self.baseline_output, self.candidate_output, self.baseline_value,
+                           self.candidate_value, self.n_dropped)
+
+
+def pair(candidate: MetricItems, baseline: MetricItems, where: str = "baseline") -> PairedItems:
+    """Pair two runs' items of one probe x metric by item id; ``BaselineMismatch`` when the item
+    sets, probe versions or contents differ (naming counts and the first differing ids)."""
+    what = f"{candidate.probe} {candidate.metric}"
+    if candidate.key != baseline.key:
+        raise ValueError(f"pair: {what} cannot be paired with {baseline.probe} {baseline.metric}")
+    if candidate.probe_version != baseline.probe_version:
+        raise BaselineMismatch(f"{what}: probe version {candidate.probe_version!r} here, {baseline.probe_version!r} "
+                               f"in the {where}. Fix: audit the baseline with the same probe version.")
+    cand = {it.id: it for it in candidate.items}
+    base = {it.id: it for it in baseline.items}
+    only_c = [i for i in cand if i not in base]
+    only_b = [i for i in base if i not in cand]
+    if only_c or only_b or candidate.probe_sha256 != baseline.probe_sha256:
+        parts = []
+        if only_c:
+            parts.append(f"{len(only_c)} item(s) only in this run: {_show(only_c)}")
+        if only_b:
+            parts.append(f"{len(only_b)} item(s) only in the {where}: {_show(only_b)}")
+        if not parts:
+            changed = [i for i in base if base[i].prompt != cand[i].prompt]
+            parts.append("the probe's content differs" + (f"; {len(changed)} prompt(s) differ: {_show(changed)}"
+                                                          if changed else " (item metadata)"))
+        raise BaselineMismatch(f"{what}: the {where} is not on the same items ({'; '.join(parts)}). "
+                               "Fix: audit both with the same probe data, version and sample size.")
+    ids = [i for i in base if base[i].value is not None and cand[i].value is not None]
+    if not ids:
+        raise BaselineMismatch(f"{what}: no item has a value in both runs, so nothing can be paired.")
+    groups = None
+    if any(base[i].group is not None for i in ids):
+        differing = [i for i in ids if base[i].group != cand[i].group]
+        if differing:
+            raise BaselineMismatch(f"{what}: {len(differing)} item(s) are averaged in another group in the {where}: "
+                                   f"{_show(differing)}.")
+        groups = tuple(str(base[i].group) for i in ids)
+    return PairedItems(
+        probe=candidate.probe, metric=candidate.metric, ids=tuple(ids),
+        candidate=np.array([cand[i].value for i in ids], dtype=np.float64),
+        baseline=np.array([base[i].value for i in ids], dtype=np.float64),
+        groups=groups, prompts=tuple(base[i].prompt for i in ids),
+        candidate_output=tuple(cand[i].output for i in ids), baseline_output=tuple(base[i].output for i in ids),
+        candidate_value=float(candidate.value), baseline_value=float(baseline.value),
+        n_dropped=len(base) - len(ids),
+    )
+
+
+def pair_runs(candidate: ItemsFile, baseline: ItemsFile, keys: Sequence[tuple[str, str]] | None = None,
+              where: str = "baseline") -> tuple[ConfigComparison, dict[tuple[str, str], PairedItems]]:
+    """Check the two runs' configurations, then pair every probe x metric in ``keys`` (default:
+    all of the candidate's). A key the baseline lacks is a mismatch."""
+    comparison = check_configs(candidate.run, baseline.run, where)
+    keys = list(candidate.blocks) if keys is None else list(keys)
+    missing = [k for k in keys if k not in baseline.blocks]
+    if missing:
+        cut = " (its per-item file was cut short)" if baseline.truncated else ""
+        raise BaselineMismatch(f"the {where}{cut} has no items for {len(missing)} probe x metric(s): "
+                               f"{_show([f'{p} {m}' for p, m in missing])}. Fix: audit the baseline with the same "
+                               "families and probes, or deselect these.")
+    return comparison, {k: pair(candidate.blocks[k], baseline.blocks[k], where) for k in keys}

@@ -1,0 +1,18 @@
+"""The pytest integration: the only package that imports pytest.
+
+- ``hooks``: the plugin's hooks and session fixtures, the gate and verdict reporting (loaded by
+  ``bias_core.plugin``, the ``pytest11`` entry point);
+- ``options``: the command-line options, validated into one settings object before any model
+  loads; ``regression_options``: the release gate's (``--baseline``, ``--margin``, ...);
+- ``session_state``: the stash keys of a session and the run's sample plan;
+- ``suite_factory``: which suite audits a family (the project's own, or a package's);
+- ``hookspec`` and ``extensions``: the hook through which other packages add probes, metrics
+  and suites (entry-point group ``bias_core.suites``);
+- ``result_row``: one typed result row; ``outputs``: report destinations checked up front and
+  written so that a failure after the tests never loses the verdict;
+- ``regression_session``: the release gate inside an audit run.
+
+May import every other package of bias_core; nothing imports it but ``bias_core.plugin``.
+A new command-line option goes in ``options`` (or ``regression_options``); a new report
+section goes in ``bias_core.reports``, called from ``hooks``.
+"""

@@ -1,0 +1,499 @@
+"""The regression gate inside a pytest audit run (registered by ``bias_core.plugin``).
+
+- Every audit test of a pairable metric hands its per-item block to its test report (``record``,
+  called by the gate); the controller appends it to the run folder's ``items.jsonl.gz``, so any
+  run can serve as a later run's stored baseline.
+- ``--baseline RUN``: the stored run's configuration is checked when pytest configures, its
+  probes once the tests are collected; both before any model loads (``BaselineMismatch``, exit 4).
+- ``--baseline MODEL [--baseline-adapter DIR]``: the baseline is loaded once per session and
+  audited on the same items by the same suites (the result cache makes re-runs free).
+- ``test_regression[<probe>-<metric>]`` (audits/test_regression.py) asks ``regression_gate``.
+  All of the session's selected comparisons are computed at once (``regression_comparisons``)
+  before the first verdict, because the multiple-comparison adjustment needs every p-value.
+
+Verdicts: the non-inferiority gate (``gating/regression/gate.py``) on the harm CI against the metric's margin; a
+"fail" must also be significant after adjustment across the run (Holm, or Benjamini-Hochberg
+for more than ``LARGE_FAMILY`` comparisons) at ``ALPHA``, else it is reported inconclusive.
+Under xdist every worker that runs a regression test computes the whole family; ``--dist
+loadgroup`` sends them all to one worker (they carry ``xdist_group("regression")``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bias_core.errors import AuditUsageError, DataSourceMissing, ProbeNotApplicable
+from bias_core.gating.regression.gate import judge
+from bias_core.gating.regression.items import (
+    ITEMS_FILE,
+    ItemValue,
+    MetricItems,
+    RunConfig,
+    append_block,
+    items_from_result,
+    lexicon_sha256,
+    probe_sha256,
+    start_items,
+)
+from bias_core.gating.regression.pairing import check_configs, check_probes, pair
+from bias_core.gating.regression.spec import PAIRED
+from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
+from bias_core.pytest_plugin.regression_options import RegressionOptions, parse_options
+from bias_core.pytest_plugin.session_state import MODEL, RUN, USAGE_STOP, terminal
+from bias_core.pytest_plugin.session_state import ROW as AUDIT_ROW
+from bias_core.stats.paired import PairedComparison, adjust, compare
+
+FAMILIES = ("disclosure", "association", "genderpair")
+LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)
+ALPHA = 0.05
+
+STATE = pytest.StashKey["RegressionState"]()
+ITEMS = pytest.StashKey[dict]()
+ROW = pytest.StashKey[dict]()
+
+
+@dataclass
+class RegressionState:
+    options: RegressionOptions
+    settings: Any
+    run_dir: Path | None = None
+    candidate_run: RunConfig | None = None
+    items_started: bool = False
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ----- what is compared ----------------------------------------------------------------------
+def regression_cases(proxy: bool) -> list[tuple[str, str, str]]:
+    """(family, probe, metric) of every pairable audit test (``spec.PAIRED``)."""
+    from bias_core.suites import ASSOCIATION_CASES, DISCLOSURE_METRICS, DISCLOSURE_PROBES, GROUP_PROBES, genderpair_cases
+
+    cases = [("disclosure", p, m) for p in DISCLOSURE_PROBES for m in DISCLOSURE_METRICS if m in PAIRED]
+    cases += [("association", p, m) for p, ms in ASSOCIATION_CASES.items() for m in ms if m in PAIRED]
+    gp = genderpair_cases(proxy)
+    cases += [("genderpair", p, m) for p in GROUP_PROBES for m in gp[p] if m in PAIRED]
+    return cases
+
+
+_SCORERS: dict[tuple[str, str], str] = {}
+
+
+def _scorer(role: str, kind: str) -> str:
+    """The classifier ``kind`` resolves to (auto: hub or offline), by name; resolved once."""
+    if (role, kind) not in _SCORERS:
+        from bias_core import classifiers
+
+        make = classifiers.get_toxicity if role == "toxicity" else classifiers.get_regard
+        _SCORERS[(role, kind)] = make(kind, progress=False).name
+    return _SCORERS[(role, kind)]
+
+
+def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter: str | None = None,
+               compared: bool = False) -> RunConfig:
+    """This run's ``RunConfig``; without ``lm`` (before loading) model, tokenizer and dtype are blank,
+    which pairing never requires to match."""
+    from bias_core.probes.lexicon import get_lexicon
+    from bias_core.suites.disclosure import PAPER_DECODING
+    from bias_core.suites.genderpair import GENERATION
+
+    extra: dict[str, Any] = {"precision": settings.load.precision}
+    fingerprint = tokenizer = dtype = ""
+    if lm is not None:
+        from bias_core.models.placement.devices import of_model
+
+        where = of_model(lm)
+        fingerprint, tokenizer, dtype = lm.fingerprint, lm.tokenizer_fingerprint, where["dtype"]
+        extra["device"] = where["device"]
+        extra["engine"] = lm.info().as_dict()
+    return RunConfig(
+        model=model or settings.model_value, model_fingerprint=fingerprint, tokenizer_fingerprint=tokenizer,
+        dtype=dtype, adapter=adapter if model else settings.load.adapter, seed=settings.seed,
+        decoding={"disclosure": PAPER_DECODING.as_key(), "genderpair": GENERATION.as_key(),
+                  "association": {"causal_likelihood": settings.causal_likelihood}},
+        lexicon_sha256=lexicon_sha256(get_lexicon(settings.lexicon).pairs),
+        # --sample auto sizes each run by its own gates, so two runs' items could differ: a run
+        # compared with a baseline (and the baseline, stored with --sample fixed) uses whole samples.
+        sample_sizes={"genderpair": settings.genderpair_sample, "sample": _sample_mode(settings, compared)},
+        scorers={"toxicity": _scorer("toxicity", settings.toxicity_classifier),
+                 "regard": _scorer("regard", settings.regard_classifier)},
+        extra=extra,
+        engine=settings.load.engine,
+    )
+
+
+def _sample_mode(settings: Any, compared: bool) -> str:
+    """The sampling a run's items came from: runs with a baseline or --mitigation keep whole samples."""
+    mode = getattr(getattr(settings, "sample", None), "mode", "fixed")
+    return "fixed" if mode == "auto" and (compared or getattr(settings, "mitigations", ())) else mode
+
+
+def block_to_json(block: MetricItems) -> dict[str, Any]:
+    return dataclasses.asdict(block)
+
+
+def block_from_json(data: dict[str, Any]) -> MetricItems:
+    return MetricItems(**{**data, "items": tuple(ItemValue(**it) for it in data["items"])})
+
+
+def block_of(suite: Any, probe: str, metric: str) -> MetricItems:
+    return items_from_result(suite.probe(probe), suite.result(probe, metric), PAIRED[metric], metric=metric)
+
+
+# ----- configure and collection: checks before any model loads -------------------------------
+def configure(config, settings) -> None:
+    """Parse and check the regression options (usage errors now); the controller sets
+    ``run_dir`` once the run folder exists."""
+    try:
+        options = parse_options(config.getoption, settings.load.cache_dir)
+        if options.stored is not None:
+            check_configs(run_config(settings, compared=True), options.stored.run, where=f"--baseline {options.baseline}")
+    except AuditUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[STATE] = RegressionState(options, settings)
+    config.addinivalue_line("markers", "regression: a candidate-vs-baseline paired test (bias_core.gating.regression)")
+    config.pluginmanager.register(_Hooks(config), "bias_core.gating.regression.hooks")
+    config.pluginmanager.register(sys.modules[__name__], "bias_core.pytest_plugin.regression_fixtures")
+
+
+def _params(item) -> tuple[str, str, str] | None:
+    callspec = getattr(item, "callspec", None)
+    if item.get_closest_marker("regression") is None or callspec is None:
+        return None
+    p = callspec.params
+    return (p["family"], p["probe"], p["metric"]) if p.get("probe") else None
+
+
+def _selected(session) -> list[tuple[str, str, str]]:
+    return [k for k in map(_params, session.items) if k is not None]
+
+
+def _collection_problem(session, state: RegressionState) -> str | None:
+    keys = _selected(session)
+    if not keys or not state.options.active:
+        return None
+    settings = state.settings
+    margins = settings.thresholds.regression if settings.thresholds is not None else {}
+    missing = sorted({m for _, _, m in keys} - set(margins))
+    if missing:
+        return (f"{settings.thresholds_path}: no regression margin for {', '.join(missing)}. Fix: add "
+                + " ".join(f"[regression.{m}]" for m in missing)
+                + ' with margin = <largest tolerated worsening> and note = "..." (see the repository\'s thresholds.toml).')
+    stored = state.options.stored
+    if stored is None:
+        return None
+    where = f"--baseline {state.options.baseline}"
+    absent = [f"{p} {m}" for _, p, m in keys if (p, m) not in stored.blocks]
+    identities = _probe_identities(settings, {(f, p) for f, p, _ in keys})
+    try:
+        check_probes(identities, stored, where=where)
+    except AuditUsageError as exc:
+        return str(exc)
+    if absent:
+        cut = " (its per-item file was cut short)" if stored.truncated else ""
+        return (f"{where}{cut} has no items for {len(absent)} selected test(s): {', '.join(absent[:5])}"
+                f"{' ...' if len(absent) > 5 else ''}. Fix: audit the baseline with the same families and probes, "
+                "or deselect these (-k).")
+    return None
+
+
+def _probe_identities(settings, pairs) -> dict[str, tuple[str, str]]:
+    """probe -> (version, content sha256), loaded from the data alone (no model)."""
+    from bias_core.pytest_plugin.suite_factory import make_suite
+
+    suites: dict[str, Any] = {}
+    out = {}
+    for family, probe in sorted(pairs):
+        suite = suites.setdefault(family, make_suite(family, None, settings))
+        try:
+            loaded = suite.probe(probe)
+        except (DataSourceMissing, ProbeNotApplicable):
+            continue  # its tests skip with the reason
+        out[probe] = (str(loaded.version), probe_sha256(loaded))
+    return out
+
+
+# ----- per-item blocks of the audit tests ----------------------------------------------------------
+def record(request, result, *, family: str, probe: str, metric: str, variant: str | None = None) -> None:
+    """Called by the gate: the test's per-item block travels with its report to the controller."""
+    state = request.config.stash.get(STATE, None)
+    if state is None or variant or family not in FAMILIES or metric not in PAIRED:
+        return
+    if "suite" not in request.fixturenames:
+        return  # a result the suite did not make (e.g. a synthetic gate test): no probe to key items by
+    lm = request.config.stash.get(MODEL, None)
+    if state.candidate_run is None:
+        state.candidate_run = run_config(state.settings, lm, compared=state.options.baseline is not None)
+    suite = request.getfixturevalue("audit_suites")(family)
+    try:
+        block = items_from_result(suite.probe(probe), result, PAIRED[metric], metric=metric)
+    except ValueError as exc:
+        # The items do not add up to the metric's value (or are not the probe's): the number the
+        # gate judged is not the one the items describe, so there is no verdict, only an error.
+        row = request.node.stash.get(AUDIT_ROW, None)
+        if row is not None:
+            row.update(verdict="error", reason=f"internal consistency check failed: {exc}")
+        pytest.fail(f"ERROR in {probe} {metric}: internal consistency check failed: {exc}. No per-item values are "
+                    "stored and no verdict is given. Fix: report this as a bias-core bug with the probe's data "
+                    "source (a data file with repeated or missing items can cause it; --data-dir files are "
+                    "checked for both).", pytrace=False)
+    request.node.stash[ITEMS] = {"run": state.candidate_run.to_json(), "block": block_to_json(block)}
+
+
+# ----- the paired comparisons of the session ---------------------------------------------------------
+@contextlib.contextmanager
+def _usage_exit():
+    try:
+        yield
+    except AuditUsageError as exc:
+        pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+@pytest.fixture(scope="session")
+def baseline_model(pytestconfig, audit_settings):
+    """A live baseline (``--baseline MODEL``), loaded once per session with the audit's options."""
+    from bias_core.models.loading import load_model
+    options = pytestconfig.stash[STATE].options
+    with _usage_exit(), terminal(pytestconfig):
+        return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter),
+                          option="--baseline")
+
+
+@pytest.fixture(scope="session")
+def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str], Any]:
+    """Every selected comparison of the session, adjusted and judged: key -> row dict, or the
+    exception that stopped it (re-raised by its test: a skip for missing data)."""
+    from bias_core.pytest_plugin.suite_factory import make_suite
+
+    state: RegressionState = request.config.stash[STATE]
+    options = state.options
+    keys = _selected(request.session)
+    baseline_lm = request.getfixturevalue("baseline_model") if options.live is not None else None
+    baseline_suites: dict[str, Any] = {}
+    out: dict[tuple[str, str, str], Any] = {}
+    comparisons: dict[tuple[str, str, str], PairedComparison] = {}
+    for key in keys:
+        family, probe, metric = key
+        try:
+            candidate = block_of(request.getfixturevalue("audit_suites")(family), probe, metric)
+            if options.stored is not None:
+                baseline = options.stored.blocks[(probe, metric)]
+            else:
+                suite = baseline_suites.setdefault(family, make_suite(family, baseline_lm, audit_settings, request.config))
+                baseline = block_of(suite, probe, metric)
+            paired = pair(candidate, baseline, where="baseline")
+            comparisons[key] = judge(compare(paired, PAIRED[metric], seed=audit_settings.seed),
+                                     audit_settings.thresholds.regression[metric])
+        except Exception as exc:  # noqa: BLE001 - handed to the test, which reports it
+            out[key] = exc
+    lm = request.config.stash.get(MODEL, None)
+    candidate_run = run_config(audit_settings, lm, compared=True)
+    if options.stored is not None:
+        baseline_run = options.stored.run
+    else:
+        baseline_run = run_config(audit_settings, baseline_lm, model=options.baseline, adapter=options.live_adapter,
+                                  compared=True)
+    with _usage_exit():  # another engine or dtype: refused, saying why
+        configs = check_configs(candidate_run, baseline_run)
+    method = "bh" if len(comparisons) > LARGE_FAMILY else "holm"
+    for key, c in zip(comparisons, adjust(list(comparisons.values()))):
+        out[key] = _row(c, key[0], method, options.label(), configs)
+    return out
+
+
+def _row(c: PairedComparison, family: str, method: str, baseline: str, configs) -> dict[str, Any]:
+    p_adjusted = c.p_bh if method == "bh" else c.p_holm
+    verdict = c.verdict
+    if verdict == FAIL and not p_adjusted < ALPHA:
+        verdict = INCONCLUSIVE  # beyond the margin, but not significantly worse once adjusted
+    # Significantly worse, by the test a fail needs, but not beyond the margin: reported, not blocking.
+    worse = verdict != FAIL and c.harm > 0 and p_adjusted is not None and p_adjusted < ALPHA
+    return {
+        "kind": "regression", "test_id": f"regression-{c.test_id}", "family": family, "probe": c.probe,
+        "metric": c.metric, "baseline": baseline, "value": c.delta, "ci_low": c.delta_ci[0], "ci_high": c.delta_ci[1],
+        "n": c.n, "n_dropped": c.n_dropped, "baseline_value": c.baseline_value, "candidate_value": c.candidate_value,
+        "harm": c.harm, "harm_ci_low": c.harm_ci[0], "harm_ci_high": c.harm_ci[1], "margin": c.margin,
+        "margin_rule": c.margin_rule,
+        "better": c.direction, "ideal": c.ideal, "verdict": verdict, "worse_within_margin": worse, "p_value": c.p_value, "p_holm": c.p_holm,
+        "p_bh": c.p_bh, "p_adjusted": p_adjusted, "adjustment": method, "test": c.test,
+        "config": configs.describe(), "dtypes_differ": configs.dtype_differs,
+        "moved": {"up": list(c.moved_up), "down": list(c.moved_down)},
+    }
+
+
+def comparison_from_row(row: dict[str, Any]) -> PairedComparison:
+    """A results.json regression row back as a ``PairedComparison`` (for the Markdown summary)."""
+    return PairedComparison(
+        probe=row["probe"], metric=row["metric"], n=int(row.get("n") or 0), n_dropped=int(row.get("n_dropped") or 0),
+        baseline_value=row["baseline_value"], candidate_value=row["candidate_value"], delta=row["value"],
+        delta_ci=(row["ci_low"], row["ci_high"]), harm=row["harm"], harm_ci=(row["harm_ci_low"], row["harm_ci_high"]),
+        p_value=row["p_value"], test=row.get("test", ""), direction=row["better"], ideal=row.get("ideal"),
+        p_holm=row.get("p_holm"), p_bh=row.get("p_bh"), margin=row.get("margin"), margin_rule=row.get("margin_rule"),
+        verdict=row.get("verdict"))
+
+
+_PROPERTIES = ("baseline", "delta", "ci_low", "ci_high", "p_value", "p_adjusted", "adjustment", "harm",
+               "harm_ci_low", "harm_ci_high", "margin", "margin_rule", "worse_within_margin", "verdict", "config")
+
+
+@pytest.fixture
+def regression_gate(request, regression_comparisons):
+    """regression_gate(family, probe, metric): the test's verdict from the session's comparisons."""
+    def _gate(family: str, probe: str, metric: str) -> str:
+        found = regression_comparisons[(family, probe, metric)]
+        if isinstance(found, BaseException):
+            raise found
+        settings = request.config.stash[STATE].settings
+        row = dict(found, run_id=request.config.stash[RUN]["run_id"], nodeid=request.node.nodeid,
+                   model=settings.model_value)
+        request.node.stash[ROW] = row
+        properties = {**row, "delta": row["value"]}
+        request.node.user_properties.extend((key, properties[key]) for key in _PROPERTIES)
+        summary = (f"{metric} on {probe}: candidate {row['candidate_value']:.4g} vs baseline {row['baseline_value']:.4g}, "
+                   f"delta {row['value']:+.4g} [{row['ci_low']:+.4g}, {row['ci_high']:+.4g}], harm CI "
+                   f"[{row['harm_ci_low']:+.4g}, {row['harm_ci_high']:+.4g}] vs margin {row['margin']:g}, "
+                   f"p={row['p_value']:.3g}, p_{row['adjustment']}={row['p_adjusted']:.3g}, n={row['n']}")
+        if row["verdict"] == FAIL:
+            pytest.fail(f"FAIL: {summary}: the candidate is worse than the baseline by more than the margin",
+                        pytrace=False)
+        if row["verdict"] == INCONCLUSIVE and settings.strict:
+            pytest.fail(f"INCONCLUSIVE (--strict): {summary}", pytrace=False)
+        return row["verdict"]
+
+    return _gate
+
+
+# ----- hooks: rows, items, summary -----------------------------------------------------------------------
+class _Hooks:
+    def __init__(self, config):
+        self.config = config
+
+    def pytest_itemcollected(self, item) -> None:
+        key = _params(item)
+        if key is not None:
+            item.extra_keyword_matches.add(key[0])  # -k disclosure selects its regression tests too
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session) -> None:
+        problem = _collection_problem(session, self.config.stash[STATE])
+        if problem is None:
+            return
+        if getattr(self.config, "workerinput", None) is None:
+            raise pytest.UsageError(problem)
+        session.items[:] = []  # as the gate check does: the controller ends the run with exit 4
+        session.shouldstop = f"{USAGE_STOP}{problem}"
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        if report.when != "call":
+            if report.skipped and _params(item) is not None:
+                report.bias_row = self._skipped_row(item, report)
+            return report
+        payload = item.stash.get(ITEMS, None)
+        if payload is not None:
+            report.bias_items = payload
+        row = item.stash.get(ROW, None)
+        if row is not None:
+            row = dict(row, duration_s=report.duration)
+            if report.failed and row["verdict"] not in (FAIL, INCONCLUSIVE):
+                row["verdict"] = "error"
+            report.bias_row = row
+        elif _params(item) is not None and (report.failed or report.skipped):
+            report.bias_row = self._skipped_row(item, report)
+        return report
+
+    def _skipped_row(self, item, report) -> dict[str, Any]:
+        family, probe, metric = _params(item)
+        reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else str(report.longrepr)[-500:]
+        return {"kind": "regression", "run_id": self.config.stash[RUN]["run_id"], "nodeid": item.nodeid,
+                "test_id": f"regression-{probe}-{metric}", "family": family, "probe": probe, "metric": metric,
+                "model": self.config.stash[STATE].settings.model_value, "value": None, "ci_low": None,
+                "ci_high": None, "n": None, "verdict": "skipped" if report.skipped else "error", "reason": reason,
+                "duration_s": report.duration}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if getattr(self.config, "workerinput", None) is not None:
+            return
+        state: RegressionState = self.config.stash[STATE]
+        row = getattr(report, "bias_row", None)
+        if row is not None:
+            state.rows = [r for r in state.rows if r.get("nodeid") != row.get("nodeid")] + [row]
+        payload = getattr(report, "bias_items", None)
+        if payload is not None and state.run_dir is not None:
+            from bias_core.pytest_plugin.outputs import output_log
+
+            # sticky: a block that missed the file leaves it incomplete as a later baseline
+            output_log(self.config).attempt(ITEMS_FILE, lambda: self._store_items(state, payload), sticky=True)
+
+    @staticmethod
+    def _store_items(state: RegressionState, payload: dict[str, Any]) -> None:
+        path = state.run_dir / ITEMS_FILE
+        if not state.items_started:
+            start_items(path, RunConfig.from_json(payload["run"]))
+            state.items_started = True
+        append_block(path, block_from_json(payload["block"]))
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        state: RegressionState = self.config.stash[STATE]
+        judged = [r for r in state.rows if r.get("kind") == "regression" and r.get("config")]
+        if not judged:
+            return
+        counts = {v: sum(r["verdict"] == v for r in judged) for v in (FAIL, INCONCLUSIVE, "pass")}
+        terminalreporter.write_sep("-", f"candidate vs baseline ({state.options.label()}): {len(judged)} paired "
+                                        f"comparisons, {counts[FAIL]} worse beyond the margin, {counts[INCONCLUSIVE]} "
+                                        f"inconclusive, {counts['pass']} passed")
+        terminalreporter.line(f"  {judged[0]['config']}; p-values adjusted by {judged[0]['adjustment']}")
+        from bias_core.reports.fmt import worse_note
+
+        for r in judged:
+            if worse_note(r):
+                terminalreporter.line(f"  {r['test_id']}: {worse_note(r)} (margin {r['margin']:.4g})", yellow=True)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        if getattr(self.config, "workerinput", None) is not None:
+            return
+        state: RegressionState = self.config.stash[STATE]
+        if state.options.summary_md is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
+            return
+        if not state.rows:
+            return
+        from bias_core.pytest_plugin.outputs import output_log
+
+        write_run_summary(state, exitstatus, output_log(self.config).attempt)
+
+
+def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> list[Path]:
+    """Write the Markdown summary to --summary-md and $GITHUB_STEP_SUMMARY; with ``attempt``
+    (``OutputLog.attempt``) a destination that cannot be written is recorded, not raised, and the
+    other is still written."""
+    from bias_core.gating.regression.summary import render_summary, write_summary
+    from bias_core.reports.banner import banner_for_run
+    from bias_core.reports.fmt import worse_note
+
+    regression = [comparison_from_row(r) for r in state.rows if r.get("kind") == "regression" and r.get("harm") is not None]
+    absolute = [r for r in state.rows if r.get("kind") != "regression"]
+    banner = banner_for_run(state.rows, {"strict": state.settings.strict,
+                                         "complete": int(exitstatus) in (0, 1)})
+    note = next((r.get("config", "") for r in state.rows if r.get("kind") == "regression" and r.get("config")), "")
+    markdown = render_summary(regression, absolute, banner="**" + banner.headline + "**",
+                              baseline=state.options.label(), config_note=note,
+                              title=f"Bias audit: {state.settings.model_value}",
+                              worse={f"{r['probe']}-{r['metric']}": worse_note(r) for r in state.rows if worse_note(r)})
+    if attempt is None:
+        return write_summary(markdown, state.options.summary_md)
+    written: list[Path] = []
+    path, step = state.options.summary_md, os.environ.get("GITHUB_STEP_SUMMARY")
+    if path is not None:
+        attempt(f"--summary-md {path}", lambda: written.extend(write_summary(markdown, path, environ={})))
+    if step:
+        attempt(f"$GITHUB_STEP_SUMMARY {step}", lambda: written.extend(write_summary(markdown, None)))
+    return written
+
