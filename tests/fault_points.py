@@ -91,7 +91,7 @@ def _meet(folder: Path, count: int) -> None:
 
 
 def _install_meeting(text: str) -> None:
-    from bias_core import plugin
+    from bias_core.pytest_plugin import hooks as plugin
 
     folder, count = text.rsplit(" ", 1)
     real = plugin._new_run_id

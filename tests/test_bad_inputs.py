@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from bias_core import plugin
 from bias_core.gating.regression import summary  # noqa: F401
+from bias_core.pytest_plugin import hooks as plugin
 from bias_core.pytest_plugin import outputs  # noqa: F401 - imported once, before any in-process run
 from bias_core.reports import table  # noqa: F401
 
