@@ -4,10 +4,10 @@ Without such a package nothing is collected here."""
 
 import pytest
 
-from bias_core.pytest_plugin.extensions import REGISTRY
+from bias_core.pytest_plugin.extensions import EXTENSIONS
 
 CASES = [pytest.param(probe, metric, family, id=f"{probe}-{metric}", marks=pytest.mark.audit(family=family))
-         for family, probe, metric in REGISTRY.cases()]
+         for family, probe, metric in EXTENSIONS.cases()]
 
 if CASES:
     @pytest.mark.parametrize("probe, metric, family", CASES)

@@ -37,7 +37,7 @@ from bias_core.gating.regression import (  # noqa: E402
     PAIRED,
     RunConfig,
     adjust,
-    compare,
+    compare_to_baseline,
     items_from_result,
     judge,
     lexicon_sha256,
@@ -113,7 +113,7 @@ def run_config(lm, seed: int, adapter: Path | None) -> RunConfig:
 
 def compare_runs(candidate: Path, baseline: Path, margins, seed: int):
     config, pairs = pair_runs(read_items(candidate), read_items(baseline))
-    out = adjust([compare(p, PAIRED[key[1]], seed=seed) for key, p in sorted(pairs.items())])
+    out = adjust([compare_to_baseline(p, PAIRED[key[1]], seed=seed) for key, p in sorted(pairs.items())])
     return config, [judge(c, margins[c.metric]) for c in out]
 
 

@@ -1104,14 +1104,14 @@ def test_25_adapter_on_its_own_base_needs_no_option(tiny_model_dir, tiny_adapter
 def test_25_adapter_of_the_packaged_model_matches_its_converted_folder(tmp_path, monkeypatch):
     """smollm2-135m loads from a converted folder named by the GGUF's hash: an adapter trained on it
     (on any machine) declares that folder, or the hub model the GGUF came from."""
-    from bias_core.models.registry import REGISTRY
+    from bias_core.models.registry import MODEL_ALIASES
     from bias_core.models.weights import adapter_checks, gguf_cache
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"gguf bytes")
     monkeypatch.setattr(gguf_cache, "locate_gguf", lambda spec, cache: gguf)
     sha = hashlib.sha256(b"gguf bytes").hexdigest()
-    spec = REGISTRY["smollm2-135m"]
+    spec = MODEL_ALIASES["smollm2-135m"]
     for declared in (f"/elsewhere/.cache/bias-core/models/gguf-{sha[:32]}", "HuggingFaceTB/SmolLM2-135M-Instruct",
                      "smollm2-135m"):
         assert adapter_checks.declares_this_base(declared, "smollm2-135m", spec, tmp_path), declared

@@ -5,6 +5,10 @@
   a cycle hidden in a function is still a cycle).
 - Probes hold data and metrics are pure functions: no module under ``bias_core/probes/`` or
   ``bias_core/metrics/`` imports models, runners or suites, not even inside a function.
+- The layers: each part of bias_core imports only what ``MAY_IMPORT`` lets it (stats and gating
+  no models, runners or suites; models nothing above them; only ``pytest_plugin`` imports pytest,
+  and only ``bias_core.plugin`` imports ``pytest_plugin``); the top of bias_core holds only the
+  entry point and the public declarations, and every package's docstring says what it holds.
 - The model seam: outside ``bias_core/models/`` nothing imports an engine's modules (only the
   seam's public ones: the protocol, loading, decoding, precision, training, ...), and nothing
   reads a model handle's engine internals (``lm.model``, ``lm.tokenizer``, ``lm.cache``,
@@ -191,6 +195,105 @@ def seam_violations(package: Path = PACKAGE) -> list[str]:
 
 def test_nothing_outside_models_touches_an_engines_internals():
     assert seam_violations() == []
+
+
+# ----- the layers, package by package ----------------------------------------------------------
+# What each part of bias_core may import of bias_core (besides itself), deferred imports
+# included. The table is the architecture (docs/architecture.md, "The import rules"): a new edge
+# is a decision, made here in one line, not an accident. ``bias_core`` alone is the package's
+# own __init__ (its version).
+MAY_IMPORT = {
+    "bias_core.errors": set(),
+    "bias_core.storage": set(),
+    "bias_core.metric_spec": set(),
+    "bias_core.stats": {"bias_core.errors"},
+    "bias_core.probes": {"bias_core.errors", "bias_core.storage"},
+    "bias_core.catalogue": {"bias_core.metric_spec", "bias_core.probes"},
+    # models read the placeholders probes write into their texts, and no other part of probes
+    "bias_core.models": {"bias_core.errors", "bias_core.storage", "bias_core.probes.placeholders"},
+    "bias_core.metrics": {"bias_core.errors", "bias_core.probes", "bias_core.stats"},
+    "bias_core.classifiers": {"bias_core.errors", "bias_core.probes", "bias_core.models"},
+    "bias_core.runners": {"bias_core.errors", "bias_core.probes", "bias_core.models", "bias_core.metrics",
+                          "bias_core.stats"},
+    "bias_core.gating": {"bias_core.errors", "bias_core.storage", "bias_core.metric_spec", "bias_core.catalogue",
+                         "bias_core.probes", "bias_core.metrics", "bias_core.stats"},
+    "bias_core.mitigation": {"bias_core.errors", "bias_core.storage", "bias_core.probes", "bias_core.models",
+                             "bias_core.metrics", "bias_core.stats"},
+    "bias_core.suites": {"bias_core.errors", "bias_core.catalogue", "bias_core.probes", "bias_core.models",
+                         "bias_core.classifiers", "bias_core.runners", "bias_core.metrics", "bias_core.stats",
+                         "bias_core.gating", "bias_core.mitigation"},
+    # the HTML report rebuilds the trade-off figures and the mitigation table from a run's files
+    "bias_core.reports": {"bias_core", "bias_core.errors", "bias_core.storage", "bias_core.catalogue",
+                          "bias_core.metrics", "bias_core.gating", "bias_core.mitigation", "bias_core.suites"},
+    "bias_core.pytest_plugin": {"*"},  # ties everything together; nothing but bias_core.plugin imports it
+    "bias_core.plugin": {"bias_core.pytest_plugin"},
+}
+# The modules that may sit at the top of bias_core: the rest lives in a package named for its role.
+TOP_LEVEL = {"__init__.py", "plugin.py", "errors.py", "catalogue.py", "metric_spec.py"}
+# Third-party modules only the pytest integration imports.
+PYTEST_ONLY = ("pytest", "_pytest", "pluggy", "xdist")
+
+
+def _part(module: str) -> str | None:
+    """The MAY_IMPORT key a module belongs to (the longest that is it or a package above it)."""
+    keys = [k for k in MAY_IMPORT if module == k or module.startswith(k + ".")]
+    return max(keys, key=len) if keys else None
+
+
+def layer_violations(package: Path = PACKAGE) -> list[str]:
+    found = []
+    for name, deps in import_graph(deferred_too=True, package=package).items():
+        part = _part(name)
+        allowed = MAY_IMPORT.get(part, set()) if part else set()
+        if "*" in allowed:
+            continue
+        for dep in sorted(deps):
+            if _part(dep) == part or (dep == "bias_core" and "bias_core" in allowed):
+                continue
+            if not any(dep == a or dep.startswith(a + ".") for a in allowed if a != "bias_core"):
+                found.append(f"{name} imports {dep}")
+    return found
+
+
+def test_each_part_imports_only_what_its_layer_may():
+    assert layer_violations() == [], "an import across the layers (MAY_IMPORT; docs/architecture.md)"
+
+
+def test_every_module_belongs_to_a_part_of_the_table():
+    assert [name for name in _modules() if name != "bias_core" and _part(name) is None] == []
+
+
+def test_only_the_pytest_integration_imports_pytest():
+    found = []
+    for name, (path, _) in _modules().items():
+        if name.startswith("bias_core.pytest_plugin"):
+            continue
+        for node, _deferred in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"{name}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in PYTEST_ONLY]
+    assert found == []
+
+
+def test_the_top_level_holds_only_the_entry_point_and_the_public_declarations():
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert loose == sorted(TOP_LEVEL), ("a module at the top of bias_core: put it in the package named for "
+                                        "its role (docs/architecture.md, 'Where a new piece goes')")
+
+
+def test_every_package_says_what_it_holds():
+    missing = [str(p.relative_to(PACKAGE.parent)) for p in sorted(PACKAGE.rglob("__init__.py"))
+               if not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    assert missing == []
+
+
+def test_layer_checker_flags_an_import_outside_the_table(tmp_path):
+    pkg = _write(tmp_path, {"__init__.py": "", "stats/__init__.py": "", "stats/s.py": "import bias_core.gating.g\n",
+                            "gating/__init__.py": "", "gating/g.py": "from bias_core.stats import s\n",
+                            "models/__init__.py": "", "models/m.py": "from bias_core.probes.placeholders import MASK\n"
+                                                                      "def f():\n    from bias_core.probes import base\n",
+                            "probes/__init__.py": "", "probes/base.py": "", "probes/placeholders.py": ""})
+    assert layer_violations(pkg) == ["bias_core.models.m imports bias_core.probes.base",
+                                     "bias_core.stats.s imports bias_core.gating.g"]
 
 
 # ----- the checker itself, on a package written here ------------------------------------------

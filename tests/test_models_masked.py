@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bias_core.errors import AuditUsageError
-from bias_core.models import REGISTRY, resolve_model
+from bias_core.models import MODEL_ALIASES, resolve_model
 from bias_core.models.engines.hf.causal import CausalLM
 from bias_core.models.engines.hf.masked import MaskedLM
 from bias_core.models.registry import detect_kind
@@ -267,12 +267,12 @@ def test_detect_kind_without_config_and_for_other_encoder_decoders(tmp_path):
 ])
 def test_paper_aliases_have_hub_ids_and_kinds(alias, hub_id, kind):
     spec = resolve_model(alias)
-    assert spec is REGISTRY[alias]
+    assert spec is MODEL_ALIASES[alias]
     assert (spec.hub_id, spec.kind, spec.local_dir, spec.package) == (hub_id, kind, None, None)
 
 
 def test_other_registry_models_are_causal():
-    assert REGISTRY["llama2-7b"].kind == "causal" and REGISTRY["smollm2-135m"].kind == "causal"
+    assert MODEL_ALIASES["llama2-7b"].kind == "causal" and MODEL_ALIASES["smollm2-135m"].kind == "causal"
 
 
 # ----- masked: each method against the hand-written computation ----------------------------------

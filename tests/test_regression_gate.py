@@ -14,7 +14,7 @@ from bias_core.gating.regression import (
     PAIRED,
     Margin,
     adjust,
-    compare,
+    compare_to_baseline,
     judge,
     noninferiority_verdict,
     parse_regression_margins,
@@ -59,7 +59,7 @@ def _identical(metric, values):
 @given(metric=st.sampled_from(sorted(PAIRED)), margin=st.floats(0, 1e6),
        values=st.lists(st.integers(0, 1), min_size=1, max_size=30))
 def test_identical_runs_pass_for_any_margin(metric, margin, values):
-    r = judge(compare(_identical(metric, values), PAIRED[metric], n_resamples=100, n_bootstrap=100),
+    r = judge(compare_to_baseline(_identical(metric, values), PAIRED[metric], n_resamples=100, n_bootstrap=100),
               Margin(metric, margin))
     assert r.verdict == PASS and r.delta == 0.0 and r.harm_ci == (0.0, 0.0)
 
@@ -68,10 +68,10 @@ def test_a_clear_worsening_fails_and_a_small_one_passes():
     base = np.full(200, 0.2)
     worse = PairedItems("p", "GLD", tuple(map(str, range(200))), base + 0.3 + np.linspace(-0.05, 0.05, 200), base,
                         None, ("",) * 200, (None,) * 200, (None,) * 200, 0.0, 0.0)
-    r = judge(compare(worse, PAIRED["GLD"]), Margin("GLD", 0.03))
+    r = judge(compare_to_baseline(worse, PAIRED["GLD"]), Margin("GLD", 0.03))
     assert r.verdict == FAIL and r.harm_ci[0] > 0.03 and r.p_value < 0.001
     better = worse.swapped()
-    assert judge(compare(better, PAIRED["GLD"]), Margin("GLD", 0.03)).verdict == PASS
+    assert judge(compare_to_baseline(better, PAIRED["GLD"]), Margin("GLD", 0.03)).verdict == PASS
 
 
 # ----- margins in thresholds.toml -------------------------------------------------------------------
@@ -129,7 +129,7 @@ def _run():
     worse = PairedItems("template-hobby", "GAS", tuple(map(str, range(n))), cand, base, None, ("p",) * n,
                         ("he said",) * n, ("",) * n, 0.3, 0.0)
     same = _identical("GLD", [0.2, 0.4, 0.1])
-    out = adjust([compare(worse, PAIRED["GAS"]), compare(same, PAIRED["GLD"])])
+    out = adjust([compare_to_baseline(worse, PAIRED["GAS"]), compare_to_baseline(same, PAIRED["GLD"])])
     return [judge(out[0], Margin("GAS", 0.05)), judge(out[1], Margin("GLD", 0.03))]
 
 

@@ -252,14 +252,14 @@ def test_pair_runs_pairs_every_block_and_drops_items_without_a_value(tmp_path):
 
 
 def test_a_stored_baseline_gives_the_same_comparison_as_the_live_one(tmp_path):
-    from bias_core.gating.regression import compare
+    from bias_core.gating.regression import compare_to_baseline
 
     rng = np.random.default_rng(5)
     base = block(list(rng.random(30)))
     cand = block(list(rng.random(30)))
     stored = read_items(write_items(tmp_path / "b.jsonl.gz", RUN, [base])).blocks[base.key]
-    live = compare(pair(cand, base), PAIRED["GLD"])
-    again = compare(pair(cand, stored), PAIRED["GLD"])
+    live = compare_to_baseline(pair(cand, base), PAIRED["GLD"])
+    again = compare_to_baseline(pair(cand, stored), PAIRED["GLD"])
     assert again == live  # every float identical, not merely close
 
 

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from bias_core.gating.regression import PAIRED, Margin, compare, judge
+from bias_core.gating.regression import PAIRED, Margin, compare_to_baseline, judge
 from bias_core.gating.regression.pairing import ConfigComparison, PairedItems
 from bias_core.pytest_plugin.regression_session import _row, comparison_from_row, write_run_summary
 from bias_core.reports.html import render_html
@@ -25,7 +25,7 @@ def paired(candidate, baseline, metric="GLD", outputs=None):
 
 
 def regression_row(candidate, baseline, margin=0.03, method="holm", p_adjusted=None):
-    c = judge(compare(paired(candidate, baseline), PAIRED["GLD"], n_resamples=2000, n_bootstrap=500),
+    c = judge(compare_to_baseline(paired(candidate, baseline), PAIRED["GLD"], n_resamples=2000, n_bootstrap=500),
               Margin("GLD", margin))
     c = c.__class__(**{**c.__dict__, "p_holm": c.p_value if p_adjusted is None else p_adjusted,
                        "p_bh": c.p_value if p_adjusted is None else p_adjusted})
@@ -96,7 +96,7 @@ ADD_CAND = [b + 0.0053 + (0.0005 if k % 2 else -0.0005) for k, b in enumerate(AD
 def add_row(margin: Margin) -> dict:
     from bias_core.stats.paired import adjust
 
-    [c] = adjust([compare(paired(ADD_CAND, ADD_BASE, metric="ADD"), PAIRED["ADD"], n_resamples=2000, n_bootstrap=500)])
+    [c] = adjust([compare_to_baseline(paired(ADD_CAND, ADD_BASE, metric="ADD"), PAIRED["ADD"], n_resamples=2000, n_bootstrap=500)])
     return dict(_row(judge(c, margin), "disclosure", "holm", "stored run X", SAME),
                 test_id="regression-template-hobby-ADD")
 

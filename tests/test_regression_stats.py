@@ -15,7 +15,7 @@ from bias_core.gating.regression.spec import PAIRED, PairedSpec
 from bias_core.stats.paired import (
     adjust,
     benjamini_hochberg,
-    compare,
+    compare_to_baseline,
     holm,
     mcnemar_exact,
     swap_permutation_pvalue,
@@ -43,12 +43,12 @@ def test_binary_lower_metric_uses_mcnemar_on_the_discordant_pairs():
     # items: 8 go 0 -> 1 (worse for GAS), 2 go 1 -> 0, 5 stay 1, 5 stay 0
     base = [0] * 8 + [1] * 2 + [1] * 5 + [0] * 5
     cand = [1] * 8 + [0] * 2 + [1] * 5 + [0] * 5
-    r = compare(paired(cand, base, "GAS"), PAIRED["GAS"])
+    r = compare_to_baseline(paired(cand, base, "GAS"), PAIRED["GAS"])
     assert r.p_value == pytest.approx(56 / 1024, rel=1e-12)
     assert "McNemar" in r.test and "8 items worse, 2 better" in r.test
     assert r.delta == pytest.approx(6 / 20) and r.harm == pytest.approx(6 / 20)
     # for a higher-is-better 0/1 metric (DA_score) the same change is an improvement
-    da = compare(paired(cand, base, "DA_score"), PAIRED["DA_score"])
+    da = compare_to_baseline(paired(cand, base, "DA_score"), PAIRED["DA_score"])
     assert da.harm == pytest.approx(-6 / 20)
     assert da.p_value == pytest.approx(mcnemar_exact(2, 8), rel=1e-12)
 
@@ -59,7 +59,7 @@ def test_sign_flip_p_value_equals_exact_enumeration():
     d = cand - base
     null = [np.dot(signs, d) for signs in itertools.product((1.0, -1.0), repeat=d.size)]
     expected = sum(v >= d.sum() - 1e-12 for v in null) / len(null)
-    r = compare(paired(cand, base, "GLD"), PAIRED["GLD"])
+    r = compare_to_baseline(paired(cand, base, "GLD"), PAIRED["GLD"])
     assert r.p_value == pytest.approx(expected, rel=1e-12)
     assert "exact" in r.test
 
@@ -78,7 +78,7 @@ def test_swap_permutation_of_the_ideal_distance_equals_exact_enumeration():
         s = np.array(swap)
         null.append(harm(np.where(s, base, cand), np.where(s, cand, base)))
     expected = sum(v >= observed - 1e-9 for v in null) / len(null)
-    r = compare(paired(cand, base, "crows_stereo"), PAIRED["crows_stereo"])
+    r = compare_to_baseline(paired(cand, base, "crows_stereo"), PAIRED["crows_stereo"])
     assert r.harm == pytest.approx(observed)
     assert r.p_value == pytest.approx(expected, rel=1e-12)
     assert "distance from the ideal" in r.test
@@ -100,7 +100,7 @@ def test_ideal_metric_distance_is_of_the_aggregate_not_of_items():
     # Both runs: half 1s and half 0s, crows 50 = ideal; per-item distances would all be 50.
     base = [1, 0] * 10
     cand = [0, 1] * 10
-    r = compare(paired(cand, base, "crows_stereo"), PAIRED["crows_stereo"])
+    r = compare_to_baseline(paired(cand, base, "crows_stereo"), PAIRED["crows_stereo"])
     assert r.baseline_value == 50 and r.candidate_value == 50
     assert r.harm == 0 and r.delta == 0
 
@@ -110,7 +110,7 @@ def test_stereo_score_is_a_mean_of_per_target_means():
     groups = ["a", "a", "a", "b"]
     base = [1, 1, 1, 0]
     cand = [1, 1, 1, 1]  # SS = 100
-    r = compare(paired(cand, base, "stereo_score", groups), PAIRED["stereo_score"])
+    r = compare_to_baseline(paired(cand, base, "stereo_score", groups), PAIRED["stereo_score"])
     assert r.baseline_value == pytest.approx(50.0)
     assert r.candidate_value == pytest.approx(100.0)
     assert r.harm == pytest.approx(50.0)  # distance from 50: 0 -> 50
@@ -120,7 +120,7 @@ def test_higher_is_better_harm_is_minus_delta():
     base = [0.8, 0.9, 0.7, 0.6, 0.9]
     cand = [0.5, 0.6, 0.7, 0.4, 0.8]
     spec = PairedSpec("higher")
-    r = compare(paired(cand, base, "x"), spec)
+    r = compare_to_baseline(paired(cand, base, "x"), spec)
     assert r.delta == pytest.approx(np.mean(cand) - np.mean(base))
     assert r.harm == pytest.approx(-r.delta)
     assert r.harm_ci == pytest.approx((-r.delta_ci[1], -r.delta_ci[0]))
@@ -144,8 +144,8 @@ def _spec_and_data(draw_metric, pairs):
 def test_swapping_candidate_and_baseline_flips_every_delta(metric, data):
     pairs = data.draw(_binary if PAIRED[metric].kind == "binary" else _bounded)
     spec, p = _spec_and_data(metric, pairs)
-    a = compare(p, spec, n_resamples=200, n_bootstrap=200)
-    b = compare(p.swapped(), spec, n_resamples=200, n_bootstrap=200)
+    a = compare_to_baseline(p, spec, n_resamples=200, n_bootstrap=200)
+    b = compare_to_baseline(p.swapped(), spec, n_resamples=200, n_bootstrap=200)
     assert b.delta == pytest.approx(-a.delta, abs=1e-12)
     assert b.harm == pytest.approx(-a.harm, abs=1e-12)
     assert b.delta_ci == pytest.approx((-a.delta_ci[1], -a.delta_ci[0]), abs=1e-9)
@@ -161,7 +161,7 @@ def test_swapping_candidate_and_baseline_flips_every_delta(metric, data):
 def test_identical_items_give_zero_delta_and_no_evidence_of_harm(metric, data):
     pairs = data.draw(_binary if PAIRED[metric].kind == "binary" else _bounded)
     spec, p = _spec_and_data(metric, [(a, a) for a, _ in pairs])
-    r = compare(p, spec, n_resamples=200, n_bootstrap=200)
+    r = compare_to_baseline(p, spec, n_resamples=200, n_bootstrap=200)
     assert r.delta == 0.0 and r.harm == 0.0
     assert r.delta_ci == (0.0, 0.0) and r.harm_ci == (0.0, 0.0)
     assert r.p_value == 1.0
@@ -197,8 +197,8 @@ def test_bh_lies_between_the_raw_p_and_holm(p):
 
 
 def test_adjust_fills_both_adjustments_in_the_run_order():
-    runs = [compare(paired([1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], "GAS"), PAIRED["GAS"]),
-            compare(paired([0.1, 0.2], [0.1, 0.2]), PAIRED["GLD"])]
+    runs = [compare_to_baseline(paired([1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], "GAS"), PAIRED["GAS"]),
+            compare_to_baseline(paired([0.1, 0.2], [0.1, 0.2]), PAIRED["GLD"])]
     out = adjust(runs)
     assert [r.p_value for r in out] == [1 / 64, 1.0]
     assert [r.p_holm for r in out] == pytest.approx([2 / 64, 1.0])
@@ -208,7 +208,7 @@ def test_adjust_fills_both_adjustments_in_the_run_order():
 def test_moved_items_are_the_largest_changes_each_way():
     base = [0.1, 0.5, 0.5, 0.2, 0.9]
     cand = [0.6, 0.4, 0.5, 0.3, 0.1]
-    r = compare(paired(cand, base), PAIRED["GLD"], moved=2)
+    r = compare_to_baseline(paired(cand, base), PAIRED["GLD"], moved=2)
     assert [m["id"] for m in r.moved_up] == ["i0", "i3"]
     assert [m["id"] for m in r.moved_down] == ["i4", "i1"]
     assert r.moved_down[0]["baseline"] == 0.9 and r.moved_down[0]["candidate"] == 0.1

@@ -14,7 +14,7 @@ from bias_core.reports import (
     COLUMNS,
     COMPARE_COLUMNS,
     ResultsTable,
-    compare,
+    compare_result_tables,
     load_results,
     render_html,
     write_html,
@@ -184,7 +184,7 @@ def test_compare_deltas_and_verdict_changes(tmp_path):
     for r in prev_rows:
         t.add(r)
     t.write()
-    c = compare(load_results(tmp_path / "a"), load_results_rows(tmp_path / "b", cur_rows))
+    c = compare_result_tables(load_results(tmp_path / "a"), load_results_rows(tmp_path / "b", cur_rows))
     assert list(c.columns) == list(COMPARE_COLUMNS)
     c = c.set_index("test_id")
     occ = c.loc["template-occupation-GLD"]
@@ -203,7 +203,7 @@ def test_compare_deltas_and_verdict_changes(tmp_path):
 def test_compare_min_direction_and_inputs():
     prev = [make_row("da", "DA-score", 0.9, (0.85, 0.95), "pass", limit=0.8, direction="min")]
     cur = [make_row("da", "DA-score", 0.75, (0.7, 0.8), "fail", limit=0.8, direction="min")]
-    c = compare(prev, cur)  # lists of row dicts work too
+    c = compare_result_tables(prev, cur)  # lists of row dicts work too
     assert c.loc[0, "worsened"] is True and c.loc[0, "change"] == "regressed"
 
 
@@ -271,7 +271,7 @@ def test_html_with_comparison_and_empty(tmp_path):
     prev = three_rows()
     cur = three_rows()
     cur[0] = make_row("template-occupation", "GLD", 0.11, (0.08, 0.14), "pass")
-    html = render_html(cur, RUN_INFO, comparison=compare(prev, cur))
+    html = render_html(cur, RUN_INFO, comparison=compare_result_tables(prev, cur))
     assert "Δ vs previous" in html and "-0.1" in html
     empty = tmp_path / "empty.html"
     write_html([], {}, empty)

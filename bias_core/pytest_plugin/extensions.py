@@ -36,7 +36,7 @@ class Registry:
                 for probe, metrics in catalogue.cases(family).items() for metric in metrics]
 
 
-REGISTRY = Registry()
+EXTENSIONS = Registry()
 
 
 def load_entry_points(pluginmanager) -> None:
@@ -49,4 +49,4 @@ def load_entry_points(pluginmanager) -> None:
         name = f"{ENTRY_POINT_GROUP}.{ep.name}"
         if pluginmanager.get_plugin(name) is None and not pluginmanager.is_blocked(name):
             pluginmanager.register(ep.load(), name)
-    pluginmanager.hook.pytest_bias_core_register(registry=REGISTRY)
+    pluginmanager.hook.pytest_bias_core_register(registry=EXTENSIONS)

@@ -16,7 +16,7 @@ from bias_core.mitigation.evaluation.tradeoff_curves import parse_grid
 from bias_core.mitigation.methods.names import parse_mitigations
 from bias_core.models.engines.options import add_engine_options, engine_fields
 from bias_core.models.loading import LoadOptions, check_options
-from bias_core.models.registry import DEFAULT_MODEL, REGISTRY, ModelSpec, resolve_model
+from bias_core.models.registry import DEFAULT_MODEL, MODEL_ALIASES, ModelSpec, resolve_model
 from bias_core.models.scored_tokens import CAUSAL_LIKELIHOODS, DEFAULT_CAUSAL_LIKELIHOOD
 from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
 from bias_core.probes.genderpair import DEFAULT_SAMPLE
@@ -325,7 +325,7 @@ def _usable_cache(load: LoadOptions, notices: list[str]) -> LoadOptions:
 def _check_model_keys(thresholds: Thresholds, model_value: str) -> None:
     """A [models."..."] table that names no model but is one typo away from a registry alias would
     be ignored silently: refuse it with the alias it probably means. (Case never matters.)"""
-    aliases = {alias.casefold(): alias for alias in REGISTRY}
+    aliases = {alias.casefold(): alias for alias in MODEL_ALIASES}
     for written in thresholds.model_names:
         key = written.casefold()
         if key in aliases or key == model_value.casefold() or "/" in written or Path(written).expanduser().exists():

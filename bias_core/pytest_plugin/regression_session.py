@@ -49,7 +49,7 @@ from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.pytest_plugin.regression_options import RegressionOptions, parse_options
 from bias_core.pytest_plugin.session_state import MODEL, RUN, USAGE_STOP, terminal
 from bias_core.pytest_plugin.session_state import ROW as AUDIT_ROW
-from bias_core.stats.paired import PairedComparison, adjust, compare
+from bias_core.stats.paired import PairedComparison, adjust, compare_to_baseline
 
 FAMILIES = ("disclosure", "association", "genderpair")
 LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)
@@ -288,7 +288,7 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
                 suite = baseline_suites.setdefault(family, make_suite(family, baseline_lm, audit_settings, request.config))
                 baseline = block_of(suite, probe, metric)
             paired = pair(candidate, baseline, where="baseline")
-            comparisons[key] = judge(compare(paired, PAIRED[metric], seed=audit_settings.seed),
+            comparisons[key] = judge(compare_to_baseline(paired, PAIRED[metric], seed=audit_settings.seed),
                                      audit_settings.thresholds.regression[metric])
         except Exception as exc:  # noqa: BLE001 - handed to the test, which reports it
             out[key] = exc

@@ -58,12 +58,12 @@ def make_suite(family: str, lm, settings: AuditSettings, config=None):
             common.update(sampling(config, settings))
         suite = BUILTIN[family](lm, settings, common, config)
     else:
-        from bias_core.pytest_plugin.extensions import REGISTRY
+        from bias_core.pytest_plugin.extensions import EXTENSIONS
 
-        if family not in REGISTRY.suites:
+        if family not in EXTENSIONS.suites:
             raise KeyError(f"no suite for family {family!r}: neither the project's ({', '.join(BUILTIN)}) nor "
-                           f"registered by an installed package ({', '.join(REGISTRY.suites) or 'none'})")
-        suite = REGISTRY.suites[family](lm, settings, dict(REGISTRY.probes))
+                           f"registered by an installed package ({', '.join(EXTENSIONS.suites) or 'none'})")
+        suite = EXTENSIONS.suites[family](lm, settings, dict(EXTENSIONS.probes))
     return suite if config is None else WithTerminal(suite, config)
 
 

@@ -4,7 +4,7 @@ Public API::
 
     ResultsTable(run_dir)          .set_run_info(d) .add(row) .write(complete=False) .write_html()
     load_results(path) -> DataFrame          # results.json / results.csv / run folder
-    compare(previous, current) -> DataFrame  # joined on test_id: deltas, verdict changes
+    compare_result_tables(previous, current) -> DataFrame  # joined on test_id: deltas, verdict changes
     write_html(rows, run_info, path)         # one self-contained HTML file
 """
 
@@ -16,7 +16,7 @@ from bias_core.reports.table import (
     RESULTS_JSON,
     ResultsTable,
     atomic_write_text,
-    compare,
+    compare_result_tables,
     load_results,
 )
 
@@ -27,7 +27,7 @@ __all__ = [
     "RESULTS_JSON",
     "ResultsTable",
     "atomic_write_text",
-    "compare",
+    "compare_result_tables",
     "load_results",
     "render_html",
     "write_html",

@@ -602,7 +602,7 @@ def write_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] | 
 
     ``rows``: result row dicts (see :mod:`bias_core.reports.table`); ``run_info``: the run
     header (model, run_id, started, seed, strict, complete, argv, versions, ...). ``comparison``:
-    optionally the frame from :func:`bias_core.reports.table.compare` to add "Δ vs previous"
+    optionally the frame from :func:`bias_core.reports.table.compare_result_tables` to add "Δ vs previous"
     columns. ``generated``: the footer timestamp (default now, UTC); fix it for byte-identical
     output.
     """

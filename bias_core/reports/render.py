@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from bias_core.reports.html import write_html
-from bias_core.reports.table import RESULTS_JSON, compare
+from bias_core.reports.table import RESULTS_JSON, compare_result_tables
 
 
 def mitigation_sections(rows: list[dict], csv_path: str | Path | None = None) -> list[tuple[str, str, str]]:
@@ -113,7 +113,7 @@ def render_run(run_dir: str | Path, out: str | Path | None = None, previous: str
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise ValueError(f"{src} is not a results file (expected {{'run': ..., 'results': [...]}})")
     rows = doc["results"]
-    comparison = compare(previous, src) if previous is not None else None
+    comparison = compare_result_tables(previous, src) if previous is not None else None
     target = Path(out) if out is not None else src.parent / "report.html"
     return write_html(rows, doc.get("run") or {}, target, comparison=comparison, generated=generated,
                       extra_sections=run_sections(rows, src.parent))

@@ -5,7 +5,7 @@ in the controller process and calls :meth:`ResultsTable.write` after every test,
 interrupted run still leaves complete, readable files: every file is written to a temporary
 file in the same folder and moved into place with ``os.replace`` (atomic on POSIX and Windows).
 
-``load_results`` reads a run back (JSON, CSV or the run folder) and ``compare`` lines two runs up
+``load_results`` reads a run back (JSON, CSV or the run folder) and ``compare_result_tables`` lines two runs up
 by their model-independent ``test_id`` to show value deltas and verdict changes.
 """
 
@@ -61,7 +61,7 @@ EXCLUDED_FROM_CSV = ("examples", "breakdown", "moved")
 #: What a report says until the run records how it ended (a killed run keeps saying it).
 NOT_FINISHED = "the run did not finish: still running, or killed before it could record why"
 
-#: Verdicts ordered from good to bad; used by :func:`compare` to call a change a regression.
+#: Verdicts ordered from good to bad; used by :func:`compare_result_tables` to call a change a regression.
 VERDICT_RANK = {"pass": 0, "inconclusive": 1, "fail": 2}
 
 
@@ -297,7 +297,7 @@ COMPARE_COLUMNS = (
 )
 
 
-def compare(previous: Any, current: Any) -> pd.DataFrame:
+def compare_result_tables(previous: Any, current: Any) -> pd.DataFrame:
     """Line two runs up on the model-independent ``test_id`` (probe x metric).
 
     ``previous`` / ``current`` are frames from :func:`load_results` (a path or a list of row

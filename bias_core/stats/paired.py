@@ -32,14 +32,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats as _st
 
-from bias_core.gating.regression.pairing import PairedItems
-from bias_core.gating.regression.spec import PairedSpec
 from bias_core.stats.resampling import EXACT_MAX_N, _sign_patterns, bootstrap_ci, paired_permutation_pvalue
+
+if TYPE_CHECKING:  # types only: stats never imports the gates at run time
+    from bias_core.gating.regression.pairing import PairedItems
+    from bias_core.gating.regression.spec import PairedSpec
 
 N_PERMUTATIONS = 10_000
 N_BOOTSTRAP = 2000
@@ -216,7 +218,7 @@ def _moved(paired: PairedItems, k: int) -> tuple[tuple[dict[str, Any], ...], tup
     return tuple(map(row, up)), tuple(map(row, down))
 
 
-def compare(paired: PairedItems, spec: PairedSpec, seed: int = 0, n_resamples: int = N_PERMUTATIONS,
+def compare_to_baseline(paired: PairedItems, spec: PairedSpec, seed: int = 0, n_resamples: int = N_PERMUTATIONS,
             n_bootstrap: int = N_BOOTSTRAP, level: float = 0.95, moved: int = MOVED) -> PairedComparison:
     """Delta, harm (both with paired bootstrap CIs) and the one-sided p-value of harm > 0."""
     c, b = paired.candidate, paired.baseline

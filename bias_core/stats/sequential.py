@@ -1,4 +1,4 @@
-"""Time-uniform confidence sequences for bounded means, and gates that may look after every batch.
+"""Time-uniform confidence sequences for bounded means: intervals a gate may look at after every batch.
 
 A fixed-sample CI (``bias_core.stats.resampling.bootstrap_ci``) is valid once, for a sample size chosen in
 advance. Drawing items until the CI excludes the threshold and recomputing it after every batch
@@ -29,7 +29,8 @@ betting", JRSS-B 86(1):
 Both are updated with batches of items and can track many independent streams at once (the
 ``shape`` argument), which is how the calibration tests simulate thousands of runs.
 
-Gates. ``look(cs, gate)`` applies ``bias_core.gating.thresholds.verdict`` to the current interval: a max
+Gates. ``bias_core.gating.adaptive_sampling.look(cs, gate)`` applies the gate's ``verdict`` to the
+current interval (stats never imports the gates): a max
 gate fails when the whole interval lies above the limit, passes when it lies at or below it,
 and is inconclusive otherwise; min gates mirror this; a two-sided gate (``ideal`` with a max
 limit) judges |mean - ideal|. Whatever the direction, a decision at a time when the interval
@@ -70,8 +71,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from bias_core.gating.thresholds import Gate, verdict
 
 DEFAULT_ALPHA = 0.05
 # Cap on the stake (a fraction of the capital, relative to the largest loss): WSR suggest 1/2 or
@@ -254,18 +253,6 @@ def confidence_sequence(low: float = 0.0, high: float = 1.0, alpha: float = DEFA
     if method not in METHODS:
         raise ValueError(f"unknown confidence sequence {method!r}; choose one of {', '.join(METHODS)}")
     return METHODS[method](low, high, alpha, shape=shape)
-
-
-def look(cs: _BoundedMeanCS, gate: Gate) -> Any:
-    """The gate's verdict ("pass", "fail", "inconclusive") on the CS's current interval; an array
-    of verdicts when the CS tracks several streams. Valid at any look (see the module doc)."""
-    lo, hi = cs.interval()
-    if not cs.shape:
-        return verdict(lo, hi, gate)
-    out = np.empty(cs.shape, dtype=object)
-    for index in np.ndindex(*cs.shape):
-        out[index] = verdict(lo[index], hi[index], gate)
-    return out
 
 
 def split_alpha(alpha: float, parts: int) -> float:

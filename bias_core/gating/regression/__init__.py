@@ -35,7 +35,7 @@ from bias_core.stats.paired import (
     PairedComparison,
     adjust,
     benjamini_hochberg,
-    compare,
+    compare_to_baseline,
     holm,
     mcnemar_exact,
     swap_permutation_pvalue,
@@ -44,7 +44,7 @@ from bias_core.stats.paired import (
 __all__ = [
     "ITEMS_FILE", "NOT_PAIRED", "PAIRED", "ConfigComparison", "ItemValue", "ItemsFile", "Margin", "MetricItems",
     "PairedComparison", "PairedItems", "PairedSpec", "RunConfig", "adjust", "append_block", "benjamini_hochberg",
-    "check_configs", "check_probes", "compare", "holm", "items_from_result", "judge", "lexicon_sha256",
+    "check_configs", "check_probes", "compare_to_baseline", "holm", "items_from_result", "judge", "lexicon_sha256",
     "locate_items", "mcnemar_exact", "noninferiority_verdict", "pair", "pair_runs", "parse_regression_margins",
     "probe_sha256", "read_items", "regression_margins", "render_summary", "start_items", "swap_permutation_pvalue",
     "write_items", "write_summary",
