@@ -54,7 +54,7 @@ def test_the_fake_engine_implements_the_whole_engine_protocol(kind):
 
 
 def test_masked_lm_takes_no_helper_from_causal():
-    tree = ast.parse((MODELS / "masked.py").read_text(encoding="utf-8"))
+    tree = ast.parse((MODELS / "engines" / "hf" / "masked.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "bias_core.models.engines.hf.causal" not in imported
     assert "bias_core.models.batching" in imported
@@ -62,6 +62,6 @@ def test_masked_lm_takes_no_helper_from_causal():
 
 def test_engines_never_cache():
     """Caching is one wrapper (cached.py): no engine module calls the cache itself."""
-    for path in [MODELS / "causal.py", MODELS / "masked.py", MODELS / "half.py", *sorted((MODELS / "engines").glob("*.py"))]:
+    for path in [MODELS / "precision" / "half.py", *sorted((MODELS / "engines").rglob("*.py"))]:
         text = path.read_text(encoding="utf-8")
         assert "cached_map" not in text and "ResultCache" not in text, path.name
