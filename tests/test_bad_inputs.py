@@ -1004,6 +1004,39 @@ def test_25_checkpoint_that_does_not_fill_the_model_is_refused(project, tiny_cop
     _no_row_passed(project)
 
 
+@pytest.mark.parametrize("case", sorted(TINY_CHECKPOINT_CASES))
+def test_25_vllm_engine_refuses_it_before_vllm_starts(tiny_copy, tmp_path, case, monkeypatch):
+    """vLLM reads the weights itself: the same check runs first, on the meta device. vLLM is made
+    unimportable, so reaching its start would be an ImportError, not this usage error."""
+    from bias_core.errors import AuditUsageError
+    from bias_core.models import LoadOptions
+    from bias_core.models.engines import vllm as vllm_engine
+    from bias_core.models.registry import resolve_model
+
+    change, names = TINY_CHECKPOINT_CASES[case]
+    change(tiny_copy)
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    opts = LoadOptions(cache_dir=tmp_path / "c", progress=False, engine="vllm")
+    with pytest.raises(AuditUsageError) as raised:
+        vllm_engine.load(resolve_model(str(tiny_copy)), opts)
+    for name in [f"--model {tiny_copy}", "does not match its weights", *names]:
+        assert name in str(raised.value), f"{name!r} not in {raised.value}"
+
+
+def test_25_vllm_checkpoint_check_passes_a_whole_checkpoint(tiny_copy, tmp_path, monkeypatch):
+    """The check reads no weight and passes the tiny model as it is: vLLM's start is reached."""
+    from bias_core.models import LoadOptions
+    from bias_core.models.engines import vllm as vllm_engine
+    from bias_core.models.loading import check_checkpoint_fills
+    from bias_core.models.registry import resolve_model
+
+    spec, opts = resolve_model(str(tiny_copy)), LoadOptions(cache_dir=tmp_path / "c", progress=False, engine="vllm")
+    assert check_checkpoint_fills(spec, str(tiny_copy), opts) == ()
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(ImportError, match="vllm"):
+        vllm_engine.load(spec, opts)
+
+
 @pytest.mark.parametrize("kind", ["masked", "seq2seq"])
 def test_25_masked_and_bart_checkpoints_are_checked_too(tmp_path, kind):
     from bias_core.errors import AuditUsageError

@@ -258,6 +258,20 @@ def _unreadable_weights(spec: ModelSpec, source: str, option: str):
             f"{str(exc).splitlines()[0][:300] if str(exc) else ''}). Fix: {fix}.") from exc
 
 
+def check_checkpoint_fills(spec: ModelSpec, source: str, opts: LoadOptions) -> tuple[str, ...]:
+    """For an engine that reads the weights itself (vLLM): the transformers engine's refusal of a
+    checkpoint that does not fill its model (models/weights/load_report.py), before that engine
+    starts. transformers matches checkpoint to model on the meta device, so it applies its own key
+    rules (tied weights, prefixes, ignored keys) without reading or allocating a weight."""
+    kind = detect_kind(source, default=spec.kind)
+    with _unreadable_weights(spec, source, opts.option):
+        model, info = _model_class(kind).from_pretrained(source, device_map="meta", output_loading_info=True,
+                                                         ignore_mismatched_sizes=True,
+                                                         trust_remote_code=opts.trust_remote_code)
+    return check_loading_info(info, model, f"{opts.option} {spec.name}" + (f" ({source})" if source != spec.name else ""),
+                              fix=_restore_fix(spec, source))
+
+
 def _restore_fix(spec: ModelSpec, source: str) -> str:
     if spec.gguf_file:
         return f"delete the converted folder {source} (it is rebuilt on the next run)"

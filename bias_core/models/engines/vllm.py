@@ -119,6 +119,7 @@ class VLLMEngine(PromptLogprobEngine):
     capabilities = frozenset({"generation", "scoring", "next_word", "topk", "adapters", "training"})
     trainer: Any = None  # the transformers copy, once loaded
     load_trainer: Any = None  # () -> that copy
+    load_notes: tuple[str, ...] = ()  # what the checkpoint check found dropped, for the run card
 
     def __init__(self, llm: Any, tokenizer: Any, name: str, fingerprint: str, tokenizer_fingerprint: str,
                  weights_sha256: str, args: dict[str, Any], version: str, eos_ids: list[int], max_length: int,
@@ -160,6 +161,7 @@ class VLLMEngine(PromptLogprobEngine):
                              self.tokenizer_fingerprint, self.weights_sha256, self.args, self.version,
                              sorted(self.eos_ids), self.max_length, self.progress, lora=lora)
         adapted.load_trainer = None  # an adapted model is audited, not trained further
+        adapted.load_notes = self.load_notes
         adapted.capabilities = adapted.capabilities - {"training"}
         return adapted
 
@@ -238,13 +240,14 @@ def _eos_ids(folder: Path, tokenizer: Any) -> list[int]:
 
 
 def load(spec: Any, opts: Any) -> VLLMEngine:
-    from bias_core.models.loading import _weights_dir, tokenizer_fingerprint
+    from bias_core.models.loading import _weights_dir, check_checkpoint_fills, tokenizer_fingerprint
     from bias_core.models.registry import detect_kind
 
     folder, fingerprint, weights_sha256 = _weights_dir(spec, opts, opts.option)
     if detect_kind(folder, default=spec.kind) != "causal":
         raise AuditUsageError(f"--model {spec.name} is a masked LM or BART: vLLM serves causal LMs only. Fix: audit it "
                               "with --engine transformers.")
+    load_notes = check_checkpoint_fills(spec, folder, opts)
     gpus = _cuda_devices()
     if not gpus:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
@@ -263,6 +266,7 @@ def load(spec: Any, opts: Any) -> VLLMEngine:
                         args, vllm_version() or "unknown", _eos_ids(Path(folder), tokenizer),
                         int(config.get("max_position_embeddings") or 2048), progress=opts.progress)
     engine.load_trainer = lambda: _transformers_copy(spec, opts)
+    engine.load_notes = load_notes
     if opts.adapter:
         from bias_core.models.weights.adapter import adapter_sha256, check_adapter_dir
 
