@@ -533,9 +533,9 @@ def _raising(real, prefix: str, code: int):
 def test_read_only_cache_dir_falls_back_to_no_cache(project, tiny_model_dir, monkeypatch):
     import tempfile
 
-    from bias_core.storage import result_cache as cache_mod
+    from bias_core.storage import files as files_mod
 
-    monkeypatch.setattr(cache_mod.tempfile, "mkstemp", _raising(tempfile.mkstemp, str(project.cache), errno.EROFS))
+    monkeypatch.setattr(files_mod.tempfile, "mkstemp", _raising(tempfile.mkstemp, str(project.cache), errno.EROFS))
     project.real_load = True
     result, out = project.run("--model", str(tiny_model_dir))
     assert result.ret in (0, 1), out[-2000:]
@@ -1338,7 +1338,7 @@ def test_25_full_tmpfs_under_report_dir(synthetic, monkeypatch, tmp_path):
 def test_25_block_appended_to_a_full_disk_is_cut_off_again(tmp_path, monkeypatch):
     """An items block (or a step summary) whose write fails half way leaves the file as it was."""
     from bias_core.gating.regression.items import ItemValue, MetricItems, RunConfig, append_block, read_items, start_items
-    from bias_core.storage import result_cache as cache
+    from bias_core.storage import files
 
     path = tmp_path / "items.jsonl.gz"
     start_items(path, RunConfig(model="m", seed=0))
@@ -1367,7 +1367,7 @@ def test_25_block_appended_to_a_full_disk_is_cut_off_again(tmp_path, monkeypatch
             self.fh.write(bytes(data[: len(data) // 2]))
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(cache, "open", lambda *a, **k: HalfWrite(real_open(*a, **k)), raising=False)
+    monkeypatch.setattr(files, "open", lambda *a, **k: HalfWrite(real_open(*a, **k)), raising=False)
     with pytest.raises(OSError):
         append_block(path, MetricItems("q", "GLD", "1", "sha", 0.5, (ItemValue("b", 0.5, "y"),)))
     assert path.read_bytes() == before

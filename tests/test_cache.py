@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+import bias_core.storage.files as files_mod
 import bias_core.storage.result_cache as cache_mod
-from bias_core.storage.result_cache import ResultCache, atomic_write_text, canonical_key
+from bias_core.storage.files import atomic_write_text
+from bias_core.storage.result_cache import ResultCache, canonical_key
 
 PARTS = {
     "op": "generate",
@@ -118,7 +120,7 @@ def test_failed_write_leaves_neither_entry_nor_temp_file(tmp_path, monkeypatch):
     def boom(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(cache_mod.os, "replace", boom)
+    monkeypatch.setattr(files_mod.os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
         atomic_write_text(target, "{}")
     assert not target.exists()
@@ -133,7 +135,7 @@ def test_failed_write_keeps_the_previous_entry(tmp_path, monkeypatch):
         raise OSError("interrupted")
 
     with monkeypatch.context() as patch:
-        patch.setattr(cache_mod.os, "replace", interrupted)
+        patch.setattr(files_mod.os, "replace", interrupted)
         # The value just computed is not lost to a failed write: the run goes on, warned.
         with pytest.warns(cache_mod.CacheWarning, match="cannot store results.*interrupted"):
             cache.put(PARTS, "new")

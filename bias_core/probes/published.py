@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bias_core.errors import DataFileError
-from bias_core.storage.result_cache import sha256_file
+from bias_core.storage.files import sha256_file
 
 Counts = dict[str, int]
 # A file's counts by the project's own reader of it (every row checked). The probe module that

@@ -21,7 +21,7 @@ from bias_core.models.scored_tokens import CAUSAL_LIKELIHOODS, DEFAULT_CAUSAL_LI
 from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
 from bias_core.probes.genderpair import DEFAULT_SAMPLE
 from bias_core.probes.lexicon import DEFAULT_LEXICON, LEXICONS
-from bias_core.storage.result_cache import unwritable_reason
+from bias_core.storage.files import unwritable_reason
 from bias_core.suites import known_metrics, known_probes
 
 # Sized so the default offline GenderPair audit stays within its time budget (docs/performance.md, benchmarks/).

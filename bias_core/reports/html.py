@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 # charts (matplotlib) are imported lazily in _charts: importing the plugin stays cheap.
-from bias_core.storage.result_cache import atomic_write_text
+from bias_core.storage.files import atomic_write_text
 from bias_core.reports.banner import Banner, banner_for_run
 from bias_core.reports.caveats import row_caveats
 from bias_core.reports.examples import example_table

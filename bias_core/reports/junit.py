@@ -13,7 +13,7 @@ import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from bias_core.storage.result_cache import atomic_write_text
+from bias_core.storage.files import atomic_write_text
 from bias_core.reports.table import NOT_FINISHED
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bias_core.storage.result_cache import atomic_write_text
+from bias_core.storage.files import atomic_write_text
 from bias_core.reports.json_safe import jsonable
 
 if TYPE_CHECKING:  # pandas is imported on use: importing the plugin must stay cheap

@@ -38,7 +38,7 @@ import numpy as np
 
 from bias_core.errors import AuditUsageError
 from bias_core.gating.regression.spec import PairedSpec
-from bias_core.storage.result_cache import append_whole
+from bias_core.storage.files import append_whole
 
 FORMAT = "bias-core-items"
 FORMAT_VERSION = 1

@@ -13,7 +13,7 @@ from typing import Any
 
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS
 from bias_core.stats.paired import PairedComparison
-from bias_core.storage.result_cache import append_whole, atomic_write_text
+from bias_core.storage.files import append_whole, atomic_write_text
 
 _MARK = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "inconclusive"}
 _ORDER = {FAIL: 0, INCONCLUSIVE: 1, PASS: 2}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from bias_core.errors import AuditUsageError
-from bias_core.storage.result_cache import atomic_write_text
+from bias_core.storage.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from bias_core.storage.result_cache import atomic_write_text, canonical_key
+from bias_core.storage.files import atomic_write_text
+from bias_core.storage.result_cache import canonical_key
 
 CALIBRATION_VERSION = 1
 SAFETY = 2.0

@@ -47,7 +47,7 @@ def file_sha256(path: Path, memo_dir: Path | None = None, verify: bool = False) 
         return remembered
     value = integrity.check_memo(path, remembered) if verify else integrity.sha256_file(path)
     if memo and remembered != value:
-        from bias_core.storage.result_cache import atomic_write_text
+        from bias_core.storage.files import atomic_write_text
 
         try:
             atomic_write_text(memo, json.dumps({"path": str(path), "sha256": value}))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bias_core.errors import WeightsIntegrityError
-from bias_core.storage.result_cache import sha256_file
+from bias_core.storage.files import sha256_file
 
 __all__ = ["sha256_file", "verified_sha256", "record_weights", "weights_digest", "check_weights", "check_memo", "forget"]
 
