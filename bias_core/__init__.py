@@ -28,7 +28,7 @@ says it in prose):
     reports/                      results.json/CSV, JUnit, the banner, the HTML report
     pytest_plugin/                options, fixtures, hooks, extension hooks, the release gate's
                                   session: the only package that imports pytest
-    plugin.py                     the pytest11 entry point; loads pytest_plugin.hooks
+    plugin.py                     the pytest11 entry point; loads pytest_plugin.hooks, .fixtures
 
 Where a new piece goes: a metric is a catalogue entry plus a pure function in metrics/ (and a
 runner in runners/ if none asks the model for its numbers); a probe is a loader in probes/ and

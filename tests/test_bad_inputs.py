@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from bias_core.gating.regression import summary  # noqa: F401
+from bias_core.pytest_plugin import fixtures as plugin_fixtures
 from bias_core.pytest_plugin import hooks as plugin
 from bias_core.pytest_plugin import outputs  # noqa: F401 - imported once, before any in-process run
 from bias_core.reports import table  # noqa: F401
@@ -60,7 +61,7 @@ class Project:
 
     def __init__(self, pytester, monkeypatch, cache: Path):
         self.pytester, self.cache, self.loads, self.real_load = pytester, cache, [], False
-        original = plugin._load
+        original = plugin_fixtures._load
 
         def recording_load(spec, settings):
             self.loads.append(spec.name)
@@ -68,7 +69,7 @@ class Project:
                 raise RuntimeError("the model loader ran in a case that must stop before it")
             return original(spec, settings)
 
-        monkeypatch.setattr(plugin, "_load", recording_load)
+        monkeypatch.setattr(plugin_fixtures, "_load", recording_load)
 
     @property
     def path(self) -> Path:

@@ -1,7 +1,10 @@
 """The pytest integration: the only package that imports pytest.
 
-- ``hooks``: the plugin's hooks and session fixtures, the gate and verdict reporting (loaded by
-  ``bias_core.plugin``, the ``pytest11`` entry point);
+- ``hooks``: the plugin's hooks (the run folder, the gate check before any model loads, test
+  outcomes, result rows) and ``fixtures`` (the session model, the suites, ``gate``), both
+  loaded by ``bias_core.plugin``, the ``pytest11`` entry point;
+- ``reporter``: the run folder's files, kept current after every test; ``run_card``: what a
+  run audited and how, for the header, JUnit and results.json;
 - ``options``: the command-line options, validated into one settings object before any model
   loads; ``regression_options``: the release gate's (``--baseline``, ``--margin``, ...);
 - ``session_state``: the stash keys of a session and the run's sample plan;
@@ -14,5 +17,5 @@
 
 May import every other package of bias_core; nothing imports it but ``bias_core.plugin``.
 A new command-line option goes in ``options`` (or ``regression_options``); a new report
-section goes in ``bias_core.reports``, called from ``hooks``.
+section goes in ``bias_core.reports``, called from ``reporter``.
 """

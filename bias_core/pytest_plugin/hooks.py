@@ -1,37 +1,34 @@
-"""The pytest plugin: options, session fixtures, the gate, verdict reporting and run reports.
+"""The plugin's hooks: options, the run folder, the gate check before any model loads, test
+outcomes (skips for missing data and engine capabilities, errors, inconclusive verdicts) and
+result rows.
 
-Registered through the ``pytest11`` entry point ``bias_core.plugin``. Audit tests (marked
-``audit``) call the ``gate`` fixture with a MetricResult; the gate looks the threshold up,
-decides pass / fail / inconclusive, records JUnit properties and hands a result row to the
-report. Rows travel from xdist workers to the controller as an attribute of the test report
-(pytest serialises report attributes), and the controller rewrites the results table after
-every test so an interrupted run stays readable.
+Registered through the ``pytest11`` entry point ``bias_core.plugin`` with ``fixtures`` (the
+``gate`` fixture judges a MetricResult and hands a row to the report). Rows travel from xdist
+workers to the controller as an attribute of the test report (pytest serialises report
+attributes), and the controller's ``reporter`` rewrites the results table after every test so an
+interrupted run stays readable.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import json
-import math
 import os
-import platform
 import re
 import secrets
 import shutil
 import signal
-import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from bias_core.errors import AuditUsageError, DataSourceMissing, EngineUnavailable, NonFiniteScores, ProbeNotApplicable
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
-from bias_core.models.progress import interactive
-from bias_core.pytest_plugin.options import AuditSettings, add_options, build_settings
-from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, USAGE_STOP, plan, terminal
+from bias_core.pytest_plugin import run_card
+from bias_core.pytest_plugin.fixtures import audit_params
+from bias_core.pytest_plugin.options import add_options, build_settings
+from bias_core.pytest_plugin.reporter import Reporter
+from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, USAGE_STOP
 
 
 def pytest_addoption(parser) -> None:
@@ -155,71 +152,21 @@ def pytest_configure(config) -> None:
     if getattr(config.option, "xmlpath", None):
         outputs.redirect_junit(config, Path(config.option.xmlpath).expanduser())
     if run_dir is not None:
-        config.pluginmanager.register(_Reporter(config), "bias_core.reporter")
-
-
-def _definitions(settings: AuditSettings) -> dict[str, Any]:
-    """Run-level record of the paper-or-project choices (docs/audits/: departures from the papers)."""
-    from bias_core.probes.lexicon import get_lexicon
-
-    lexicon = get_lexicon(settings.lexicon)
-    return {"lexicon": {"name": lexicon.name, "pairs": [list(p) for p in lexicon.pairs]},
-            "articles": settings.articles, "causal_likelihood": settings.causal_likelihood}
-
-
-def _definitions_line(settings: AuditSettings) -> str:
-    from bias_core.probes.lexicon import get_lexicon
-
-    return (f"lexicon {get_lexicon(settings.lexicon).describe()}; articles {settings.articles}; "
-            f"causal likelihood {settings.causal_likelihood}")
-
-
-def _sampling_line(settings: AuditSettings) -> str:
-    from bias_core.gating.adaptive_sampling import DEFAULT_CAP, PROBE_CAPS
-
-    opts = settings.sample
-    if opts.mode != "auto":
-        return f"{opts.mode} (bootstrap CIs)"
-    caps = opts.cap if opts.cap is not None else f"{DEFAULT_CAP} ({', '.join(f'{k} {v}' for k, v in PROBE_CAPS.items())})"
-    budget = "none" if opts.budget_s is None else f"{opts.budget_s:g} s"
-    return f"auto: item cap {caps}, budget {budget}, time-uniform confidence sequences"
+        config.pluginmanager.register(Reporter(config), "bias_core.reporter")
 
 
 def pytest_report_header(config) -> list[str] | None:
     settings = config.stash.get(SETTINGS, None)
     if settings is None:
         return None
-    target = _target(config)
+    target = run_card.target(config)
     batch = settings.load.batch_size or "auto"
     engine = f"engine {target['engine']}, " if target["engine"] != "transformers" else ""
     return [f"bias-core: model {settings.model_value}, {engine}device {target.get('device', '?')}, "
             f"dtype {target.get('dtype', '?')}, batch {batch}",
-            *(f"bias-core: model card: {line}" for line in _model_card(config)),
-            f"bias-audit definitions: {_definitions_line(settings)}",
-            f"bias-audit sampling: {_sampling_line(settings)}"]
-
-
-def _model_card(config) -> list[str]:
-    """What was chosen for the user in loading the audited (and a live baseline) model: files, an
-    adapter's base; once loaded in this process, what loading dropped (models/weights/load_report.py)."""
-    from bias_core.pytest_plugin.regression_session import STATE as REGRESSION
-
-    regression = config.stash.get(REGRESSION, None)
-    lm = config.stash.get(MODEL, None)
-    return [*config.stash[SETTINGS].model_card, *(regression.options.card if regression else ()),
-            *(getattr(lm, "load_notes", ()) if lm is not None else ())]
-
-
-def _target(config) -> dict[str, str]:
-    """Device and dtype this run uses, resolved (computed once; imports torch)."""
-    run = config.stash[RUN]
-    if "target" not in run:
-        from bias_core.models.placement.devices import describe
-
-        workers = getattr(config.option, "numprocesses", 0) if config.pluginmanager.hasplugin("xdist") else 0
-        target = describe(config.stash[SETTINGS].load, workers if isinstance(workers, int) else 0)
-        run["target"] = {"engine": "transformers", **target}  # run card, JUnit: the engine always named
-    return run["target"]
+            *(f"bias-core: model card: {line}" for line in run_card.model_card(config)),
+            f"bias-audit definitions: {run_card.definitions_line(settings)}",
+            f"bias-audit sampling: {run_card.sampling_line(settings)}"]
 
 
 def pytest_sessionstart(session) -> None:
@@ -231,15 +178,15 @@ def pytest_sessionstart(session) -> None:
     settings = session.config.stash.get(SETTINGS, None)
     if xml is None or settings is None:
         return
-    for name, value in _target(session.config).items():
+    for name, value in run_card.target(session.config).items():
         xml.add_global_property(name, value)
     # the paper-or-project definition choices (docs/audits/: departures from the papers)
-    definitions = _definitions(settings)
+    definitions = run_card.definitions(settings)
     xml.add_global_property("lexicon", settings.lexicon)
     xml.add_global_property("lexicon_pairs", " ".join(f"{f}/{m}" for f, m in definitions["lexicon"]["pairs"]))
     xml.add_global_property("articles", settings.articles)
     xml.add_global_property("causal_likelihood", settings.causal_likelihood)
-    xml.add_global_property("sampling", _sampling_line(settings))
+    xml.add_global_property("sampling", run_card.sampling_line(settings))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -266,7 +213,7 @@ def _gate_problem(session) -> str | None:
     if settings.thresholds is None:
         return (f"no thresholds file: {settings.thresholds_path} does not exist. Fix: pass --thresholds PATH "
                 "or create thresholds.toml at the project root (see the repository's own file for the layout).")
-    missing = sorted({_audit_params(item)["metric"] for item in audits} - set(settings.thresholds.defaults) - {"", None})
+    missing = sorted({audit_params(item)["metric"] for item in audits} - set(settings.thresholds.defaults) - {"", None})
     if not missing:
         return None
     tables = " ".join(f"[metrics.{m}]" for m in missing)
@@ -306,171 +253,6 @@ class _XdistRunId:
         node.workerinput["bias_run_id"] = self.run_id
 
 
-# ----- fixtures --------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def audit_settings(pytestconfig) -> AuditSettings:
-    return pytestconfig.stash[SETTINGS]
-
-
-@pytest.fixture(scope="session")
-def audit_model(pytestconfig, audit_settings):
-    """The model under audit, loaded once per session (once per xdist worker)."""
-    try:
-        spec = audit_settings.model_spec()
-        with terminal(pytestconfig):
-            if not interactive():
-                _quiet_libraries()
-            lm = _load(spec, audit_settings)
-        pytestconfig.stash[MODEL] = lm
-        return lm
-    except AuditUsageError as exc:
-        pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-    except NonFiniteScores as exc:  # found at load (exact precision's calibration): nothing can be audited
-        pytest.exit(f"model error: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
-
-
-def _load(spec, settings):
-    from bias_core.models.loading import load_model
-
-    return load_model(spec, settings.load)
-
-
-def _quiet_libraries() -> None:
-    with contextlib.suppress(Exception):
-        import transformers
-
-        transformers.logging.disable_progress_bar()
-        transformers.logging.set_verbosity_error()
-
-
-@pytest.fixture(scope="session")
-def audit_suites(pytestconfig, audit_model, audit_settings):
-    """audit_suites(family): the family's suite on the session model, made once (bias_core.pytest_plugin.suite_factory:
-    the project's families and those an installed package registered)."""
-    from bias_core.pytest_plugin.suite_factory import make_suite
-
-    made: dict[str, Any] = {}
-
-    def suite(family: str):
-        if family not in made:
-            made[family] = make_suite(family, audit_model, audit_settings, pytestconfig)
-        return made[family]
-
-    return suite
-
-
-@pytest.fixture
-def suite(request, audit_suites):
-    """The suite of the requesting test's family (its ``audit`` marker)."""
-    family = _audit_params(request.node)["family"]
-    if not family:
-        raise pytest.UsageError(f"{request.node.nodeid}: the suite fixture needs an audit(family=...) marker")
-    return audit_suites(family)
-
-
-@pytest.fixture(scope="session")
-def mitigation_audit(pytestconfig, audit_model, audit_settings, audit_suites):
-    from bias_core.pytest_plugin.suite_factory import WithTerminal
-    from bias_core.suites.mitigation import MitigationAudit
-
-    # Variants are trained and audited in fp32; in exact mode the original's numbers they are
-    # paired with equal fp32's too (decisions and continuations by construction, GLD and ADD
-    # computed in fp32 when --mitigation is given: _precision_check).
-    lm = audit_model.fp32() if getattr(audit_model, "precision", None) == "exact" else audit_model
-    suite = MitigationAudit(lm, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
-                            original=audit_suites("disclosure").suite, original_association=audit_suites("association").suite,
-                            cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
-                            steps=audit_settings.mitigation_steps,
-                            progress=interactive())
-    return WithTerminal(suite, pytestconfig)
-
-
-@pytest.fixture(scope="session")
-def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
-    """--mitigation-sweep: DA-Gender's methods over a strength grid (bias_core/suites/tradeoff.py)."""
-    from bias_core.pytest_plugin.suite_factory import WithTerminal
-    from bias_core.suites.tradeoff import TradeoffSweep
-
-    settings = audit_settings
-    lm = audit_model.fp32() if getattr(audit_model, "precision", None) == "exact" else audit_model  # as mitigation_audit
-    run = pytestconfig.stash[RUN]
-    out_dir = run["run_dir"] or (settings.report_dir / run["run_id"] if settings.report_dir else None)  # xdist workers
-    limit = None
-    if settings.thresholds is not None:
-        limit = lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value).limit  # noqa: E731
-    suite = TradeoffSweep(lm, dict(settings.mitigation_sweep), data_dir=settings.data_dir, seed=settings.seed,
-                          cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps, progress=interactive(),
-                          causal_likelihood=settings.causal_likelihood, articles=settings.articles, limit=limit,
-                          out_dir=out_dir)
-    return WithTerminal(suite, pytestconfig)
-
-
-@pytest.fixture
-def gate(request, audit_settings):
-    """gate(result, probe=..., metric=...): judge a MetricResult against its threshold. The family
-    is the test's ``audit`` marker's."""
-
-    def _gate(result, *, probe: str, metric: str, variant: str | None = None, family: str | None = None):
-        family = family or _audit_params(request.node)["family"]
-        if audit_settings.thresholds is None:
-            raise pytest.UsageError(
-                f"no thresholds file: {audit_settings.thresholds_path} does not exist. Fix: pass --thresholds PATH "
-                "or create thresholds.toml at the project root (see the repository's own file for the layout)."
-            )
-        model = audit_settings.model_value
-        g = audit_settings.thresholds.lookup(metric, probe, model)
-        bounds = (float(result.value), float(result.ci_low), float(result.ci_high))
-        if math.isnan(sum(bounds)) or not math.isfinite(bounds[0]):
-            # A NaN must not become "inconclusive" (a passing testcase) or compare as a pass.
-            pytest.fail(f"ERROR: {metric} on {probe} is not a number (value {bounds[0]}, CI [{bounds[1]}, "
-                        f"{bounds[2]}], n={result.n}): no verdict can be given. Fix: check the model's outputs "
-                        "and the probe's data.", pytrace=False)
-        verdict = g.verdict(result.ci_low, result.ci_high)
-        fingerprint = getattr(request.config.stash.get(MODEL, None), "fingerprint", "")
-        from bias_core.pytest_plugin.result_row import result_row
-
-        row = result_row(run_id=request.config.stash[RUN]["run_id"], nodeid=request.node.nodeid, family=family,
-                         probe=probe, metric=metric, model=model, variant=variant, result=result, gate=g,
-                         verdict=verdict, breakdown=_plain(result.breakdown), examples=_plain(result.most_biased(10)),
-                         model_fingerprint=fingerprint).as_dict()
-        request.node.stash[ROW] = row
-        from bias_core.pytest_plugin.regression_session import record
-
-        record(request, result, family=family, probe=probe, metric=metric, variant=variant)
-        lm = request.config.stash.get(MODEL, None)
-        if lm is not None:
-            from bias_core.models.precision.modes import test_precision_fields
-
-            row.update(test_precision_fields(lm, request.node.stash.get(RECHECKS, {})))
-        for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source",
-                    "precision", "precision_bound", "rechecked", "items_used", "stop_reason", "interval"):
-            if key in row:
-                request.node.user_properties.append((key, row[key]))
-        if lm is not None:  # where this worker's model ran: numbers may differ between fp32 and bf16
-            from bias_core.models.placement.devices import of_model
-
-            request.node.user_properties.extend(of_model(lm).items())
-        if result.scale:
-            request.node.user_properties.append(("scale", result.scale))
-        for key, value in sorted((result.breakdown.get("definition") or {}).items()):
-            request.node.user_properties.append((key, value))
-        summary = (f"{metric} on {probe} = {result.value:.4f}, 95% CI [{result.ci_low:.4f}, {result.ci_high:.4f}], "
-                   f"n={result.n}" + (f", p={result.p_value:.4g}" if result.p_value is not None else "")
-                   + f"; gate {g.describe()}")
-        if verdict == FAIL:
-            pytest.fail(f"FAIL: {summary}: the whole CI lies beyond the limit", pytrace=False)
-        if verdict == INCONCLUSIVE and audit_settings.strict:
-            pytest.fail(f"INCONCLUSIVE (--strict): {summary}: the CI straddles the limit", pytrace=False)
-        return verdict
-
-    return _gate
-
-
-def _plain(obj: Any) -> Any:
-    """JSON-plain copy (numpy scalars to Python), so xdist can ship it."""
-    return json.loads(json.dumps(obj, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
-
-
 # ----- test outcome hooks ----------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
@@ -490,17 +272,7 @@ def pytest_runtest_call(item):
     except (NonFiniteScores, AuditUsageError) as exc:  # NaN outputs, a broken data file, a prompt too long...
         if item.get_closest_marker("audit") is None:
             raise
-        pytest.fail(f"ERROR in {_audit_params(item)['probe'] or item.nodeid}: {exc}", pytrace=False)
-
-
-def _audit_params(item) -> dict[str, Any]:
-    callspec = getattr(item, "callspec", None)
-    params = dict(callspec.params) if callspec else {}
-    marker = item.get_closest_marker("audit")
-    family = marker.kwargs.get("family") if marker else None
-    if family is None and marker and marker.args:
-        family = marker.args[0]
-    return {"family": family or "", "probe": params.get("probe", ""), "metric": params.get("metric", "")}
+        pytest.fail(f"ERROR in {audit_params(item)['probe'] or item.nodeid}: {exc}", pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -515,7 +287,7 @@ def pytest_runtest_makereport(item, call):
             row["verdict"] = "error"
         report.bias_row = row
     elif report.skipped or (report.failed and row is None):
-        p = _audit_params(item)
+        p = audit_params(item)
         if not p["probe"]:  # a placeholder (e.g. no --mitigation given), not an audit of anything
             return report
         variant = (getattr(item, "callspec", None) and item.callspec.params.get("variant")) or None
@@ -536,154 +308,3 @@ def pytest_report_teststatus(report, config):
     return None
 
 
-# ----- run reports (controller only) -----------------------------------------------------------
-class _Reporter:
-    """Collects result rows in the controller and keeps the run folder's files current."""
-
-    def __init__(self, config):
-        self.config = config
-        self.run = config.stash[RUN]
-        self.table = None
-        self.interrupted: BaseException | None = None
-
-    def _table(self):
-        if self.table is None:
-            from bias_core.reports.table import ResultsTable
-
-            self.table = ResultsTable(self.run["run_dir"], _run_info(self.config))
-        return self.table
-
-    # A run killed at any point (SIGKILL, a lost CI runner) must leave a report that says it is
-    # partial: the files say so from the start and only the end of a normal session changes it.
-    def pytest_collection_finish(self, session) -> None:
-        if any(item.get_closest_marker("audit") for item in session.items):
-            self._start()
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
-        if ids:  # the controller does not see markers: any run under xdist gets the early files
-            self._start()
-
-    def _start(self) -> None:
-        if self.table is not None:
-            return
-        from bias_core.pytest_plugin.outputs import junit_destination, output_log
-
-        table, log = self._table(), output_log(self.config)
-        xml = junit_destination(self.config)
-        if xml is not None:
-            from bias_core.reports.junit import write_unfinished
-
-            log.attempt("junit.xml", lambda: write_unfinished(xml))
-        log.attempt("report.html", table.write_html)
-        log.attempt("results.json, results.csv", table.write)  # last: once it exists, every file of the run says "partial"
-
-    def pytest_runtest_logreport(self, report) -> None:
-        row = getattr(report, "bias_row", None)
-        if row is not None:
-            from bias_core.pytest_plugin.outputs import output_log
-
-            table = self._table()
-            table.add(row)
-            # after every test: an interrupted run keeps what it had
-            output_log(self.config).attempt("results.json, results.csv", table.write)
-
-    def pytest_keyboard_interrupt(self, excinfo) -> None:
-        self.interrupted = excinfo.value
-
-    def _partial_reason(self, session, exitstatus) -> str | None:
-        """Why the run did not finish normally, or None when it did."""
-        n = len(self.table.rows) if self.table is not None else 0
-        exc = self.interrupted
-        if isinstance(exc, KeyboardInterrupt) and str(exc).startswith(USAGE_STOP):
-            return f"stopped after {n} result(s): {str(exc)[:1000]}"
-        if isinstance(exc, KeyboardInterrupt):
-            how = "SIGTERM" if "SIGTERM" in str(exc) else "SIGINT / Ctrl-C (KeyboardInterrupt)"
-            return f"interrupted by {how} after {n} result(s)"
-        if exc is not None:  # pytest.exit(): e.g. a usage error found while loading the model
-            return f"stopped after {n} result(s): {str(exc)[:1000]}"
-        if exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
-            return f"stopped after {n} result(s) with exit status {int(exitstatus)} ({pytest.ExitCode(exitstatus).name})"
-        early = getattr(session, "shouldfail", False) or getattr(session, "shouldstop", False)
-        if early:
-            return f"stopped early after {n} result(s): {early}"
-        return None
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session, exitstatus) -> None:
-        reason = self._partial_reason(session, exitstatus)
-        if self.table is None or (not self.table.rows and reason is None):
-            # No audit ran (e.g. a unit-test session): leave no empty run folder behind.
-            shutil.rmtree(self.run["run_dir"], ignore_errors=True)
-            self.table = None  # and point no summary line at it
-            if self.run.get("auto_junit"):
-                self._drop_auto_junit()
-            return
-        info = {"finished": _dt.datetime.now().isoformat(timespec="seconds"), "exitstatus": int(exitstatus)}
-        lm = self.config.stash.get(MODEL, None)
-        if lm is not None:  # in-process runs only; xdist workers keep their own counts
-            info["model_fingerprint"] = lm.fingerprint
-            info["engine_card"] = lm.info().as_dict()  # name, version, dtype, device, parallelism
-            info["engine_stats"] = {k: int(v) for k, v in dict(getattr(lm, "stats", {}) or {}).items()}
-            info["cache"] = lm.cache_stats()
-            from bias_core.models.precision.modes import precision_info
-
-            info["precision"] = precision_info(lm)
-            info["model_card"] = _model_card(self.config)
-        # Each file on its own: one that cannot be written (a full disk) leaves the others whole,
-        # and the banner and exit status still come (bias_core/pytest_plugin/outputs.py).
-        from bias_core.pytest_plugin.outputs import finish_junit, output_log
-        from bias_core.reports.render import run_sections
-
-        finish_junit(self.config, reason)
-        log = output_log(self.config)
-        if log.failed:
-            info["report_incomplete"] = log.lines()
-        self.table.set_run_info(info)
-        log.attempt("results.json, results.csv", lambda: self.table.write(complete=reason is None, partial_reason=reason))
-        log.attempt("report.html", lambda: self.table.write_html(
-            extra_sections=run_sections(self.table.rows, Path(self.run["run_dir"]), write_csv=True)))
-
-    def _drop_auto_junit(self) -> None:
-        # Its "generated xml file" line would point at the folder just removed.
-        from _pytest.junitxml import xml_key
-
-        xml = self.config.stash.get(xml_key, None)
-        if xml is not None:
-            self.config.pluginmanager.unregister(xml)
-            del self.config.stash[xml_key]
-
-    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
-        if self.table is None:
-            return
-        from bias_core.reports.banner import BLOCKED, PASSED, banner_for_run
-
-        # the run info as written (complete, partial_reason), so terminal and files agree; from
-        # memory, as results.json may be the one file a full disk kept from being written
-        banner = banner_for_run(self.table.rows, self.table.header)
-        color = {BLOCKED: "red", PASSED: "green"}.get(banner.status, "yellow")
-        terminalreporter.write_sep("=", banner.headline, bold=True, **{color: True})
-        for line in banner.lines[1:]:
-            terminalreporter.line(line)
-        run_dir = Path(self.run["run_dir"])
-        try:
-            shown = os.path.relpath(run_dir)
-        except ValueError:
-            shown = str(run_dir)
-        terminalreporter.write_sep("-", f"audit report: {shown}/ (report.html, results.json, results.csv, junit.xml)")
-
-
-def _run_info(config) -> dict[str, Any]:
-    settings = config.stash[SETTINGS]
-    run = config.stash[RUN]
-    versions = {"python": platform.python_version()}
-    for mod in ("torch", "transformers", "bias_core"):
-        if mod in sys.modules:
-            versions[mod] = getattr(sys.modules[mod], "__version__", "")
-    return {
-        "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
-        "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
-        "thresholds": str(settings.thresholds_path), "strict": settings.strict, **_target(config),
-        "precision": {"mode": settings.load.precision}, "model_card": _model_card(config),
-        "versions": versions, **_definitions(settings), "sampling": plan(config).describe(),
-    }

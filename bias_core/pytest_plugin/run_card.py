@@ -1,0 +1,77 @@
+"""The run card: what a run audited and how (model, engine, device, dtype, what loading chose,
+the paper-or-project definitions, sampling), for the terminal header, JUnit and results.json."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any
+
+from bias_core.pytest_plugin.options import AuditSettings
+from bias_core.pytest_plugin.session_state import MODEL, RUN, SETTINGS, plan
+
+
+def definitions(settings: AuditSettings) -> dict[str, Any]:
+    """Run-level record of the paper-or-project choices (docs/audits/: departures from the papers)."""
+    from bias_core.probes.lexicon import get_lexicon
+
+    lexicon = get_lexicon(settings.lexicon)
+    return {"lexicon": {"name": lexicon.name, "pairs": [list(p) for p in lexicon.pairs]},
+            "articles": settings.articles, "causal_likelihood": settings.causal_likelihood}
+
+
+def definitions_line(settings: AuditSettings) -> str:
+    from bias_core.probes.lexicon import get_lexicon
+
+    return (f"lexicon {get_lexicon(settings.lexicon).describe()}; articles {settings.articles}; "
+            f"causal likelihood {settings.causal_likelihood}")
+
+
+def sampling_line(settings: AuditSettings) -> str:
+    from bias_core.gating.adaptive_sampling import DEFAULT_CAP, PROBE_CAPS
+
+    opts = settings.sample
+    if opts.mode != "auto":
+        return f"{opts.mode} (bootstrap CIs)"
+    caps = opts.cap if opts.cap is not None else f"{DEFAULT_CAP} ({', '.join(f'{k} {v}' for k, v in PROBE_CAPS.items())})"
+    budget = "none" if opts.budget_s is None else f"{opts.budget_s:g} s"
+    return f"auto: item cap {caps}, budget {budget}, time-uniform confidence sequences"
+
+
+def model_card(config) -> list[str]:
+    """What was chosen for the user in loading the audited (and a live baseline) model: files, an
+    adapter's base; once loaded in this process, what loading dropped (models/weights/load_report.py)."""
+    from bias_core.pytest_plugin.regression_session import STATE as REGRESSION
+
+    regression = config.stash.get(REGRESSION, None)
+    lm = config.stash.get(MODEL, None)
+    return [*config.stash[SETTINGS].model_card, *(regression.options.card if regression else ()),
+            *(getattr(lm, "load_notes", ()) if lm is not None else ())]
+
+
+def target(config) -> dict[str, str]:
+    """Device and dtype this run uses, resolved (computed once; imports torch)."""
+    run = config.stash[RUN]
+    if "target" not in run:
+        from bias_core.models.placement.devices import describe
+
+        workers = getattr(config.option, "numprocesses", 0) if config.pluginmanager.hasplugin("xdist") else 0
+        target = describe(config.stash[SETTINGS].load, workers if isinstance(workers, int) else 0)
+        run["target"] = {"engine": "transformers", **target}  # run card, JUnit: the engine always named
+    return run["target"]
+
+
+def run_info(config) -> dict[str, Any]:
+    settings = config.stash[SETTINGS]
+    run = config.stash[RUN]
+    versions = {"python": platform.python_version()}
+    for mod in ("torch", "transformers", "bias_core"):
+        if mod in sys.modules:
+            versions[mod] = getattr(sys.modules[mod], "__version__", "")
+    return {
+        "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
+        "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
+        "thresholds": str(settings.thresholds_path), "strict": settings.strict, **target(config),
+        "precision": {"mode": settings.load.precision}, "model_card": model_card(config),
+        "versions": versions, **definitions(settings), "sampling": plan(config).describe(),
+    }
