@@ -7,8 +7,9 @@ greedy or seeded generation. Faults are delivered at known points, never by timi
 
 - ``statuses``: answers to give the next completion requests instead of computing (e.g.
   ``[429, 503]``: a 429, then a 503, then normal answers); 429s carry ``Retry-After: 0``;
-- ``die_after``: after that many answered completion requests the server stops listening
-  (later connections are refused);
+- ``die_after``: after that many answered completion requests the server is down: a request
+  that reached it anyway (accepted before the listening socket closed) gets its connection
+  closed unanswered, and later connections are refused;
 - ``prompt_logprobs=False``: llama.cpp's behaviour, logprobs only for generated tokens;
 - ``chat_only=True``: /v1/completions does not exist (404);
 - ``tokenize=False``: no /tokenize (404), as servers other than vLLM;
@@ -37,6 +38,7 @@ class StubServer:
         self.other_tokenizer = other_tokenizer
         self.requests: list[dict[str, Any]] = []
         self.answered = 0
+        self.down = False  # set with the last answer, before it is sent: nothing is answered after it
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -130,6 +132,9 @@ class StubServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if server.down:  # the client's next request can arrive before the socket closes
+                    self.close_connection = True
+                    return
                 server.requests.append({"method": "POST", "path": self.path, "headers": dict(self.headers), "body": body})
                 if self.path == "/tokenize" and server.tokenize:
                     tok = server.other_tokenizer or server.tokenizer
@@ -149,8 +154,12 @@ class StubServer:
                     return
                 answer = server._completion(body)
                 with server._lock:
+                    if server.down:
+                        self.close_connection = True
+                        return
                     server.answered += 1
                     dying = server.die_after is not None and server.answered >= server.die_after
+                    server.down = dying
                 self._send(200, answer)
                 if dying:
                     server.stop()

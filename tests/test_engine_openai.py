@@ -156,6 +156,22 @@ def test_a_server_going_down_mid_call_keeps_what_was_answered(reference, tiny_mo
         np.testing.assert_allclose(got, reference.sentence_logprob(sentences), atol=1e-4)
 
 
+def test_the_stub_answers_nothing_after_it_went_down(reference, monkeypatch):
+    """The race the test above once lost: the client's next request reached the stub after its
+    last answer but before its listening socket closed, and was answered. Here the socket never
+    closes (the worst case): the request after the last answer is still not answered."""
+    import requests
+
+    with stub(reference, die_after=1) as server:
+        monkeypatch.setattr(server, "stop", lambda: None)
+        body = {"model": "stub-model", "prompt": [1, 2, 3], "max_tokens": 0, "echo": True, "logprobs": 1}
+        assert requests.post(f"{server.url}/v1/completions", json=body, timeout=60).status_code == 200
+        with pytest.raises(requests.ConnectionError):
+            requests.post(f"{server.url}/v1/completions", json=body, timeout=60)
+        assert server.answered == 1
+        monkeypatch.undo()
+
+
 def test_the_api_key_goes_to_the_url_only_and_nowhere_else(reference, tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("BIAS_CORE_TEST_KEY", SECRET)
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # an environment proxy is ignored, not used
