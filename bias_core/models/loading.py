@@ -268,8 +268,11 @@ def check_checkpoint_fills(spec: ModelSpec, source: str, opts: LoadOptions) -> t
         model, info = _model_class(kind).from_pretrained(source, device_map="meta", output_loading_info=True,
                                                          ignore_mismatched_sizes=True,
                                                          trust_remote_code=opts.trust_remote_code)
-    return check_loading_info(info, model, f"{opts.option} {spec.name}" + (f" ({source})" if source != spec.name else ""),
-                              fix=_restore_fix(spec, source))
+    return check_loading_info(info, model, _where(spec, source, opts.option), fix=_restore_fix(spec, source))
+
+
+def _where(spec: ModelSpec, source: str, option: str) -> str:
+    return f"{option} {spec.name}" + (f" ({source})" if source != spec.name else "")
 
 
 def _restore_fix(spec: ModelSpec, source: str) -> str:
@@ -327,8 +330,7 @@ def load_transformers(spec: ModelSpec, opts: LoadOptions) -> Any:
         # transformers' "look at the above report" with the report logged out of sight.
         model, info = _model_class(kind).from_pretrained(source, output_loading_info=True, ignore_mismatched_sizes=True,
                                                          **kwargs)
-    load_notes = check_loading_info(info, model, f"{option} {spec.name}" + (f" ({source})" if source != spec.name else ""),
-                                    fix=_restore_fix(spec, source))
+    load_notes = check_loading_info(info, model, _where(spec, source, option), fix=_restore_fix(spec, source))
     if "device_map" not in kwargs:
         model.to(device)
     torch.manual_seed(0)
