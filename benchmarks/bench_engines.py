@@ -142,18 +142,23 @@ def audit(out: Path, data_dir: Path | None, vpy: str | None, extra_args: list[st
         largest = max((abs(results[t]["value"] - reference[t]["value"]) / max(1.0, abs(reference[t]["value"]))
                        for t in gated if t in results and results[t].get("value") is not None and t not in other_data),
                       default=0.0)
-        verdicts = [t for t in reference if t in results and results[t]["verdict"] != reference[t]["verdict"]]
-        skipped = sum(r["verdict"] == "skipped" for r in results.values())
+        # A test the engine cannot serve (SEAT without hidden states) is skipped, not a verdict
+        # that differs: listed in its own column.
+        verdicts = [t for t in reference if t in results and "skipped" not in (results[t]["verdict"], reference[t]["verdict"])
+                    and results[t]["verdict"] != reference[t]["verdict"]]
+        only_here = [t for t in reference if t in results and results[t]["verdict"] == "skipped" != reference[t]["verdict"]]
+        skipped = f"{sum(r['verdict'] == 'skipped' for r in results.values())} {_names(only_here)}".strip()
         served = sum(1 for t in gated if t in results and results[t].get("value") is not None and t not in other_data)
         rows.append(f"| {label} | {seconds / 60:.1f} | {new_tokens / seconds:.0f} | {served - len(differ)} / {len(gated)} "
                     f"| {largest:.1e} | {len(verdicts)} {_names(verdicts)} | {skipped} | {len(other_data)} {_names(other_data)} "
-                    f"| {runs[-1].name} |")
+                    f"| {runs[-1].name}, exit {done.returncode} |")
         (out / f"differences-{label.replace(' ', '-')}.json").write_text(json.dumps(
             {t: [reference[t].get("value"), results.get(t, {}).get("value"), reference[t]["verdict"],
                  results.get(t, {}).get("verdict")] for t in reference}, indent=1))
     return ["Default audit (`pytest audits`" + (" --data-dir ..." if data_dir else "") + "), fresh cache per engine",
             "", "| engine | minutes | new tokens/s (whole run) | values within 1e-5 of the reference "
-            "| largest difference (relative; absolute below 1) | verdicts differing | skipped | other data | run |",
+            "| largest difference (relative; absolute below 1) | verdicts differing | skipped (those only here) | other data "
+            "| run, exit status |",
             "|---|---|---|---|---|---|---|---|---|", *rows]
 
 

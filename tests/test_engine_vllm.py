@@ -50,8 +50,9 @@ pytestmark = pytest.mark.slow
 START_DEADLINE_S = 900  # a cold start compiles the model: minutes on a loaded 2-core machine
 LOCK = Path(tempfile.gettempdir()) / "bias-core-vllm.lock"
 # The audit subset: continuations (GAS), next-word probabilities (GLD, ADD), sentence pairs
-# (pronoun_stereo, crows_stereo). benchmarks/bench_engines.py compares the whole default audit.
-SUBSET = "template-occupation or occupation-pronouns or crows-pairs-gender"
+# (pronoun_stereo, crows_stereo) and triples (StereoSet, whose data comes from a package: so
+# both environments must have it). benchmarks/bench_engines.py compares the whole default audit.
+SUBSET = "template-occupation or occupation-pronouns or crows-pairs-gender or stereoset-gender"
 
 
 @pytest.fixture(scope="module")
@@ -199,14 +200,25 @@ def _audit(python: str, report_dir: Path, cache_dir: Path, *extra: str) -> dict:
 
 # Counts of decisions and of continuations: equal (greedy text and pair decisions; a decision
 # within the fp32 bound of a tie would make them differ, and the test says which).
-COUNTED = ("GAS", "pronoun_stereo", "crows_stereo")
+COUNTED = ("GAS", "pronoun_stereo", "crows_stereo", "stereo_score", "lm_score")
+
+
+def _data(row: dict) -> dict:
+    """Which source a row's items came from; not where the file lay (each environment has its own
+    copy of a data package)."""
+    return {k: v for k, v in row["breakdown"].get("data", {}).items() if k != "loaded_from"}
 
 
 def test_the_audit_through_vllm_has_the_transformers_engines_values_and_verdicts(vllm_python, smollm2_lm, tmp_path):
     cache = tmp_path / "cache"  # fresh: every number computed by its own engine
     reference = _audit(sys.executable, tmp_path / "transformers", cache)
     through_vllm = _audit(vllm_python, tmp_path / "vllm", cache, "--engine", "vllm")
-    assert set(through_vllm) == set(reference) and len(reference) >= 5
+    assert set(through_vllm) == set(reference) and len(reference) >= 8
+    # an environment without a data package falls back to another source (StereoSet from
+    # GenderCARE's csv): other items, not an engine difference
+    other = sorted(t for t in reference if _data(through_vllm[t]) != _data(reference[t]))
+    assert not other, (f"{other} read other data through vLLM's environment ({vllm_python}): a data package "
+                       "is missing there; scripts/setup.sh --dev installs the same ones in both")
     eta = disclosure_eta(smollm2_lm, ("template-occupation",))
 
     def atol(row: dict) -> float:

@@ -84,6 +84,11 @@ def test_the_run_header_names_engine_dtype_and_parallelism(monkeypatch):
 
 def test_a_loaded_engine_passes_each_option_to_vllm(monkeypatch, tiny_model_dir, tmp_path):
     """load() with a stand-in ``vllm.LLM`` that records its arguments: what a real vLLM would get."""
+    from transformers import AutoTokenizer
+
+    # the tokenizer modules load() imports, imported before the patches below (tests/isolation.py:
+    # run alone, this test was the first to import them, under a patched environment)
+    AutoTokenizer.from_pretrained(str(tiny_model_dir))
     seen = {}
 
     class LLM:
@@ -95,6 +100,8 @@ def test_a_loaded_engine_passes_each_option_to_vllm(monkeypatch, tiny_model_dir,
     monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
     monkeypatch.setattr(engine, "_cuda_devices", lambda: 0)
     monkeypatch.setattr(engine, "_SHARED", {})
+    registered = []
+    monkeypatch.setattr(engine.atexit, "register", registered.append)
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "")  # recorded, so the value load() sets is undone after
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
     from bias_core.models import resolve_model
@@ -108,3 +115,35 @@ def test_a_loaded_engine_passes_each_option_to_vllm(monkeypatch, tiny_model_dir,
     identity = lm.cache_identity()
     assert identity["engine"] == "vllm 0.32.0" and identity["dtype"] == "float32"
     assert "adapters" not in lm.capabilities  # started without LoRA
+    assert registered == [engine.shutdown_engines]  # stopped, and waited for, before the interpreter finalizes
+
+
+def test_shutdown_stops_each_engine_and_waits_for_its_output_thread(monkeypatch):
+    """vLLM's output thread still freeing tensors when the interpreter finalizes aborts the
+    process (exit 134) after a passing run; shutdown_engines stops each engine and joins it."""
+    import threading
+
+    class Client:
+        def __init__(self):
+            self.stop = threading.Event()
+            self.calls = 0
+            # ends only once shut down, and then not at once: a join that did not wait would see it alive
+            self.output_queue_thread = threading.Thread(target=lambda: (self.stop.wait(), self.stop.wait(0.2)),
+                                                        daemon=True)
+            self.output_queue_thread.start()
+
+        def shutdown(self, timeout=None):
+            self.calls += 1
+            self.stop.set()
+
+    clients = [Client(), Client()]
+    shared = {("a",): types.SimpleNamespace(llm_engine=types.SimpleNamespace(engine_core=clients[0])),
+              ("b",): types.SimpleNamespace(llm_engine=types.SimpleNamespace(engine_core=clients[1])),
+              ("c",): types.SimpleNamespace()}  # not a vLLM engine as this version builds it: left alone
+    monkeypatch.setattr(engine, "_SHARED", shared)
+    engine.shutdown_engines()
+    assert [c.calls for c in clients] == [1, 1]
+    assert not any(c.output_queue_thread.is_alive() for c in clients)
+    assert engine._SHARED == {}
+    engine.shutdown_engines()  # a second call (atexit after an explicit one) does nothing
+    assert [c.calls for c in clients] == [1, 1]

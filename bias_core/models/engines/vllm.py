@@ -20,6 +20,7 @@ vLLM starts worker processes: a script that loads this engine needs ``if __name_
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from pathlib import Path
@@ -256,6 +257,8 @@ def load(spec: Any, opts: Any) -> VLLMEngine:
     if key not in _SHARED:
         from vllm import LLM
 
+        if not _SHARED:
+            atexit.register(shutdown_engines)
         _SHARED[key] = LLM(**args)
     llm = _SHARED[key]
     from transformers import AutoTokenizer
@@ -273,6 +276,26 @@ def load(spec: Any, opts: Any) -> VLLMEngine:
         check_adapter_dir(opts.adapter, "--baseline-adapter" if opts.option == "--baseline" else "--adapter")
         engine = engine.with_adapter(opts.adapter, f"adapter:{adapter_sha256(opts.adapter)}")
     return engine
+
+
+def shutdown_engines(join_timeout_s: float = 60.0) -> None:
+    """Stop this process's vLLM engines and wait for their output threads to end.
+
+    vLLM's own exit hook stops the engine but does not wait for its output thread
+    (``EngineCoreOutputQueueThread``, a daemon), which then frees the last outputs' tensors
+    while the interpreter finalizes: the tensor's destructor asks for the GIL, the thread is
+    ended inside C++, and the process aborts ("terminate called without an active exception",
+    exit 134) after a run that passed: a CI gate would read a crash. Registered with atexit
+    when the first engine starts, so it runs before vLLM's hook and before finalization."""
+    while _SHARED:
+        _, llm = _SHARED.popitem()
+        client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if client is None or not hasattr(client, "shutdown"):
+            continue
+        client.shutdown()
+        thread = getattr(client, "output_queue_thread", None)
+        if thread is not None and thread.is_alive():
+            thread.join(join_timeout_s)
 
 
 def _transformers_copy(spec: Any, opts: Any) -> Any:
