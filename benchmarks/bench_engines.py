@@ -131,25 +131,25 @@ def audit(out: Path, data_dir: Path | None, vpy: str | None, extra_args: list[st
         doc = json.loads((runs[-1] / "results.json").read_text())
         results = {r["test_id"]: r for r in doc["results"]}
         new_tokens = int((doc["run"].get("engine_stats") or {}).get("new_tokens", 0))
+        data = _probe_data(runs[-1])
         if reference is None:
-            reference = results
+            reference, reference_data = results, data
         gated = [t for t, r in reference.items() if r.get("value") is not None]
-        # A row computed from other data (an environment without a data package falls back to
+        served = [t for t in gated if t in results and results[t].get("value") is not None]
+        # A row computed from other items (an environment without a data package falls back to
         # another source) is not an engine difference: counted apart, never as "within".
-        other_data = [t for t in gated if t in results and not _same_data(results[t], reference[t])]
-        differ = [t for t in gated if t in results and results[t].get("value") is not None and t not in other_data
-                  and not _close(results[t]["value"], reference[t]["value"])]
+        other_data = [t for t in served if data.get(_key(results[t])) != reference_data.get(_key(reference[t]))]
+        compared = [t for t in served if t not in other_data]
+        differ = [t for t in compared if not _close(results[t]["value"], reference[t]["value"])]
         largest = max((abs(results[t]["value"] - reference[t]["value"]) / max(1.0, abs(reference[t]["value"]))
-                       for t in gated if t in results and results[t].get("value") is not None and t not in other_data),
-                      default=0.0)
+                       for t in compared), default=0.0)
         # A test the engine cannot serve (SEAT without hidden states) is skipped, not a verdict
         # that differs: listed in its own column.
         verdicts = [t for t in reference if t in results and "skipped" not in (results[t]["verdict"], reference[t]["verdict"])
                     and results[t]["verdict"] != reference[t]["verdict"]]
         only_here = [t for t in reference if t in results and results[t]["verdict"] == "skipped" != reference[t]["verdict"]]
         skipped = f"{sum(r['verdict'] == 'skipped' for r in results.values())} {_names(only_here)}".strip()
-        served = sum(1 for t in gated if t in results and results[t].get("value") is not None and t not in other_data)
-        rows.append(f"| {label} | {seconds / 60:.1f} | {new_tokens / seconds:.0f} | {served - len(differ)} / {len(gated)} "
+        rows.append(f"| {label} | {seconds / 60:.1f} | {new_tokens / seconds:.0f} | {len(compared) - len(differ)} / {len(gated)} "
                     f"| {largest:.1e} | {len(verdicts)} {_names(verdicts)} | {skipped} | {len(other_data)} {_names(other_data)} "
                     f"| {runs[-1].name}, exit {done.returncode} |")
         (out / f"differences-{label.replace(' ', '-')}.json").write_text(json.dumps(
@@ -166,13 +166,15 @@ def _close(a: float, b: float) -> bool:
     return a == b or abs(a - b) <= TOL * max(1.0, abs(a), abs(b))
 
 
-def _same_data(row: dict, reference: dict) -> bool:
-    """Same items from the same source: where a file was read from (another environment's copy of
-    a package) does not count, which source it was does."""
-    def source(r: dict) -> dict:
-        data = (r.get("breakdown") or {}).get("data") or {}
-        return {k: v for k, v in data.items() if k != "loaded_from"}
-    return row.get("value") is None or source(row) == source(reference)
+def _probe_data(run: Path) -> dict[tuple[str, str], str]:
+    """Each (probe, metric)'s content hash of its items: what the regression gate pairs runs by."""
+    from bias_core.gating.regression.items import locate_items, read_items
+
+    return {key: block.probe_sha256 for key, block in read_items(locate_items(run)).blocks.items()}
+
+
+def _key(row: dict) -> tuple[str, str]:
+    return row["probe"], row["metric"]
 
 
 def _names(tests: list[str]) -> str:

@@ -203,10 +203,12 @@ def _audit(python: str, report_dir: Path, cache_dir: Path, *extra: str) -> dict:
 COUNTED = ("GAS", "pronoun_stereo", "crows_stereo", "stereo_score", "lm_score")
 
 
-def _data(row: dict) -> dict:
-    """Which source a row's items came from; not where the file lay (each environment has its own
-    copy of a data package)."""
-    return {k: v for k, v in row["breakdown"].get("data", {}).items() if k != "loaded_from"}
+def _probe_data(report_dir: Path) -> dict[tuple[str, str], str]:
+    """Each (probe, metric)'s content hash of its items: what the regression gate pairs runs by."""
+    from bias_core.gating.regression.items import locate_items, read_items
+
+    [run] = sorted(report_dir.iterdir())
+    return {key: block.probe_sha256 for key, block in read_items(locate_items(run)).blocks.items()}
 
 
 def test_the_audit_through_vllm_has_the_transformers_engines_values_and_verdicts(vllm_python, smollm2_lm, tmp_path):
@@ -216,7 +218,8 @@ def test_the_audit_through_vllm_has_the_transformers_engines_values_and_verdicts
     assert set(through_vllm) == set(reference) and len(reference) >= 8
     # an environment without a data package falls back to another source (StereoSet from
     # GenderCARE's csv): other items, not an engine difference
-    other = sorted(t for t in reference if _data(through_vllm[t]) != _data(reference[t]))
+    data, vllm_data = _probe_data(tmp_path / "transformers"), _probe_data(tmp_path / "vllm")
+    other = sorted(k for k in data.keys() | vllm_data.keys() if data.get(k) != vllm_data.get(k))
     assert not other, (f"{other} read other data through vLLM's environment ({vllm_python}): a data package "
                        "is missing there; scripts/setup.sh --dev installs the same ones in both")
     eta = disclosure_eta(smollm2_lm, ("template-occupation",))

@@ -100,8 +100,8 @@ def test_a_loaded_engine_passes_each_option_to_vllm(monkeypatch, tiny_model_dir,
     monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
     monkeypatch.setattr(engine, "_cuda_devices", lambda: 0)
     monkeypatch.setattr(engine, "_SHARED", {})
-    registered = []
-    monkeypatch.setattr(engine.atexit, "register", registered.append)
+    registered = []  # the engine module's view of atexit, not the process-wide one other imports use
+    monkeypatch.setattr(engine, "atexit", types.SimpleNamespace(register=registered.append))
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "")  # recorded, so the value load() sets is undone after
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
     from bias_core.models import resolve_model
@@ -123,13 +123,18 @@ def test_shutdown_stops_each_engine_and_waits_for_its_output_thread(monkeypatch)
     process (exit 134) after a passing run; shutdown_engines stops each engine and joins it."""
     import threading
 
+    class OutputThread(threading.Thread):
+        joined = False
+
+        def join(self, timeout=None):
+            self.joined = True
+            super().join(timeout)
+
     class Client:
         def __init__(self):
             self.stop = threading.Event()
             self.calls = 0
-            # ends only once shut down, and then not at once: a join that did not wait would see it alive
-            self.output_queue_thread = threading.Thread(target=lambda: (self.stop.wait(), self.stop.wait(0.2)),
-                                                        daemon=True)
+            self.output_queue_thread = OutputThread(target=self.stop.wait, daemon=True)  # ends once shut down
             self.output_queue_thread.start()
 
         def shutdown(self, timeout=None):
@@ -143,7 +148,7 @@ def test_shutdown_stops_each_engine_and_waits_for_its_output_thread(monkeypatch)
     monkeypatch.setattr(engine, "_SHARED", shared)
     engine.shutdown_engines()
     assert [c.calls for c in clients] == [1, 1]
-    assert not any(c.output_queue_thread.is_alive() for c in clients)
+    assert all(c.output_queue_thread.joined and not c.output_queue_thread.is_alive() for c in clients)
     assert engine._SHARED == {}
     engine.shutdown_engines()  # a second call (atexit after an explicit one) does nothing
     assert [c.calls for c in clients] == [1, 1]
