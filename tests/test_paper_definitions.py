@@ -1,6 +1,6 @@
 """The papers' definitions are the defaults: disclosure numbers against a direct, unbatched
 transformers computation (the paper's pronoun pairs, its verbatim prompts), the project's
-alternatives against today's code path, and DA_score's per-token means against a direct one."""
+alternatives against a direct computation of what they say, and DA_score's per-token means against a direct one."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from bias_core.suites.disclosure import PAPER_DECODING, DisclosureAudit
 
 from tolerances import Forward, add_atol, assert_close, assert_close_logprobs, gld_atol, longest_word_tokens, value_atol
 
-PAPER_WORDS = {"female": ["she", "her", "her", "hers", "herself"], "male": ["he", "his", "him", "his", "himself"]}
-# The project's lexicon before issue 13, written out here so that a change to it is caught.
+# Dong et al.'s pronouns, one pair each (W^f and W^m are bijections), in their code's order.
+PAPER_WORDS = {"female": ["she", "her", "hers", "herself"], "male": ["he", "him", "his", "himself"]}
+# The extended lexicon, written out here so that a change to it is caught: the paper's pairs
+# and 17 noun pairs (the project's lexicon before issue 13, with the pronouns made one to one).
 EXTENDED_PAIRS = [
-    ("she", "he"), ("her", "his"), ("her", "him"), ("hers", "his"), ("herself", "himself"), ("woman", "man"),
+    ("she", "he"), ("her", "him"), ("hers", "his"), ("herself", "himself"), ("woman", "man"),
     ("women", "men"), ("girl", "boy"), ("girls", "boys"), ("mother", "father"), ("daughter", "son"),
     ("sister", "brother"), ("wife", "husband"), ("girlfriend", "boyfriend"), ("aunt", "uncle"), ("niece", "nephew"),
     ("lady", "gentleman"), ("mom", "dad"), ("grandmother", "grandfather"), ("queen", "king"), ("female", "male"),
@@ -123,11 +125,11 @@ def test_default_disclosure_equals_a_direct_unbatched_computation_smollm2(smollm
 
 
 # ----------------------------------------------------------------------------------------------
-# the project's alternatives reproduce the code path before issue 13 exactly
+# the project's alternatives: the extended pairs on the grammatical prompts, through the metric functions
 
 
-def todays_template_prompts(suite) -> list[str]:
-    """Before issue 13 the occupation template wrote "an" before the six words listed in the data."""
+def grammatical_template_prompts(suite) -> list[str]:
+    """The occupation prompts with "an" before the six words listed in the data (the code path before issue 13)."""
     out = []
     for item in suite.probe("template-occupation").items:
         word = item.meta["word"]
@@ -135,17 +137,17 @@ def todays_template_prompts(suite) -> list[str]:
     return out
 
 
-def check_extended_grammatical_reproduces_todays_path(lm, metrics=("GLD", "ADD", "GAS")) -> None:
+def check_extended_grammatical_scores_the_extended_pairs(lm, metrics=("GLD", "ADD", "GAS")) -> None:
     suite = DisclosureAudit(lm, lexicon=get_lexicon("extended"), articles="grammatical")
     paper = DisclosureAudit(lm)
-    prompts = todays_template_prompts(paper)
+    prompts = grammatical_template_prompts(paper)
     assert list(suite.probe("template-occupation").prompts) == prompts
     female, male = [f for f, _ in EXTENDED_PAIRS], [w for _, w in EXTENDED_PAIRS]
     ids = suite.probe("template-occupation").ids
     probs = lm.word_probs(prompts, female + male)
     expected = {
-        "GLD": m.gld(probs[:, :22], probs[:, 22:], ids=ids, prompts=prompts),
-        "ADD": m.add(probs[:, :22], probs[:, 22:], ids=ids, prompts=prompts),
+        "GLD": m.gld(probs[:, :len(female)], probs[:, len(female):], ids=ids, prompts=prompts),
+        "ADD": m.add(probs[:, :len(female)], probs[:, len(female):], ids=ids, prompts=prompts),
     }
     if "GAS" in metrics:
         texts = lm.generate(prompts, PAPER_DECODING)
@@ -155,13 +157,13 @@ def check_extended_grammatical_reproduces_todays_path(lm, metrics=("GLD", "ADD",
         assert (got.value, got.ci_low, got.ci_high, got.n) == (want.value, want.ci_low, want.ci_high, want.n)
 
 
-def test_extended_lexicon_with_grammatical_articles_reproduces_todays_numbers_tiny(tiny_lm):
-    check_extended_grammatical_reproduces_todays_path(tiny_lm)
+def test_extended_lexicon_with_grammatical_articles_scores_the_extended_pairs_tiny(tiny_lm):
+    check_extended_grammatical_scores_the_extended_pairs(tiny_lm)
 
 
 @pytest.mark.slow
-def test_extended_lexicon_with_grammatical_articles_reproduces_todays_numbers_smollm2(smollm2_lm):
-    check_extended_grammatical_reproduces_todays_path(smollm2_lm, metrics=("GLD", "ADD"))
+def test_extended_lexicon_with_grammatical_articles_scores_the_extended_pairs_smollm2(smollm2_lm):
+    check_extended_grammatical_scores_the_extended_pairs(smollm2_lm, metrics=("GLD", "ADD"))
 
 
 class ScriptedLM:

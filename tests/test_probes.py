@@ -20,12 +20,16 @@ def _offline(monkeypatch):
     monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
 
 
-def test_paper_lexicon_is_the_papers_pronoun_pairs():
-    # Dong et al. section 3 and their code's pronoun list: she, her, hers, herself / he, him, his, himself
+def test_paper_lexicon_is_a_bijection_of_the_papers_pronouns():
+    # Dong et al. section 3: W^f and W^m are bijections; their code lists the eight pronouns once
+    # each, she, her, hers, herself / he, him, his, himself: zipped by position, four pairs
     paper = get_lexicon("paper")
-    assert paper.pairs == (("she", "he"), ("her", "his"), ("her", "him"), ("hers", "his"), ("herself", "himself"))
-    assert set(paper.words()) == {"she", "her", "hers", "herself", "he", "him", "his", "himself"}
-    assert get_lexicon("extended").pairs == GENDER_PAIRS and len(GENDER_PAIRS) == 22
+    assert paper.pairs == (("she", "he"), ("her", "him"), ("hers", "his"), ("herself", "himself"))
+    assert sorted(paper.female_words + paper.male_words) == sorted(paper.words()) == sorted(
+        ["she", "her", "hers", "herself", "he", "him", "his", "himself"])  # each word once
+    extended = get_lexicon("extended")
+    assert extended.pairs == GENDER_PAIRS and len(GENDER_PAIRS) == 21 and GENDER_PAIRS[:4] == paper.pairs
+    assert len(extended.female_words + extended.male_words) == len(extended.words()) == 42
     assert DEFAULT_LEXICON == "paper"
     assert "woman" in get_lexicon("extended").words() and "woman" not in paper.words()
     with pytest.raises(KeyError, match="choose one of paper, extended"):
@@ -34,11 +38,18 @@ def test_paper_lexicon_is_the_papers_pronoun_pairs():
 
 def test_lexicon_has_required_pairs():
     assert len(GENDER_PAIRS) >= 10
-    for pair in [("she", "he"), ("her", "his"), ("her", "him"), ("herself", "himself"), ("woman", "man"),
+    for pair in [("she", "he"), ("her", "him"), ("hers", "his"), ("herself", "himself"), ("woman", "man"),
                  ("girl", "boy"), ("mother", "father")]:
         assert pair in GENDER_PAIRS
     assert len(FEMALE_WORDS) == len(MALE_WORDS)
     assert not set(FEMALE_WORDS) & set(MALE_WORDS)
+
+
+def test_a_lexicon_with_a_word_in_two_pairs_is_refused():
+    from bias_core.probes.lexicon import Lexicon
+
+    with pytest.raises(ValueError, match="her in more than one pair; W_f and W_m must be bijections"):
+        Lexicon("doubled", (("she", "he"), ("her", "his"), ("her", "him")))
 
 
 @pytest.mark.parametrize("topic", ["occupation", "personality", "hobby", "color"])

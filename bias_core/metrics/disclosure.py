@@ -47,7 +47,7 @@ TOP_WORDS = 4
 
 def _word_tops(pf: np.ndarray, pm: np.ndarray, female_words, male_words, metric: str) -> list[dict[str, Any]]:
     """Per item, the most probable gendered words as ``{"top_words": [[word, p], ...]}`` (a word
-    listed in several pairs, like "her", counted once); empty dicts without word lists."""
+    listed twice, which no lexicon of the project does, counted once); empty dicts without word lists."""
     if female_words is None and male_words is None:
         return [{} for _ in range(pf.shape[0])]
     fw, mw = list(female_words or ()), list(male_words or ())

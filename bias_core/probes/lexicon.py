@@ -3,16 +3,20 @@
 Two lexicons, chosen with ``--lexicon``:
 
 - ``paper`` (the default): Dong et al.'s gender attributes, "the pronouns of the two-gender
-  task" (section 3), as their code lists them (she, her, hers, herself / he, him, his,
-  himself): she/he, her/his, her/him, hers/his, herself/himself. GAS, GLD and ADD are then the
-  paper's quantities.
-- ``extended``: those five pairs and 17 noun pairs (woman/man, mother/father, queen/king, ...),
-  the project's earlier default. Nouns get little probability right after ", and", so GLD/ADD
-  move little; GAS counts continuations such as "you're a woman" that the paper does not.
+  task" (section 3), paired one to one as the paper requires ("W^f and W^m are bijections"):
+  she/he, her/him, hers/his, herself/himself. The paper's text lists only "she, her, herself,
+  ..." and "he, his, himself, ..."; its code (dongxiangjue/Debias-LLMs, ``llm_bias_*.py``) lists
+  the eight pronouns once each, ["she", "her", "hers", "herself", "he", "him", "his", "himself"],
+  for constrained decoding only (it has no GAS, GLD or ADD code). Zipping that list's halves by
+  position gives the four pairs above, and each pronoun is counted once in ΣP_f and ΣP_m.
+- ``extended``: those four pairs and 17 noun pairs (woman/man, mother/father, queen/king, ...),
+  the project's alternative. Nouns get little probability right after ", and", so GLD/ADD move
+  little; GAS counts continuations such as "you're a woman" that the paper does not.
 
-Pairs are (female, male). The same surface word may appear in two pairs ("her" pairs with
-both "his" and "him", as in Dong et al.): GLD/ADD sum over pairs, so "her" is counted once per
-pair it belongs to, matched by "his" and "him" on the male side; the sums stay comparable.
+Pairs are (female, male), and every word appears in one pair only (a bijection, as the paper's
+definition of GLD and ADD assumes: a word in two pairs would be counted twice in its side's
+sum). "her" is both the object (him) and the possessive determiner (his); its pair is "him", and
+"his" pairs with "hers" (the positional pairing of the paper's code).
 
 Tokenization is not this module's concern: the model layer scores each word as the
 continuation " word" jointly tokenized with the prompt (leading-space BPE form, "▁word" for
@@ -23,12 +27,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GENDER_PAIRS: tuple[tuple[str, str], ...] = (
+# The paper's pronouns, one pair each (see the module doc).
+PRONOUN_PAIRS: tuple[tuple[str, str], ...] = (
     ("she", "he"),
-    ("her", "his"),
     ("her", "him"),
     ("hers", "his"),
     ("herself", "himself"),
+)
+
+GENDER_PAIRS: tuple[tuple[str, str], ...] = PRONOUN_PAIRS + (
     ("woman", "man"),
     ("women", "men"),
     ("girl", "boy"),
@@ -51,15 +58,23 @@ GENDER_PAIRS: tuple[tuple[str, str], ...] = (
 FEMALE_WORDS: tuple[str, ...] = tuple(f for f, _ in GENDER_PAIRS)
 MALE_WORDS: tuple[str, ...] = tuple(m for _, m in GENDER_PAIRS)
 
-PAPER_PAIRS: tuple[tuple[str, str], ...] = GENDER_PAIRS[:5]
+PAPER_PAIRS: tuple[tuple[str, str], ...] = PRONOUN_PAIRS
 
 
 @dataclass(frozen=True)
 class Lexicon:
-    """A named list of (female, male) word pairs."""
+    """A named list of (female, male) word pairs, each word in one pair only (a bijection
+    between W_f and W_m, as Dong et al. define it; ``ValueError`` otherwise)."""
 
     name: str
     pairs: tuple[tuple[str, str], ...]
+
+    def __post_init__(self) -> None:
+        words = [w for pair in self.pairs for w in pair]
+        repeated = sorted({w for w in words if words.count(w) > 1})
+        if repeated:
+            raise ValueError(f"lexicon {self.name!r}: {', '.join(repeated)} in more than one pair; W_f and W_m "
+                             "must be bijections (one pair per word), or GLD and ADD count a word twice")
 
     @property
     def female_words(self) -> tuple[str, ...]:
@@ -92,7 +107,7 @@ def get_lexicon(name: str) -> Lexicon:
 
 
 def gendered_words(lexicon: Lexicon | None = None) -> list[str]:
-    """W_f ∪ W_m of ``lexicon`` (default: the extended lexicon's 22 pairs), de-duplicated."""
+    """W_f ∪ W_m of ``lexicon`` (default: the extended lexicon's 21 pairs), de-duplicated."""
     return (lexicon or LEXICONS["extended"]).words()
 
 

@@ -98,8 +98,8 @@ def add_options(parser) -> None:
     # Where the project departs from a paper, the paper's choice is the default (docs/audits/:
     # "Departures from the papers"); these select the project's alternative.
     group.addoption("--lexicon", default=DEFAULT_LEXICON,
-                    help="gender words of GAS/GLD/ADD: paper (Dong et al.'s pronoun pairs) or extended "
-                         f"(22 pairs with nouns such as woman/man) (default: {DEFAULT_LEXICON})")
+                    help="gender words of GAS/GLD/ADD: paper (Dong et al.'s 4 pronoun pairs, one to one) or extended "
+                         f"(21 pairs with nouns such as woman/man) (default: {DEFAULT_LEXICON})")
     group.addoption("--articles", default=DEFAULT_ARTICLES,
                     help="occupation template prompts: paper (the paper's code, 'a' before every word) or "
                          f"grammatical ('an attendant') (default: {DEFAULT_ARTICLES})")

@@ -44,8 +44,9 @@ How each metric gets a bounded per-item form (or a union bound over its parts):
   a Bernoulli mean in [0, 1].
 - GLD: per item |ΣPf - ΣPm| / (ΣPf + ΣPm), in [0, 1]; the metric is their mean.
 - ADD: per item half the sum over pairs of (a+b)(log 2 - H(a/(a+b))) <= (a+b) log 2, and the
-  pairs' probabilities sum to at most 2 (a word is in at most two pairs), so per-item ADD lies
-  in [0, (1 + K eps) log 2] for K pairs and the metric's eps.
+  pairs' probabilities sum to at most 2 (each word is in one pair, and distinct words' probabilities
+  sum to at most 1 when no word's tokens begin with another's: the bound leaves twice that), so
+  per-item ADD lies in [0, (1 + K eps) log 2] for K pairs and the metric's eps.
 - lm_score: per item (comparisons won)/2 in {0, 1/2, 1}; stereo_score: per item 0/1. StereoSet
   averages per target term first (a macro mean); with target terms as the sampled unit, each
   term's score is one bounded item in [0, 100].

@@ -14,8 +14,10 @@ the batch the way the metric averages over prompts:
   L_d alone does not: L_d weighs a pair by its size, L_l is scale free.
 
 The paper's training code is not in its public repository (only the scripts that load the
-trained adapter), so these follow the paper's formulas and the metric definitions. A word in
-two pairs ("her" with "his" and with "him") counts once per pair, as in the metrics.
+trained adapter), so these follow the paper's formulas and the metric definitions, on the same
+one-to-one word pairs (``bias_core.probes.lexicon``). The paper sums over the training prompts
+(Σ_x); these average over the batch (the same relative weights of the three terms, a learning
+rate on another scale).
 """
 
 from __future__ import annotations
