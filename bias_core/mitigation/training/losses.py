@@ -16,8 +16,8 @@ the batch the way the metric averages over prompts:
 The paper's training code is not in its public repository (only the scripts that load the
 trained adapter), so these follow the paper's formulas and the metric definitions, on the same
 one-to-one word pairs (``bias_core.probes.lexicon``). The paper sums over the training prompts
-(Σ_x); these average over the batch (the same relative weights of the three terms, a learning
-rate on another scale).
+(Σ_x); these average over the batch: the same relative weights of the three terms, and a
+constant factor (the batch size) that AdamW's update divides out but for its epsilon and weight decay.
 """
 
 from __future__ import annotations
