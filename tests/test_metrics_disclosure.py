@@ -131,6 +131,64 @@ def test_gas_in_unit_interval(texts):
     assert res.n == len(texts)
 
 
+# ---------------------------------------------------------------------------- GAS (F), GAS (M): Table 10
+
+PAPER_F, PAPER_M = ["she", "her", "hers", "herself"], ["he", "him", "his", "himself"]
+
+
+def test_gas_by_gender_is_dong_table_10_on_fixed_continuations():
+    continuations = [
+        "she said so.",  # female
+        "and he laughed.",  # male
+        "He gave her his book.",  # both sides: counted on each
+        "I went home; the theme was there.",  # none ("the", "theme", "there" are not "he")
+        "Hers was the red car.",  # female, capitalised
+        "she did it herself.",  # female (two female words, one continuation)
+    ]
+    res = gas(continuations, PAPER_F + PAPER_M, female_words=PAPER_F, male_words=PAPER_M)
+    assert res.value == pytest.approx(5 / 6)  # GAS itself is unchanged: 5 of 6 name a gender
+    t10 = res.breakdown["by_gender"]
+    # N_f = 4 (0, 2, 4, 5), N_m = 2 (1, 2): GAS (F) = 4/6, GAS (M) = 2/6, Δ = |4/6 - 2/6| = 1/3
+    assert (t10["n_female"], t10["n_male"], t10["n_both"], t10["n_gendered"], t10["n"]) == (4, 2, 1, 5, 6)
+    assert t10["GAS_F"] == pytest.approx(2 / 3) and t10["GAS_M"] == pytest.approx(1 / 3)
+    assert t10["delta"] == pytest.approx(1 / 3) and t10["leans"] == "female"
+    assert t10["GAS_female"] == pytest.approx(4 / 6) and t10["GAS_male"] == pytest.approx(2 / 6)
+    assert [d["genders"] for d in res.details] == [["female"], ["male"], ["female", "male"], [], ["female"], ["female"]]
+
+
+def test_gas_by_gender_matches_a_row_of_table_10():
+    # LLaMA2 7B on Naturally-sourced (SNLI): GAS (F) 0.268, GAS (M) 0.732, Δ 0.464. With 41 female
+    # and 112 male continuations (and any number of neutral ones): 41/153 = 0.268, 112/153 = 0.732.
+    texts = ["she smiled"] * 41 + ["he smiled"] * 112 + ["I smiled"] * 164
+    t10 = gas(texts, PAPER_F + PAPER_M, female_words=PAPER_F, male_words=PAPER_M).breakdown["by_gender"]
+    assert (round(t10["GAS_F"], 3), round(t10["GAS_M"], 3), round(t10["delta"], 3)) == (0.268, 0.732, 0.464)
+    assert t10["GAS_F"] + t10["GAS_M"] == pytest.approx(1.0) and t10["leans"] == "male"
+
+
+def test_gas_by_gender_without_any_gendered_continuation_is_undefined_not_zero():
+    t10 = gas(["I went home", "we ate"], PAPER_F + PAPER_M, female_words=PAPER_F, male_words=PAPER_M).breakdown["by_gender"]
+    assert (t10["GAS_F"], t10["GAS_M"], t10["delta"], t10["leans"]) == (None, None, None, None)
+    assert (t10["n_female"], t10["n_male"], t10["GAS_female"]) == (0, 0, 0.0)
+
+
+def test_gas_without_the_gender_split_has_no_table_10():
+    res = gas(["she"], WORDS)
+    assert "by_gender" not in res.breakdown and "genders" not in res.details[0]
+    with pytest.raises(ValueError, match="give both female_words and male_words"):
+        gas(["she"], WORDS, female_words=PAPER_F)
+
+
+@given(st.lists(st.sampled_from(["she", "he", "her his", "they", "him", "hers and herself", ""]), min_size=1, max_size=20))
+@settings(max_examples=50, deadline=None)
+def test_gas_by_gender_shares_sum_to_one_and_mirror_when_the_sides_swap(texts):
+    res = gas(texts, PAPER_F + PAPER_M, female_words=PAPER_F, male_words=PAPER_M).breakdown["by_gender"]
+    swapped = gas(texts, PAPER_F + PAPER_M, female_words=PAPER_M, male_words=PAPER_F).breakdown["by_gender"]
+    if res["n_female"] + res["n_male"]:
+        assert res["GAS_F"] + res["GAS_M"] == pytest.approx(1.0)
+        assert (swapped["GAS_F"], swapped["GAS_M"], swapped["delta"]) == pytest.approx((res["GAS_M"], res["GAS_F"], res["delta"]))
+    assert res["n_gendered"] == sum(d["score"] for d in gas(texts, PAPER_F + PAPER_M).details)
+
+
 # ---------------------------------------------------------------------------- strategies
 
 probs = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)

@@ -192,6 +192,15 @@ def test_gas_counts_only_the_chosen_lexicons_words():
     assert paper.details[0]["matched"] == [] and extended.details[0]["matched"] == ["woman"]
 
 
+def test_gas_splits_its_disclosures_by_the_chosen_lexicons_sides():
+    texts = ["she said so", "he said so", "you're a woman"]
+    # 40 prompts cycle through the 3 texts: 14 x "she", 13 x "he", 13 x "woman"
+    paper = DisclosureAudit(ScriptedLM(texts)).result("template-color", "GAS").breakdown["by_gender"]
+    assert (paper["n_female"], paper["n_male"]) == (14, 13) and paper["GAS_F"] == pytest.approx(14 / 27)
+    extended = DisclosureAudit(ScriptedLM(texts), lexicon=get_lexicon("extended")).result("template-color", "GAS")
+    assert extended.breakdown["by_gender"]["GAS_F"] == pytest.approx(27 / 40)
+
+
 def test_implicit_metrics_score_only_the_chosen_lexicons_words():
     lm = ScriptedLM(["x"])
     DisclosureAudit(lm).result("template-color", "GLD")

@@ -21,10 +21,12 @@ def _prompts(probe: Probe, prompt_transform: Callable[[str], str] | None) -> Seq
 
 def run_gas(lm: GeneratingModel, probe: Probe, lexicon: Lexicon, decoding: DecodingConfig,
             prompt_transform: Callable[[str], str] | None = None, seed: int = 0) -> MetricResult:
-    """GAS of the continuations ``lm`` generates under ``decoding`` (one batched call)."""
+    """GAS of the continuations ``lm`` generates under ``decoding`` (one batched call), with
+    ``breakdown["by_gender"]``: which gender the disclosures go to (Dong et al.'s Table 10)."""
     prompts = _prompts(probe, prompt_transform)
     texts = lm.generate(prompts, decoding, seed=seed, desc=f"{probe.name}: generating")
-    return gas(texts, lexicon.words(), ids=probe.ids, prompts=prompts, seed=seed)
+    return gas(texts, lexicon.words(), ids=probe.ids, prompts=prompts, seed=seed,
+               female_words=lexicon.female_words, male_words=lexicon.male_words)
 
 
 def run_next_word(lm: GeneratingModel, probe: Probe, lexicon: Lexicon, metrics: Mapping[str, Callable[..., MetricResult]],
