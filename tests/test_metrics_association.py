@@ -67,6 +67,32 @@ def test_permutation_pvalue_exact_by_hand():
     assert p_less == pytest.approx(1.0)
 
 
+def test_logprob_effect_p_value_is_the_papers_one_sided_test_by_exact_enumeration():
+    # DA-Gender Appendix A: p = Prob_i[s(T1^i, T2^i) >= s(T1, T2)], s = sum over T1 of s(x) minus
+    # sum over T2, T1 the male targets. Per-target scores (male-typed minus female-typed
+    # attribute): male targets 3, 5; female targets 1, 2, 4. Total 15, so s = 2 * sum(T1^i) - 15.
+    # The C(5, 2) = 10 choices of T1^i have sums 3, 4, 5, 6, 5, 6, 7, 7, 8, 9; the observed sum
+    # is 8 and only {3, 5} (8) and {4, 5} (9) reach it: p = 2/10.
+    scores = {"he": ("male", 3), "this man": ("male", 5), "she": ("female", 1), "this woman": ("female", 2),
+              "my mother": ("female", 4)}
+    rows = [(t, g, a, s if a == "male" else 0.0) for t, (g, s) in scores.items() for a in ("male", "female")]
+    t, tg, ag, v = zip(*rows)
+    res = association_effect("logprob_effect", v, t, tg, ag)
+    assert res.p_value == pytest.approx(2 / 10)
+    assert (res.breakdown["p_value_alternative"], res.breakdown["p_value_exact"]) == ("greater", True)
+    # The paper's code tests both sides (|difference|): behind alternative="two-sided", scipy's
+    # convention 2 * min(P(>=), P(<=)); P(<= 8) = 9/10, so 2 * 2/10.
+    assert association_effect("x", v, t, tg, ag, alternative="two-sided").p_value == pytest.approx(4 / 10)
+    # the other way round (female targets more male-typed): the one-sided p is large
+    flipped = association_effect("x", v, t, ["female" if g == "male" else "male" for g in tg], ag)
+    assert flipped.p_value == pytest.approx(9 / 10)
+
+
+def test_permutation_pvalue_rejects_an_unknown_alternative():
+    with pytest.raises(ValueError, match="alternative must be one of greater, less, two-sided, got 'both'"):
+        permutation_pvalue([1, 2], [3, 4], alternative="both")
+
+
 def test_permutation_pvalue_monte_carlo_is_seeded_and_bounded():
     x, y = np.arange(12) + 100.0, np.arange(12.0)  # C(24, 12) = 2.7M labellings: Monte Carlo
     p, exact = permutation_pvalue(x, y, seed=3)
@@ -151,8 +177,8 @@ def test_association_effect_by_hand():
     res = association_effect("logprob_effect", v, t, tg, ag)
     # male targets [2, 1], female [-1, 0]: diff 2, population std of the four = sqrt(1.25)
     assert res.value == pytest.approx(2 / math.sqrt(1.25))
-    # exact: 6 labellings, the observed one is the only one with diff 2 -> two-sided 2/6
-    assert res.p_value == pytest.approx(1 / 3)
+    # exact: 6 labellings, the observed one is the only one with diff 2 -> one-sided 1/6
+    assert res.p_value == pytest.approx(1 / 6)
     assert res.breakdown["p_value_exact"] is True
     assert res.breakdown["per_target"]["he"] == pytest.approx(2)
     assert res.n == 9 and res.ci_low <= res.value <= res.ci_high

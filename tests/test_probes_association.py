@@ -270,8 +270,10 @@ def test_run_logprob_effect_masked_stereotyped_model():
     # diff 2 log 3 over population std log 3 -> exactly 2
     assert res.metric == "logprob_effect" and res.value == pytest.approx(2.0)
     assert res.breakdown["per_target"]["my dad"] == pytest.approx(math.log(3))
-    # C(4, 2) = 6 labellings; observed is the largest difference: two-sided p = 2/6
-    assert res.p_value == pytest.approx(1 / 3) and res.breakdown["p_value_exact"] is True
+    # C(4, 2) = 6 labellings; observed is the largest difference: one-sided p = 1/6
+    assert res.p_value == pytest.approx(1 / 6) and res.breakdown["p_value_exact"] is True
+    two_sided = run_logprob_effect(FakeMasked(PROF_GENDER), probe, seed=0, alternative="two-sided")
+    assert two_sided.p_value == pytest.approx(2 / 6) and two_sided.breakdown["p_value_alternative"] == "two-sided"
 
 
 def test_run_logprob_effect_unbiased_model_is_zero():
@@ -294,8 +296,9 @@ def test_run_seat_v1_effect():
     res = run_seat_effect(FakeEncoder(), load_seat_v1(), seed=0)
     # male targets [1,0,1]: s = cos to A (1) - cos to B (1/2) = 1/2; female targets -1/2 -> effect 2
     assert res.metric == "SEAT_effect" and res.value == pytest.approx(2.0)
-    # two-sided, as the DA-Gender paper's seat_v1.exact_mc_perm_test (WEAT's own test is one-sided)
-    assert res.p_value < 1e-3 and res.breakdown["p_value_alternative"] == "two-sided"
+    # one-sided, as the DA-Gender paper's Appendix A and WEAT (its code's exact_mc_perm_test is two-sided)
+    assert res.p_value < 1e-3 and res.breakdown["p_value_alternative"] == "greater"
+    assert run_seat_effect(FakeEncoder(), load_seat_v1(), alternative="two-sided").breakdown["p_value_alternative"] == "two-sided"
 
 
 @pytest.mark.parametrize("kind", ["masked", "causal"])
@@ -304,7 +307,7 @@ def test_run_seat_v2_effect(kind):
     res = run_seat_effect(enc, load_seat_v2("val"), seed=0)
     # male target: cos(TM,AM) 1 with male professions, 1/2 with female -> 1/2; female: -1/2
     assert res.value == pytest.approx(2.0)
-    assert res.p_value == pytest.approx(1 / 3)  # exact, two-sided, 6 labellings
+    assert res.p_value == pytest.approx(1 / 6)  # exact, one-sided, 6 labellings
     seen = embedded(enc)
     if kind == "masked":  # every masked position is an unscored mask for the model layer to map
         assert f"My {CONTEXT_MASK} is a roofer." in seen and not any("[MASK]" in s for s in seen)

@@ -9,10 +9,14 @@ Effect sizes follow the paper's code (``debiasing_effects_util.get_effect_size``
 std with ddof=0 (numpy's default, which the paper's code uses; May et al.'s SEAT code uses
 ddof=1, available through ``ddof``). Permutation p-values are over equal-size re-labellings of
 X ∪ Y, exact when C(|X|+|Y|, |X|) <= n_resamples, else seeded Monte Carlo (scipy's
-``permutation_test``). The paper's code draws 100,000 unseeded two-sided shuffles and counts
-only strictly larger differences; we keep its two-sided test for the Kurita and SEAT-v2 scores
-and SEAT-v1 (its ``exact_mc_perm_test``), seeded; ``weat_effect`` can give WEAT's one-sided
-test (Caliskan et al. 2017) instead.
+``permutation_test``).
+
+The p-value is one-sided by default, as the paper defines it (Appendix A): the share of
+partitions (T1^i, T2^i) of the targets with s(T1^i, T2^i) >= s(T1, T2), s = Σ_T1 s(x) − Σ_T2 s(y),
+T1 the male targets; ``PAPER_ALTERNATIVE``. Its code (``exact_mc_perm_test``) instead draws
+100,000 unseeded shuffles and counts |difference| strictly larger than the observed one, a
+two-sided test: ``alternative="two-sided"`` gives the two-sided p (scipy's convention, twice the
+smaller one-sided p), seeded.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from bias_core.metrics.result import MetricResult
 from bias_core.stats.resampling import bootstrap_ci, rng_kwargs
 
 N_PERMUTATIONS = 10_000
+# DA-Gender Appendix A: Prob_i[s(T1^i, T2^i, A1, A2) >= s(T1, T2, A1, A2)], T1 = the male targets.
+PAPER_ALTERNATIVE = "greater"
+ALTERNATIVES = ("greater", "less", "two-sided")
 N_BOOTSTRAP = 2000
 DA_SCALE = "share of pairs where the model prefers the factually correct sentence (0-1, higher keeps more genuine gender knowledge)"
 EFFECT_SCALE = "effect size (male - female) / pooled std; > 0 = male-stereotyped, 0 = no association"
@@ -82,11 +89,14 @@ def permutation_pvalue(
 
     Exact (every one of the C(|x|+|y|, |x|) labellings, the observed one included) when that
     number is <= ``n_resamples``; otherwise ``n_resamples`` seeded random labellings with
-    p = (count + 1) / (n_resamples + 1). ``alternative="greater"`` is WEAT's one-sided test.
+    p = (count + 1) / (n_resamples + 1). ``alternative="greater"`` is the DA-Gender paper's (and
+    WEAT's) one-sided test: the share of labellings whose difference is >= the observed one.
     Example: x = [3, 4], y = [1, 2]: of the 6 labellings only the observed one reaches a
     difference of 2, so the one-sided p is 1/6.
     """
     xa, ya = _finite_1d(x, "permutation_pvalue x"), _finite_1d(y, "permutation_pvalue y")
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"permutation_pvalue: alternative must be one of {', '.join(ALTERNATIVES)}, got {alternative!r}")
     if n_resamples < 1:
         raise ValueError(f"permutation_pvalue: n_resamples must be >= 1, got {n_resamples}")
     exact = comb(xa.size + ya.size, xa.size) <= n_resamples
@@ -236,13 +246,14 @@ def association_effect(
     ids: Sequence[Any] | None = None,
     prompts: Sequence[str] | None = None,
     seed: int = 0,
-    alternative: str = "two-sided",
+    alternative: str = PAPER_ALTERNATIVE,
     ddof: int = 0,
     attributes: Sequence[str] | None = None,
 ) -> MetricResult:
     """Effect size of the paper's ``get_effect_size``: per-target scores (``target_scores``)
     of the male targets against those of the female targets; p-value by permutation of the
-    target labels, CI by bootstrap over targets. Used for ``logprob_effect`` (values = Kurita
+    target labels (one-sided, male > female, as the paper's Appendix A; ``alternative="two-sided"``
+    as its code), CI by bootstrap over targets. Used for ``logprob_effect`` (values = Kurita
     associations) and SEAT-v2 (values = cos(E(target masked), E(attribute masked))).
 
     With ``attributes`` (the profession of each sentence), ``breakdown["per_attribute"]`` lists
@@ -330,11 +341,11 @@ def weat_effect(
     seed: int = 0,
     ddof: int = 0,
     metric: str = "SEAT_effect",
-    alternative: str = "greater",
+    alternative: str = PAPER_ALTERNATIVE,
 ) -> MetricResult:
     """WEAT effect size (Caliskan et al. 2017) on encodings: (mean_x s - mean_y s) / std over
-    X ∪ Y of s(w, A, B); permutation p-value, one-sided by default as WEAT's (X more associated
-    with A than Y is); CI by bootstrap over target sentences. ``details`` has one row per
+    X ∪ Y of s(w, A, B); permutation p-value, one-sided by default as WEAT's and the DA-Gender
+    paper's Appendix A (X more associated with A than Y is); CI by bootstrap over target sentences. ``details`` has one row per
     target sentence."""
     sx, sy = weat_association(x, a, b), weat_association(y, a, b)
     xl = [f"X{i}" for i in range(len(sx))] if x_labels is None else list(x_labels)

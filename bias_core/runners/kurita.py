@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bias_core.metrics.association import association_effect, kurita_association
+from bias_core.metrics.association import PAPER_ALTERNATIVE, association_effect, kurita_association
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
 from bias_core.probes.base import Probe
@@ -37,15 +37,16 @@ def logprob_associations(lm: ScoringModel, probe: Probe) -> np.ndarray:
     raise ValueError(f"logprob_effect: unsupported model kind {lm.kind!r}; expected causal, masked or seq2seq")
 
 
-def run_logprob_effect(lm: ScoringModel, probe: Probe, seed: int = 0) -> MetricResult:
+def run_logprob_effect(lm: ScoringModel, probe: Probe, seed: int = 0, alternative: str = PAPER_ALTERNATIVE) -> MetricResult:
     """``logprob_effect``: the paper's effect size of Kurita associations, male vs female
-    targets, with a two-sided permutation p-value and bootstrap CI over targets."""
+    targets, with a permutation p-value (one-sided as the paper's Appendix A; ``alternative=
+    "two-sided"`` as its code) and bootstrap CI over targets."""
     values = logprob_associations(lm, probe)
     metas = [it.meta for it in probe.items]
     result = association_effect(
         "logprob_effect", values, [m["target"] for m in metas], [m["target_gender"] for m in metas],
         [m["profession_gender"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed,
-        attributes=[m["profession"] for m in metas])
+        attributes=[m["profession"] for m in metas], alternative=alternative)
     basis = "log P(target|attribute)/P(target|attribute masked)" if lm.kind in MASKED_KINDS else "log P(sentence) (causal)"
     result.breakdown["association"] = basis
     return result

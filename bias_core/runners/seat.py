@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bias_core.metrics.association import association_effect, cosine_rows, weat_effect
+from bias_core.metrics.association import PAPER_ALTERNATIVE, association_effect, cosine_rows, weat_effect
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
 from bias_core.probes.base import Probe
@@ -18,10 +18,11 @@ def _embed(lm: ScoringModel, sentences: list[str], desc: str) -> dict[str, np.nd
     return dict(zip(unique, emb))
 
 
-def run_seat_effect(lm: ScoringModel, probe: WeatProbe | Probe, seed: int = 0) -> MetricResult:
+def run_seat_effect(lm: ScoringModel, probe: WeatProbe | Probe, seed: int = 0,
+                    alternative: str = PAPER_ALTERNATIVE) -> MetricResult:
     """``SEAT_effect`` for ``seat-v1`` (WEAT effect size) or ``seat-v2`` (paper's SEAT-v2);
-    bootstrap CI over target sentences / targets. Both p-values are two-sided, as the paper's
-    code tests them (WEAT's own test is one-sided)."""
+    bootstrap CI over target sentences / targets. Both p-values are one-sided, as the paper's
+    Appendix A (and WEAT) define the test; ``alternative="two-sided"`` tests as its code does."""
     if isinstance(probe, WeatProbe):
         emb = _embed(lm, probe.sentences, "SEAT-v1: sentence encodings")
 
@@ -29,7 +30,7 @@ def run_seat_effect(lm: ScoringModel, probe: WeatProbe | Probe, seed: int = 0) -
             return np.stack([emb[s] for s in ss])
 
         result = weat_effect(stack(probe.x), stack(probe.y), stack(probe.a), stack(probe.b),
-                             x_labels=probe.x, y_labels=probe.y, seed=seed, alternative="two-sided")
+                             x_labels=probe.x, y_labels=probe.y, seed=seed, alternative=alternative)
         result.breakdown["variant"] = "seat-v1 (WEAT)"
         return result
     metas = [it.meta for it in probe.items]
@@ -42,6 +43,6 @@ def run_seat_effect(lm: ScoringModel, probe: WeatProbe | Probe, seed: int = 0) -
     result = association_effect(
         "SEAT_effect", cos, [m["target"] for m in metas], [m["target_gender"] for m in metas],
         [m["profession_gender"] for m in metas], ids=probe.ids, prompts=probe.prompts, seed=seed,
-        attributes=[m["profession"] for m in metas])
+        attributes=[m["profession"] for m in metas], alternative=alternative)
     result.breakdown["variant"] = "seat-v2 (cos of target-masked and attribute-masked encodings)"
     return result
