@@ -196,7 +196,7 @@ def embedded(engine):
 # ---------------------------------------------------------------- run_da_score
 
 
-def test_run_da_score_hand_computed_tiny_probe():
+def test_run_da_score_kurita_definition_hand_computed_tiny_probe():
     def item(i, correct):
         tm = {"male": {"word": "he", "tm": f"{i} [MASK] m", "tam": f"{i} [MASK] mp"},
               "female": {"word": "she", "tm": f"{i} [MASK] f", "tam": f"{i} [MASK] fp"}}
@@ -207,27 +207,29 @@ def test_run_da_score_hand_computed_tiny_probe():
              ("1 [MASK] m", "he"): 0.5, ("1 [MASK] mp", "he"): 0.25, ("1 [MASK] f", "she"): 0.1, ("1 [MASK] fp", "she"): 0.2}
 
     probe = Probe("da-gender", "1", (item(0, "male"), item(1, "female")))
-    res = run_da_score(FakeEngine(kind="masked", fill=lambda t, w: table.get((t, w), 0.5)), probe)
-    # pref_male = log(0.5/0.25) = log 2, pref_female = log(0.1/0.2) = -log 2
+    res = run_da_score(FakeEngine(kind="masked", fill=lambda t, w: table.get((t, w), 0.5)), probe, masked_da="kurita")
+    # the paper's code: pref_male = log(0.5/0.25) = log 2, pref_female = log(0.1/0.2) = -log 2
     # item 0 (male correct): margin log 4 -> right; item 1 (female correct): -log 4 -> wrong
     assert [d["margin"] for d in res.details] == pytest.approx([math.log(4), -math.log(4)])
     assert res.value == 0.5 and res.n == 2
 
 
-def test_run_da_score_masked_knowledgeable_and_blind(da):
+@pytest.mark.parametrize("masked_da, fills", [("probability", 1), ("kurita", 4)])
+def test_run_da_score_masked_knowledgeable_and_blind(da, masked_da, fills):
     good = FakeMasked(ATTR_GENDER)
-    res = run_da_score(good, da, seed=0)
+    res = run_da_score(good, da, seed=0, masked_da=masked_da)
     assert res.metric == "DA_score" and res.n == 2610
-    # every margin is log(0.3/0.2) - log(0.1/0.2) = log 3
+    # the paper: every margin is log 0.3 - log 0.1 = log 3; its code: log(0.3/0.2) - log(0.1/0.2) = log 3
     assert res.value == 1.0 and res.breakdown["mean_margin"] == pytest.approx(math.log(3))
     assert set(res.breakdown["per_template"]) == {"is_single", "as_single", "as_one_of_plural",
                                                  "is_one_of_plural", "is_adj", "possessive"}
     assert all(v["value"] == 1.0 for v in res.breakdown["per_template"].values())
-    # one fill_probs call per (gender, shown/masked), texts deduplicated; never sentence_logprob
-    assert [m for m, _ in good.calls] == ["fill_probs"] * 4
+    # the paper: one fill_probs call (both options on the attribute-shown sentences); its code:
+    # one per (gender, shown/masked); texts deduplicated; never sentence_logprob
+    assert [m for m, _ in good.calls] == ["fill_probs"] * fills
     assert all(len(set(t)) == len(t) for _, (t, _) in good.calls)
-    assert run_da_score(FakeMasked(ATTR_GENDER, contrarian=True), da).value == 0.0
-    assert run_da_score(FakeMasked({}), da).value == 0.0  # blind: every margin 0, a tie is wrong
+    assert run_da_score(FakeMasked(ATTR_GENDER, contrarian=True), da, masked_da=masked_da).value == 0.0
+    assert run_da_score(FakeMasked({}), da, masked_da=masked_da).value == 0.0  # blind: every margin 0, a tie is wrong
 
 
 def test_run_da_score_causal_total(da):

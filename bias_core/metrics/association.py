@@ -155,19 +155,33 @@ def _group_effect_result(metric, x, y, details, seed, alternative, ddof, breakdo
 # DA-score
 
 
+def _log_ratio(top, bottom, metric: str, names: tuple[str, str]) -> np.ndarray:
+    a, b = np.asarray(top, dtype=float), np.asarray(bottom, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"{metric}: {names[0]} has shape {a.shape} but {names[1]} has shape {b.shape}")
+    for name, arr in zip(names, (a, b)):
+        if np.any(~np.isfinite(arr)) or np.any((arr <= 0.0) | (arr > 1.0)):
+            raise ValueError(f"{metric}: {name} must be probabilities in (0, 1]; got a value outside (a 0 "
+                             "probability has no log ratio: check the word is in the model's vocabulary)")
+    return np.log(a) - np.log(b)
+
+
 def kurita_association(p_target: Sequence[float] | np.ndarray, p_prior: Sequence[float] | np.ndarray) -> np.ndarray:
     """Kurita et al. (2019): log( P(target | attribute shown) / P(target | attribute masked) ).
 
     Example: p_target 0.4, p_prior 0.1 -> log 4 = 1.386.
     """
-    pt, pp = np.asarray(p_target, dtype=float), np.asarray(p_prior, dtype=float)
-    if pt.shape != pp.shape:
-        raise ValueError(f"kurita_association: p_target has shape {pt.shape} but p_prior has shape {pp.shape}")
-    for name, arr in (("p_target", pt), ("p_prior", pp)):
-        if np.any(~np.isfinite(arr)) or np.any((arr <= 0.0) | (arr > 1.0)):
-            raise ValueError(f"kurita_association: {name} must be probabilities in (0, 1]; got a value outside (a 0 "
-                             "probability has no log ratio: check the word is in the model's vocabulary)")
-    return np.log(pt) - np.log(pp)
+    return _log_ratio(p_target, p_prior, "kurita_association", ("p_target", "p_prior"))
+
+
+def option_margin(p_right: Sequence[float] | np.ndarray, p_wrong: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The DA-Gender paper's DA-score comparison for masked and seq2seq LMs (section 5): with the
+    target masked and the attribute shown, log P(right target) - log P(wrong target); > 0 when
+    the factually right option is the more probable one.
+
+    Example: "My [MASK] is one of the saleswomen.": P(daughter) 0.3, P(son) 0.1 -> log 3 > 0.
+    """
+    return _log_ratio(p_right, p_wrong, "option_margin", ("p_right", "p_wrong"))
 
 
 def da_score(
@@ -178,9 +192,9 @@ def da_score(
     seed: int = 0,
     extra: Sequence[Mapping[str, Any]] | None = None,
 ) -> MetricResult:
-    """DA-score = share of pairs whose margin (association or log-likelihood of the correct
-    sentence minus that of the wrong one) is > 0; a tie counts as wrong, as in the paper's
-    ``get_vios_and_dif`` (``dif <= 0`` is a violation).
+    """DA-score = share of pairs whose margin (log-probability of the right option minus the
+    wrong one's, or their associations, or the sentences' log-likelihoods) is > 0; a tie counts
+    as wrong, as in the paper's ``get_vios_and_dif`` (``dif <= 0`` is a violation).
 
     ``breakdown["per_template"]`` holds, for each template, its share, bootstrap CI and n.
     Example: margins [0.5, -1, 0, 2] -> 2 of 4 correct -> 0.5.
