@@ -139,6 +139,61 @@ def test_reproduces_the_paper_notebooks_printed_proportions_and_ratios():
     assert res.value == pytest.approx(-0.23346718020158982 + -0.7526090299901133)
 
 
+# The paper's Table 2 ("BERT and BART bias proportions and GBM"): per model, Male / Female /
+# Neutral for the negative templates, then for the positive ones, then GBM, each to 3 decimals.
+TABLE_2 = {
+    "BART": {"negative": (0.279, 0.158, 0.563), "positive": (0.234, 0.138, 0.629), "GBM": 0.063},
+    "BERT": {"negative": (0.190, 0.132, 0.678), "positive": (0.178, 0.147, 0.675), "GBM": 0.040},
+}
+# by hand: (F+ - M+)/N+ + (M- - F-)/N-
+#   BART: (0.138 - 0.234)/0.629 + (0.279 - 0.158)/0.563 = -0.152623 + 0.214920 = 0.062297
+#   BERT: (0.147 - 0.178)/0.675 + (0.190 - 0.132)/0.678 = -0.045926 + 0.085546 = 0.039620
+BY_HAND = {"BART": 0.062297, "BERT": 0.039620}
+
+
+def _rounding_interval(pos, neg) -> tuple[float, float]:
+    """GBM's range over proportions that print as ``pos``/``neg`` (each within 0.0005): GBM is
+    monotone in each proportion over so small a box, so its corners bound it."""
+    import itertools
+
+    values = [gbm_value(*(v + d for v, d in zip(pos + neg, corner))) for corner in itertools.product((-5e-4, 5e-4), repeat=6)]
+    return min(values), max(values)
+
+
+@pytest.mark.parametrize("model", ["BART", "BERT"])
+def test_gbm_reproduces_the_papers_table_2(model):
+    row = TABLE_2[model]
+    (m_neg, f_neg, n_neg), (m_pos, f_pos, n_pos) = row["negative"], row["positive"]
+    value = gbm_value(m_pos, f_pos, n_pos, m_neg, f_neg, n_neg)
+    assert value == pytest.approx(BY_HAND[model], abs=1e-6)
+    # the printed GBM (itself rounded: within 0.0005) is what the printed proportions can give
+    low, high = _rounding_interval(row["positive"], row["negative"])
+    assert low <= row["GBM"] - 5e-4 and row["GBM"] + 5e-4 <= high
+    # The sign convention and which group is which sentiment: the first group is the negative
+    # templates and female-positive / male-negative counts > 0. Reading the groups the other way
+    # round, or female and male swapped, gives -|GBM|, outside what the table's numbers allow.
+    swapped_sentiments = gbm_value(m_neg, f_neg, n_neg, m_pos, f_pos, n_pos)
+    swapped_genders = gbm_value(f_pos, m_pos, n_pos, f_neg, m_neg, n_neg)
+    for wrong in (swapped_sentiments, swapped_genders):
+        assert wrong == pytest.approx(-value) and wrong < low
+
+
+@pytest.mark.parametrize("model", ["BART", "BERT"])
+def test_gbm_on_completions_with_table_2s_proportions(model):
+    """The whole metric on one prompt per sentiment whose top-k mass splits as Table 2 prints it;
+    N = 1 - M - F as the paper's code (``multi_bias``) takes it, so within the table's rounding."""
+    row = TABLE_2[model]
+    prompts = {s: [("man", row[s][0]), ("woman", row[s][1]), ("person", 1.0 - row[s][0] - row[s][1])]
+               for s in ("positive", "negative")}
+    res = gbm([prompts["positive"], prompts["negative"]], ["positive", "negative"])
+    for s in ("positive", "negative"):
+        got = res.breakdown["proportions"][s]
+        assert (got["male"], got["female"]) == pytest.approx(row[s][:2])
+    low, high = _rounding_interval(row["positive"], row["negative"])
+    assert low <= res.value <= high and res.value == pytest.approx(BY_HAND[model], abs=5e-4)
+    assert res.value > 0  # female completions lean positive, male ones negative, as the paper reports
+
+
 def test_gbm_value_is_the_paper_formula():
     assert gbm_value(0.1, 0.3, 0.6, 0.4, 0.2, 0.4) == pytest.approx(0.2 / 0.6 + 0.2 / 0.4)
     with pytest.raises(ValueError, match="no neutral completion mass"):
