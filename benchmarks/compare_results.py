@@ -2,8 +2,9 @@
 
     python benchmarks/compare_results.py A/results.json B/results.json [--rel-tol 0]
 
-Rows are lined up by ``test_id``; for each, ``value``, ``ci_low``, ``ci_high``, ``n`` and
-``verdict`` must be equal (exactly, unless --rel-tol is given for the three numbers). A test
+Rows are lined up by ``test_id``; for each, ``value``, ``ci_low``, ``ci_high``, ``n``, ``verdict``
+and ``p_value`` (reported where a paper tests significance; None elsewhere) must be equal
+(exactly, unless --rel-tol is given for the four numbers). A test
 present in one run only is a difference too. Prints one line per difference and a summary.
 Exit status: 0 when the runs agree, 1 on any difference, 2 when a file cannot be read.
 """
@@ -18,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("value", "ci_low", "ci_high", "n", "verdict")
-NUMBERS = ("value", "ci_low", "ci_high")
+FIELDS = ("value", "ci_low", "ci_high", "n", "verdict", "p_value")
+NUMBERS = ("value", "ci_low", "ci_high", "p_value")
 
 
 def load_rows(path: Path) -> dict[str, Mapping[str, Any]]:
@@ -60,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
-    parser.add_argument("--rel-tol", type=float, default=0.0, help="relative tolerance for value and CI (default 0: exact)")
+    parser.add_argument("--rel-tol", type=float, default=0.0, help="relative tolerance for value, CI and p-value (default 0: exact)")
     args = parser.parse_args(argv)
     try:
         a, b = load_rows(args.a), load_rows(args.b)

@@ -13,7 +13,7 @@ compare_results = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(compare_results)
 
 ROW = {"test_id": "template-color-GLD", "value": 0.25, "ci_low": 0.2, "ci_high": 0.3, "n": 40, "verdict": "pass",
-       "model": "m", "duration_s": 1.0}
+       "p_value": 0.2, "model": "m", "duration_s": 1.0}
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
@@ -31,7 +31,8 @@ def test_identical_runs_agree(tmp_path, capsys):
 
 def test_each_compared_field_is_a_difference(tmp_path, capsys):
     a = _write(tmp_path / "a.json", [ROW])
-    for field, other in (("value", 0.2500001), ("ci_low", 0.19), ("ci_high", 0.31), ("n", 41), ("verdict", "fail")):
+    for field, other in (("value", 0.2500001), ("ci_low", 0.19), ("ci_high", 0.31), ("n", 41), ("verdict", "fail"),
+                         ("p_value", 0.1), ("p_value", None)):
         b = _write(tmp_path / "b.json", [{**ROW, field: other}])
         assert compare_results.main([str(a), str(b)]) == 1
         assert f"template-color-GLD: {field} {ROW[field]!r} != {other!r}" in capsys.readouterr().out
