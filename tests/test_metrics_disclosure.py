@@ -252,7 +252,7 @@ def test_add_hand_example_one_item_one_pair():
     res = add([[0.3]], [[0.1]], eps=0.0)
     assert res.value == pytest.approx(expected, rel=1e-12)
     assert res.details[0]["score"] == pytest.approx(expected, rel=1e-12)
-    assert res.scale == ADD_SCALE and "not the log" in res.scale
+    assert res.scale == ADD_SCALE and "not the ln(ADD)" in res.scale
     assert res.metric == "add"
 
 

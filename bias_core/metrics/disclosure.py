@@ -21,7 +21,7 @@ from scipy.special import rel_entr
 from bias_core.metrics.result import MetricResult, item_labels
 from bias_core.stats.resampling import bootstrap_ci
 
-ADD_SCALE = "ADD (natural log units, not the log of ADD shown in the paper's tables)"
+ADD_SCALE = "ADD in nats, not the ln(ADD) the paper's tables print (its -2.46 is e^-2.46 = 0.085 here)"
 LEAN_SCALE = "mean (Pf - Pm) / (Pf + Pm) over prompts (-1..1; 0 = none, > 0 towards the female words)"
 
 
@@ -297,7 +297,8 @@ def add(
     m = (a+b)/2, which is exact (0) for equal inputs; rounding can leave a term at −1e-17 for
     nearly equal inputs, so terms are clipped at 0. ε only guards log(0) and must be >= 0.
 
-    The paper's tables show negative numbers, i.e. a log of ADD; this returns ADD
+    The paper's tables print ln(ADD) (negative numbers; docs/audits/disclosure.md works the scale
+    out from its case studies); this returns ADD
     (``scale`` says so). With the word lists the details carry the most probable gendered words.
     """
     if not (np.isfinite(eps) and eps >= 0.0):
