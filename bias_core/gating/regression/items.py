@@ -434,12 +434,10 @@ def _checked_item(path: Path, number: int, row: dict[str, Any], head: dict[str, 
     if value is not None and not _number(value):
         raise _damaged(path, number, f"item {row['id']!r} of {what} has the value {json.dumps(value)[:40]}, "
                                      "neither a finite number nor null")
-    texts = {k: row.get(k) for k in ("prompt", "output", "group")}
-    if not isinstance(texts["prompt"] if "prompt" in row else "", str) or any(
-            texts[k] is not None and not isinstance(texts[k], str) for k in ("output", "group")):
+    prompt, output, group = row.get("prompt", ""), row.get("output"), row.get("group")
+    if not isinstance(prompt, str) or any(t is not None and not isinstance(t, str) for t in (output, group)):
         raise _damaged(path, number, f"item {row['id']!r} of {what} has a prompt, output or group that is not text")
-    return ItemValue(row["id"], None if value is None else float(value), row.get("prompt", ""), texts["output"],
-                     texts["group"])
+    return ItemValue(row["id"], None if value is None else float(value), prompt, output, group)
 
 
 def locate_items(run: str | os.PathLike[str]) -> Path:

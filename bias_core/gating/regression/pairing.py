@@ -221,12 +221,14 @@ def missing_problem(paired: PairedItems, max_share: float = MAX_MISSING_SHARE) -
     left_out = paired.n_dropped
     if paired.n_items == 0 or left_out / paired.n_items <= max_share:
         return None
-    return (f"{paired.probe} {paired.metric}: only {paired.pairs_text()}: {left_out} of {paired.n_items} items "
-            f"({100 * left_out / paired.n_items:.0f}%) have no value in one of the runs, more than the "
-            f"{100 * max_share:g}% a comparison may leave out, so no verdict is given. Fix: if the baseline's "
+    sides = ", ".join(f"{k} without one in the {side}" for k, side in (
+        (paired.missing_baseline, "baseline"), (paired.missing_candidate, "candidate")) if k)
+    return (f"{paired.probe} {paired.metric}: only {len(paired.ids)} of {paired.n_items} items have a value in both "
+            f"runs ({sides}): {100 * left_out / paired.n_items:.0f}% left out, more than the {100 * max_share:g}% a "
+            "comparison may leave out (--baseline-max-missing), so no verdict is given. Fix: if the baseline's "
             "items were set to null, copy its run folder again or re-run the baseline audit; if the models "
             "really leave these items undecided, allow it with --baseline-max-missing "
-            f"{min(0.95, round(left_out / paired.n_items + 0.005, 2)):g}.")
+            f"{min(0.99, round(left_out / paired.n_items + 0.005, 2)):g}.")
 
 
 def pair(candidate: MetricItems, baseline: MetricItems, where: str = "baseline") -> PairedItems:
