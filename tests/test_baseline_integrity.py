@@ -137,19 +137,16 @@ def test_an_older_results_json_without_digests_is_checked_by_value_and_says_so(t
         verify(tmp_path)
 
 
-def test_the_metric_is_recomputed_by_its_own_aggregation():
+def test_the_metric_is_recomputed_by_its_own_aggregation(tmp_path):
     """stereo_score: 100 x the mean over targets of each target's mean, not the mean of the items.
     Targets a: (1, 0, 0) -> 1/3 and b: (1) -> 1, so 100 x (1/3 + 1) / 2 = 66.67; the plain mean is 50."""
     values, groups = [1.0, 0.0, 0.0, 1.0], ["a", "a", "a", "b"]
     assert PAIRED["stereo_score"].aggregation == "group_mean"
     good = block(values, metric="stereo_score", groups=groups, value=100 * (1 / 3 + 1) / 2)
     plain = block(values, metric="stereo_score", groups=groups, value=50.0)
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        verify(stored_run(Path(tmp), [good]))
-    with tempfile.TemporaryDirectory() as tmp, pytest.raises(AuditUsageError, match="the items give 66.6667"):
-        verify(stored_run(Path(tmp), [plain]))
+    verify(stored_run(tmp_path / "good", [good]))
+    with pytest.raises(AuditUsageError, match="the items give 66.6667"):
+        verify(stored_run(tmp_path / "plain", [plain]))
 
 
 @pytest.mark.parametrize("change, named", [
