@@ -142,7 +142,7 @@ def test_summary_lists_failures_first_with_raw_and_adjusted_p():
     lines = md.splitlines()
     assert lines[0] == "## Bias audit" and "**Verdict: FAIL**" in lines
     rows = [ln for ln in lines if ln.startswith(("| template-hobby-GAS ", "| p-GLD "))]
-    assert rows[0].startswith("| template-hobby-GAS | lower is better | 0 | 0.3 | 0.3 |")
+    assert rows[0].startswith("| template-hobby-GAS | lower is better | 40 pairs | 0 | 0.3 | 0.3 |")
     p = 1 / 2**12  # McNemar: 12 items worse, none better; Holm and BH over 2 tests: 2p
     assert rows[0].endswith(f"| 0.05 | {p:.2g} | {2 * p:.2g} | {2 * p:.2g} | **FAIL** |"), rows[0]
     assert rows[1].startswith("| p-GLD |") and rows[1].endswith("| 0 [0, 0] | 0.03 | 1.000 | 1.000 | 1.000 | pass |")

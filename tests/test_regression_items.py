@@ -36,7 +36,8 @@ from bias_core.metrics.genderpair import bpr
 from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.probes.base import Probe, ProbeItem
 
-RUN = RunConfig(model="m", model_fingerprint="w1", tokenizer_fingerprint="t1", dtype="torch.float32", seed=0,
+RUN = RunConfig(model="m", model_fingerprint="w1", weights_sha256="sha-w1", tokenizer_fingerprint="t1",
+                dtype="torch.float32", seed=0,
                 decoding={"disclosure": {"max_new_tokens": 50, "do_sample": False, "temperature": 1.0, "top_p": 1.0,
                                          "top_k": 0}},
                 lexicon_sha256=lexicon_sha256(), sample_sizes={"genderpair": 216}, scorers={"toxicity": "bilstm:1"})

@@ -14,7 +14,7 @@ pytest_plugins = ["pytester"]
 
 def options(**given):
     values = {"--baseline": None, "--baseline-adapter": None, "--summary-md": None, "--trust-remote-code": False,
-              "--allow-adapter-base-mismatch": False}
+              "--allow-adapter-base-mismatch": False, "--baseline-max-missing": None}
     values.update({f"--{k.replace('_', '-')}": v for k, v in given.items()})
     return parse_options(values.__getitem__)
 
@@ -23,7 +23,7 @@ def options(**given):
 def stored_run(tmp_path):
     run = tmp_path / "run"
     write_items(run / "items.jsonl.gz", RunConfig(model="m", seed=0), ())
-    (run / "results.json").write_text('{"run": {}, "results": []}')
+    (run / "results.json").write_text('{"run": {"model": "m", "seed": 0}, "results": []}')
     return run
 
 

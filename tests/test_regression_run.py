@@ -21,6 +21,7 @@ import pytest
 
 from bias_core import catalogue
 from bias_core.gating.regression import ITEMS_FILE, read_items, write_items
+from bias_core.gating.regression.items import block_sha256
 
 from paths import REPO
 
@@ -126,12 +127,69 @@ def test_stored_baseline_with_other_probe_content_is_refused_naming_the_probe(pr
                for k, b in stored.blocks.items()}
     other = tmp_path / "other-run"
     write_items(other / ITEMS_FILE, stored.run, changed.values())
+    # a whole run folder made on other data: its results.json names the same probe content
+    doc = json.loads((baseline_run / "results.json").read_text())
+    for r in doc["results"]:
+        if (r["probe"], r["metric"]) in changed:
+            r.update(probe_sha256="0" * 64 if r["probe"] == "template-hobby" else r["probe_sha256"],
+                     items_sha256=block_sha256(changed[(r["probe"], r["metric"])]))
+    (other / "results.json").write_text(json.dumps(doc))
     cache = tmp_path / "cache"
     code, out, run = audit(project, tiny_model_dir, tmp_path / "reports", "--baseline", str(other), cache=cache)
     assert code == 4, out
     assert "template-hobby: same version" in out and "other items or prompts" in out
     assert "template-color" not in out.split("does not hold this run's probes")[-1]
     assert not list(cache.rglob("*.json"))  # refused after collection, before the model loaded
+
+
+def _edited_copy(baseline_run: Path, folder: Path, nulls: int = 0, value: float | None = None) -> Path:
+    """A copy of the baseline run folder with template-color GLD's items edited by hand: the first
+    item set to ``value``, or the first ``nulls`` items set to null with the header, results.json
+    and its item digest made to agree (what a careful editor would do)."""
+    import gzip
+
+    shutil.copytree(baseline_run, folder)
+    path = folder / ITEMS_FILE
+    rows = [json.loads(ln) for ln in gzip.decompress(path.read_bytes()).decode().splitlines()]
+    at = next(k for k, r in enumerate(rows) if r.get("kind") == "metric" and r["probe"] == "template-color"
+              and r["metric"] == "GLD")
+    items = rows[at + 1:at + 1 + rows[at]["n_items"]]
+    if value is not None:
+        items[0]["value"] = value
+    for it in items[:nulls]:
+        it["value"] = None
+    if nulls:
+        kept = [it["value"] for it in items if it["value"] is not None]
+        rows[at]["value"] = sum(kept) / len(kept)
+        doc = json.loads((folder / "results.json").read_text())
+        row = next(r for r in doc["results"] if r["test_id"] == "template-color-GLD")
+        row["value"] = rows[at]["value"]
+        del row["items_sha256"]
+        (folder / "results.json").write_text(json.dumps(doc))
+    path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    return folder
+
+
+def test_an_edited_baseline_is_refused_and_a_nulled_one_errors_showing_its_pairs(project, tiny_model_dir,
+                                                                               baseline_run, tmp_path):
+    cache = tmp_path / "cache"
+    edited = _edited_copy(baseline_run, tmp_path / "edited", value=0.9)
+    code, out, run = audit(project, tiny_model_dir, tmp_path / "r1", "--baseline", str(edited), cache=cache)
+    assert code == 4, out
+    assert f"{edited / ITEMS_FILE}: template-color-GLD: the items give" in out and "header line says" in out
+    assert run is None and not list(cache.rglob("*.json"))  # refused before the model loaded
+
+    nulled = _edited_copy(baseline_run, tmp_path / "nulled", nulls=37)
+    summary = tmp_path / "summary.md"
+    code, out, run = audit(project, tiny_model_dir, tmp_path / "r2", "--baseline", str(nulled), "--summary-md",
+                           str(summary), "-k", "template-color")
+    assert code == 1, out  # the row errors; it does not pass on the 3 items left
+    short = "3 pairs of 40 items (37 without a value in the baseline)"
+    gld = rows(run)["regression-template-color-GLD"]
+    assert gld["verdict"] == "error" and gld["n"] == 3 and gld["missing_baseline"] == 37
+    assert "only 3 of 40 items have a value in both runs" in gld["reason"]
+    assert f"n = {short}" in out and "n = 40 pairs" in out  # the terminal: every regression row
+    assert short in summary.read_text() and short in (run / "report.html").read_text()
 
 
 def test_a_candidate_trained_to_prefer_he_fails_the_gate(project, tiny_model_dir, baseline_run, tmp_path):

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from bias_core.errors import AuditUsageError
+from bias_core.gating.regression.integrity import verify_stored_run
 from bias_core.gating.regression.items import ITEMS_FILE, ItemsFile, locate_items, read_items
+from bias_core.gating.regression.pairing import MAX_MISSING_SHARE
 
 
 def add_options(group) -> None:
@@ -29,6 +31,9 @@ def add_options(group) -> None:
                          "from an earlier audit, or anything --model takes (audited live in this session)")
     group.addoption("--baseline-adapter", default=None, metavar="DIR",
                     help="a PEFT/LoRA adapter folder applied to a live --baseline model")
+    group.addoption("--baseline-max-missing", default=None, metavar="SHARE",
+                    help="the largest share of a probe's items that may lack a value in the candidate or the baseline "
+                         f"before its regression test errors instead of judging the rest (default {MAX_MISSING_SHARE:g})")
     group.addoption("--summary-md", default=None, metavar="FILE",
                     help="write a short Markdown summary for CI pages (also appended to $GITHUB_STEP_SUMMARY when set)")
 
@@ -41,7 +46,8 @@ class RegressionOptions:
     live: Any = None  # the live baseline's ModelSpec
     live_adapter: str | None = None
     summary_md: Path | None = None
-    card: tuple[str, ...] = ()  # the live baseline's run-card lines (files chosen, its adapter's base)
+    card: tuple[str, ...] = ()  # run-card lines: a live baseline's files and adapter, a stored one's checks
+    max_missing: float = MAX_MISSING_SHARE  # --baseline-max-missing
 
     @property
     def active(self) -> bool:
@@ -74,12 +80,13 @@ def parse_options(getoption, cache_dir: Path | None = None) -> RegressionOptions
     adapter = getoption("--baseline-adapter")
     summary = getoption("--summary-md")
     summary_md = Path(summary).expanduser() if summary else None
+    max_missing = _share(getoption("--baseline-max-missing"))
     if summary_md is not None and summary_md.is_dir():
         raise AuditUsageError(f"--summary-md {summary}: is a folder. Fix: name a file, e.g. --summary-md summary.md.")
     if value is None:
         if adapter is not None:
             raise AuditUsageError("--baseline-adapter needs --baseline MODEL (the model the adapter applies to).")
-        return RegressionOptions(summary_md=summary_md)
+        return RegressionOptions(summary_md=summary_md, max_missing=max_missing)
     if _is_stored_run(value):
         if adapter is not None:
             raise AuditUsageError(f"--baseline-adapter applies to a live baseline model; --baseline {value} is a "
@@ -90,9 +97,10 @@ def parse_options(getoption, cache_dir: Path | None = None) -> RegressionOptions
                                   "earlier audit wrote (reports/<run id>/), or a model for a live baseline.")
         try:
             stored = read_items(path)
+            checked = verify_stored_run(stored, path)
         except AuditUsageError as exc:
             raise AuditUsageError(f"--baseline {value}: {exc}") from None
-        return RegressionOptions(value, stored, path, summary_md=summary_md)
+        return RegressionOptions(value, stored, path, summary_md=summary_md, card=checked, max_missing=max_missing)
     from bias_core.models.registry import resolve_model
     from bias_core.models.weights.preflight import check_spec, choices
 
@@ -108,4 +116,19 @@ def parse_options(getoption, cache_dir: Path | None = None) -> RegressionOptions
         card += adapter_card(adapter, "--baseline-adapter", value, spec, cache_dir,
                              bool(getoption("--allow-adapter-base-mismatch")))
     return RegressionOptions(value, live=spec, live_adapter=adapter and os.fspath(Path(adapter).expanduser()),
-                             summary_md=summary_md, card=tuple(card))
+                             summary_md=summary_md, card=tuple(card), max_missing=max_missing)
+
+
+def _share(raw: Any) -> float:
+    """--baseline-max-missing: a share in [0, 1) (1 would judge a probe on no items at all)."""
+    if raw is None:
+        return MAX_MISSING_SHARE
+    try:
+        share = float(raw)
+    except (TypeError, ValueError):
+        share = float("nan")
+    if not (0.0 <= share < 1.0):
+        raise AuditUsageError(f"--baseline-max-missing {raw}: must be a share from 0 up to (not including) 1. Fix: "
+                              f"e.g. --baseline-max-missing 0.1 for a tenth of a probe's items (default "
+                              f"{MAX_MISSING_SHARE:g}).")
+    return share

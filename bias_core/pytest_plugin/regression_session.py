@@ -38,12 +38,13 @@ from bias_core.gating.regression.items import (
     MetricItems,
     RunConfig,
     append_block,
+    block_sha256,
     items_from_result,
     lexicon_sha256,
     probe_sha256,
     start_items,
 )
-from bias_core.gating.regression.pairing import check_configs, check_probes, pair
+from bias_core.gating.regression.pairing import check_configs, check_probes, missing_problem, pair
 from bias_core.gating.regression.spec import PAIRED
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.pytest_plugin.regression_options import RegressionOptions, parse_options
@@ -104,7 +105,8 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
     from bias_core.suites.genderpair import GENERATION
 
     extra: dict[str, Any] = {"precision": settings.load.precision}
-    fingerprint = tokenizer = dtype = ""
+    fingerprint = tokenizer = dtype = weights = ""
+    served: dict[str, str] = {}
     if lm is not None:
         from bias_core.models.placement.devices import of_model
 
@@ -112,6 +114,7 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
         fingerprint, tokenizer, dtype = lm.fingerprint, lm.tokenizer_fingerprint, where["dtype"]
         extra["device"] = where["device"]
         extra["engine"] = lm.info().as_dict()
+        weights, served = _model_identity(lm)
     return RunConfig(
         model=model or settings.model_value, model_fingerprint=fingerprint, tokenizer_fingerprint=tokenizer,
         dtype=dtype, adapter=adapter if model else settings.load.adapter, seed=settings.seed,
@@ -125,7 +128,26 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
                  "regard": _scorer("regard", settings.regard_classifier)},
         extra=extra,
         engine=settings.load.engine,
+        weights_sha256=weights,
+        served=served,
     )
+
+
+def _model_identity(lm: Any) -> tuple[str, dict[str, str]]:
+    """(SHA-256 of the weight files the engine read, what is known of a served model). An engine
+    that reads weights names their hash in its cache identity ("weights"); a served model
+    (an endpoint in its engine card) has none, and is known by its URL, its served name and its
+    answers to the canary requests of loading (everything else its cache identity holds)."""
+    import hashlib
+    import json
+
+    identity = dict(lm.cache_identity()) if hasattr(lm, "cache_identity") else {}
+    endpoint = lm.info().endpoint
+    if not endpoint:
+        return str(identity.get("weights") or ""), {}
+    answers = {k: v for k, v in identity.items() if k not in ("engine", "model", "tokenizer", "served", "weights")}
+    digest = hashlib.sha256(json.dumps(answers, sort_keys=True, default=str).encode()).hexdigest() if answers else ""
+    return "", {"endpoint": endpoint, "model": str(identity.get("served") or ""), "answers": digest}
 
 
 def _sample_mode(settings: Any, compared: bool) -> str:
@@ -244,6 +266,9 @@ def record(request, result, *, family: str, probe: str, metric: str, variant: st
                     "source (a data file with repeated or missing items can cause it; --data-dir files are "
                     "checked for both).", pytrace=False)
     request.node.stash[ITEMS] = {"run": state.candidate_run.to_json(), "block": block_to_json(block)}
+    row = request.node.stash.get(AUDIT_ROW, None)
+    if row is not None:  # results.json names the items it came from: a later edit of either shows
+        row.update(probe_sha256=block.probe_sha256, items_sha256=block_sha256(block))
 
 
 # ----- the paired comparisons of the session ---------------------------------------------------------
@@ -278,6 +303,7 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
     baseline_suites: dict[str, Any] = {}
     out: dict[tuple[str, str, str], Any] = {}
     comparisons: dict[tuple[str, str, str], PairedComparison] = {}
+    pairs: dict[tuple[str, str, str], Any] = {}
     for key in keys:
         family, probe, metric = key
         try:
@@ -288,6 +314,11 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
                 suite = baseline_suites.setdefault(family, make_suite(family, baseline_lm, audit_settings, request.config))
                 baseline = block_of(suite, probe, metric)
             paired = pair(candidate, baseline, where="baseline")
+            problem = missing_problem(paired, options.max_missing)
+            if problem is not None:  # judged on what is left, the row would not stand for the metric
+                out[key] = _error_row(paired, family, options.label(), problem)
+                continue
+            pairs[key] = paired
             comparisons[key] = judge(compare_to_baseline(paired, PAIRED[metric], seed=audit_settings.seed),
                                      audit_settings.thresholds.regression[metric])
         except Exception as exc:  # noqa: BLE001 - handed to the test, which reports it
@@ -303,8 +334,26 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
         configs = check_configs(candidate_run, baseline_run)
     method = "bh" if len(comparisons) > LARGE_FAMILY else "holm"
     for key, c in zip(comparisons, adjust(list(comparisons.values()))):
-        out[key] = _row(c, key[0], method, options.label(), configs)
+        out[key] = {**_row(c, key[0], method, options.label(), configs), **_pair_counts(pairs[key])}
+    for key, found in out.items():
+        if isinstance(found, dict) and found.get("verdict") == "error":
+            found["config"] = configs.describe()
     return out
+
+
+def _pair_counts(paired: Any) -> dict[str, Any]:
+    """What a row stands on: pairs, the probe's items, and the items without a value on each side."""
+    return {"n_items": paired.n_items, "missing_candidate": paired.missing_candidate,
+            "missing_baseline": paired.missing_baseline, "pairs": paired.pairs_text()}
+
+
+def _error_row(paired: Any, family: str, baseline: str, reason: str) -> dict[str, Any]:
+    """A comparison that gives no verdict (too many items left out): its counts and why."""
+    return {"kind": "regression", "test_id": f"regression-{paired.probe}-{paired.metric}", "family": family,
+            "probe": paired.probe, "metric": paired.metric, "baseline": baseline, "value": None, "ci_low": None,
+            "ci_high": None, "n": len(paired.ids), "n_dropped": paired.n_dropped, **_pair_counts(paired),
+            "baseline_value": paired.baseline_value, "candidate_value": paired.candidate_value,
+            "verdict": "error", "reason": reason}
 
 
 def _row(c: PairedComparison, family: str, method: str, baseline: str, configs) -> dict[str, Any]:
@@ -347,18 +396,22 @@ def regression_gate(request, regression_comparisons):
     """regression_gate(family, probe, metric): the test's verdict from the session's comparisons."""
     def _gate(family: str, probe: str, metric: str) -> str:
         found = regression_comparisons[(family, probe, metric)]
+        if isinstance(found, AuditUsageError):  # the baseline does not pair here: said, not a traceback
+            pytest.fail(f"ERROR in regression-{probe}-{metric}: {found}", pytrace=False)
         if isinstance(found, BaseException):
             raise found
         settings = request.config.stash[STATE].settings
         row = dict(found, run_id=request.config.stash[RUN]["run_id"], nodeid=request.node.nodeid,
                    model=settings.model_value)
         request.node.stash[ROW] = row
+        if row["verdict"] == "error":
+            pytest.fail(f"ERROR in {row['test_id']}: {row['reason']}", pytrace=False)
         properties = {**row, "delta": row["value"]}
         request.node.user_properties.extend((key, properties[key]) for key in _PROPERTIES)
         summary = (f"{metric} on {probe}: candidate {row['candidate_value']:.4g} vs baseline {row['baseline_value']:.4g}, "
                    f"delta {row['value']:+.4g} [{row['ci_low']:+.4g}, {row['ci_high']:+.4g}], harm CI "
                    f"[{row['harm_ci_low']:+.4g}, {row['harm_ci_high']:+.4g}] vs margin {row['margin']:g}, "
-                   f"p={row['p_value']:.3g}, p_{row['adjustment']}={row['p_adjusted']:.3g}, n={row['n']}")
+                   f"p={row['p_value']:.3g}, p_{row['adjustment']}={row['p_adjusted']:.3g}, n={row['pairs']}")
         if row["verdict"] == FAIL:
             pytest.fail(f"FAIL: {summary}: the candidate is worse than the baseline by more than the margin",
                         pytrace=False)
@@ -445,13 +498,20 @@ class _Hooks:
         judged = [r for r in state.rows if r.get("kind") == "regression" and r.get("config")]
         if not judged:
             return
-        counts = {v: sum(r["verdict"] == v for r in judged) for v in (FAIL, INCONCLUSIVE, "pass")}
+        counts = {v: sum(r["verdict"] == v for r in judged) for v in (FAIL, INCONCLUSIVE, "pass", "error")}
+        errored = f", {counts['error']} errored (too few pairs)" if counts["error"] else ""
         terminalreporter.write_sep("-", f"candidate vs baseline ({state.options.label()}): {len(judged)} paired "
                                         f"comparisons, {counts[FAIL]} worse beyond the margin, {counts[INCONCLUSIVE]} "
-                                        f"inconclusive, {counts['pass']} passed")
-        terminalreporter.line(f"  {judged[0]['config']}; p-values adjusted by {judged[0]['adjustment']}")
-        from bias_core.reports.fmt import worse_note
+                                        f"inconclusive, {counts['pass']} passed{errored}")
+        adjusted = next((r["adjustment"] for r in judged if r.get("adjustment")), "")
+        terminalreporter.line(f"  {judged[0]['config']}" + (f"; p-values adjusted by {adjusted}" if adjusted else ""))
+        from bias_core.reports.fmt import pairs_of, worse_note
 
+        width = max(len(r["test_id"]) for r in judged)
+        for r in sorted(judged, key=lambda r: r["test_id"]):  # every row's n: what its verdict stands on
+            short = r["verdict"] in (FAIL, "error") or bool(r.get("n_dropped"))
+            terminalreporter.line(f"  {r['test_id']:<{width}}  {r['verdict']:<12} n = {pairs_of(r)}",
+                                  red=r["verdict"] in (FAIL, "error"), yellow=short and r["verdict"] not in (FAIL, "error"))
         for r in judged:
             if worse_note(r):
                 terminalreporter.line(f"  {r['test_id']}: {worse_note(r)} (margin {r['margin']:.4g})", yellow=True)
@@ -476,17 +536,21 @@ def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> 
     other is still written."""
     from bias_core.gating.regression.summary import render_summary, write_summary
     from bias_core.reports.banner import banner_for_run
-    from bias_core.reports.fmt import worse_note
+    from bias_core.reports.fmt import pairs_of, worse_note
 
     regression = [comparison_from_row(r) for r in state.rows if r.get("kind") == "regression" and r.get("harm") is not None]
     absolute = [r for r in state.rows if r.get("kind") != "regression"]
     banner = banner_for_run(state.rows, {"strict": state.settings.strict,
                                          "complete": int(exitstatus) in (0, 1)})
     note = next((r.get("config", "") for r in state.rows if r.get("kind") == "regression" and r.get("config")), "")
+    compared = [r for r in state.rows if r.get("kind") == "regression"]
     markdown = render_summary(regression, absolute, banner="**" + banner.headline + "**",
                               baseline=state.options.label(), config_note=note,
                               title=f"Bias audit: {state.settings.model_value}",
-                              worse={f"{r['probe']}-{r['metric']}": worse_note(r) for r in state.rows if worse_note(r)})
+                              worse={f"{r['probe']}-{r['metric']}": worse_note(r) for r in state.rows if worse_note(r)},
+                              pairs={f"{r['probe']}-{r['metric']}": pairs_of(r) for r in compared if r.get("n") is not None},
+                              errored={f"{r['probe']}-{r['metric']}": str(r.get("reason") or "the test raised an error")
+                                       for r in compared if r.get("verdict") == "error"})
     if attempt is None:
         return write_summary(markdown, state.options.summary_md)
     written: list[Path] = []

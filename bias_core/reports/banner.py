@@ -15,7 +15,8 @@ The answer:
 An unfinished run says "INCOMPLETE RUN" in every case: tests that did not run may have failed.
 Below the headline, one line per failed, errored and inconclusive test, and per regression test
 that passed although its candidate is significantly worse than the baseline (inside the margin:
-"within margin, but worse"; the headline counts them without blocking); an inconclusive line
+"within margin, but worse"; the headline counts them without blocking); every regression row's
+n of pairs (and the items it left out) in a note; an inconclusive line
 says what would decide it: how far the CI must move and about how many times the items that
 takes if the value holds and the CI narrows as 1/sqrt(n) (an estimate, not a promise).
 """
@@ -27,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bias_core.reports.fmt import change_text, ci_text, gate_text, num, passing_range, sig, worse_note
+from bias_core.reports.fmt import change_text, ci_text, gate_text, num, pairs_of, passing_range, sig, worse_note
 
 BLOCKED = "BLOCKED"
 PASSED = "PASSED"
@@ -76,7 +77,7 @@ def _value_line(row: Mapping[str, Any]) -> str:
     n = row.get("n")
     n_txt = f", n = {sig(n)}" if num(n) is not None else ""
     if row.get("kind") == "regression":
-        return _regression_line(row) + n_txt
+        return _regression_line(row) + f", n = {pairs_of(row)}"
     return f"{sig(row.get('value'))}, 95% CI {ci_text(row)}, limit {gate_text(row)}{n_txt}"
 
 
@@ -183,8 +184,8 @@ def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, c
                                 _value_line(r) + (f"; {decide}" if decide else "")))
     # Passed regression gates whose candidate is nonetheless significantly worse: shown, not blocking.
     worse = [r for r in passes if worse_note(r)]
-    items += [BannerItem("worse", str(r.get("test_id") or "?"), f"{worse_note(r)}; margin {sig(r.get('margin'))}")
-              for r in worse]
+    items += [BannerItem("worse", str(r.get("test_id") or "?"),
+                         f"{worse_note(r)}; margin {sig(r.get('margin'))}, n = {pairs_of(r)}") for r in worse]
     if worse:
         headline += f" ({_plural(len(worse), 'gate passed within its margin', 'gates passed within their margins')} " \
                     "but significantly worse than the baseline)"
@@ -197,9 +198,24 @@ def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, c
         notes.append("Inconclusive gates block this run (--strict-gates).")
     else:
         notes.append("Inconclusive gates do not block this run; --strict-gates would make them block.")
+    pairs = _pairs_note(rows)
+    if pairs:
+        notes.append(pairs)
     tally = [f"{counts[k]} {label}" for k, label in _TALLY if counts[k]]
     notes.append(f"Tests: {', '.join(tally) if tally else 'none'}.")
     return Banner(status, headline, tuple(items), tuple(notes), counts, bool(strict), bool(complete))
+
+
+def _pairs_note(rows: list[Mapping[str, Any]]) -> str:
+    """What every candidate-vs-baseline comparison stands on, grouped by its n of pairs."""
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("kind") == "regression" and num(r.get("n")) is not None:
+            groups.setdefault(pairs_of(r), []).append(str(r.get("test_id") or "?").removeprefix("regression-"))
+    if not groups:
+        return ""
+    shown = [f"{text}: {', '.join(ids) if len(ids) <= 4 else f'{len(ids)} comparisons'}" for text, ids in groups.items()]
+    return "Candidate vs baseline, n per comparison: " + "; ".join(shown) + "."
 
 
 def banner_for_run(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] | None) -> Banner:

@@ -97,3 +97,17 @@ def worse_note(row: Mapping[str, Any]) -> str:
     ideal = row.get("ideal") if row.get("better") == "ideal" else None
     change = change_text(str(row.get("metric") or ""), row.get("baseline_value"), row.get("candidate_value"), ideal)
     return f"within margin, but worse: {change}, p = {sig(row.get('p_adjusted'), 2)}"
+
+
+def pairs_of(row: Mapping[str, Any]) -> str:
+    """A regression row's n: "40 pairs", or "3 pairs of 40 items (37 without a value in the baseline)"
+    (rows written before the sides were counted: "3 pairs of 40 items (37 unpaired)"); "—" without one."""
+    from bias_core.gating.regression.pairing import pairs_text
+
+    if row.get("pairs"):
+        return str(row["pairs"])
+    n = num(row.get("n"))
+    if n is None:
+        return "—"
+    dropped = int(num(row.get("n_dropped")) or 0)
+    return pairs_text(int(n), int(n) + dropped)

@@ -3,8 +3,8 @@
 Per metric, one inline SVG (written by hand: a few lines and rectangles, no external loads):
 each probe's harm (how much worse the candidate is, in the metric's units and direction) with
 its paired 95% CI, the zero line and the margin, the side beyond the margin shaded. Then a table
-of every comparison (delta, harm, p raw and adjusted) and, per test, the items that moved most
-in each direction with the prompt and both runs' continuations and values.
+of every comparison (its n of pairs, delta, harm, p raw and adjusted) and, per test, the items
+that moved most in each direction with the prompt and both runs' continuations and values.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bias_core.reports.charts import FAIL_ZONE_COLOR, OTHER_COLOR, THRESHOLD_COLOR, VERDICT_COLORS
-from bias_core.reports.fmt import num, sig, worse_note
+from bias_core.reports.fmt import num, pairs_of, sig, worse_note
 
 _ROW_H, _W, _LABEL_W, _PAD = 22, 640, 190, 12
 
@@ -75,8 +75,8 @@ def harm_chart_svg(metric: str, rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _table(rows: Sequence[Mapping[str, Any]], badge) -> str:
-    head = ("Test", "Better", "Baseline", "Candidate", "Δ [95% CI]", "Harm [95% CI]", "Margin", "p", "p adjusted",
-            "Verdict")
+    head = ("Test", "Better", "n (pairs)", "Baseline", "Candidate", "Δ [95% CI]", "Harm [95% CI]", "Margin", "p",
+            "p adjusted", "Verdict")
     out = ['<table class="examples"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"]
     for r in rows:
         better = f"closer to {sig(r.get('ideal'))}" if r.get("better") == "ideal" else f"{r.get('better') or '—'} is better"
@@ -84,6 +84,7 @@ def _table(rows: Sequence[Mapping[str, Any]], badge) -> str:
         note = f'<div class="note">{_esc(r["reason"])}</div>' if r.get("reason") else ""
         out.append("<tr>" + "".join([
             f'<td><code>{_esc(r.get("probe"))}-{_esc(r.get("metric"))}</code>{note}</td>', f"<td>{_esc(better)}</td>",
+            f'<td class="num{" worse" if r.get("n_dropped") else ""}">{_esc(pairs_of(r))}</td>',
             f'<td class="num">{_esc(sig(r.get("baseline_value")))}</td>',
             f'<td class="num">{_esc(sig(r.get("candidate_value")))}</td>',
             f'<td class="num">{_esc(_signed(r.get("value")))} [{_esc(_signed(r.get("ci_low")))}, {_esc(_signed(r.get("ci_high")))}]</td>',

@@ -5,7 +5,9 @@ One module per step, each pure except the file I/O of ``items``:
 - ``spec``: which metrics can be paired and how (direction or ideal, aggregation, item kind);
 - ``items``: the per-item results file (``items.jsonl.gz`` next to results.json) and its
   run configuration;
-- ``pairing``: configuration, probe and item checks (``BaselineMismatch``), then pairing;
+- ``integrity``: a stored baseline's items against their own header and the run's results.json;
+- ``pairing``: configuration, probe and item checks (``BaselineMismatch``), then pairing, the
+  items left out of it, and what is known of the two runs' weights;
 - ``stats``: paired delta and harm with bootstrap CIs, McNemar / permutation p-values, Holm and
   Benjamini-Hochberg adjustment;
 - ``gate``: the non-inferiority verdict and the ``[regression.*]`` margins of thresholds.toml;

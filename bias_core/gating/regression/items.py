@@ -43,10 +43,11 @@ from bias_core.storage.files import append_whole
 FORMAT = "bias-core-items"
 FORMAT_VERSION = 1
 ITEMS_FILE = "items.jsonl.gz"
-# Relative tolerance between a metric's reported value and its value recomputed from the items
-# (summation order only; anything larger means the spec does not describe the metric).
-_VALUE_RTOL = 1e-9
-_VALUE_ATOL = 1e-12
+# Tolerance between a metric's reported value and its value recomputed from the items (summation
+# order only): anything larger means the spec does not describe the metric (when a run writes its
+# items) or the items are not the ones the value came from (when a baseline is read).
+VALUE_RTOL = 1e-9
+VALUE_ATOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,13 @@ class RunConfig:
     scorers: dict[str, str] = field(default_factory=dict)  # classifier role -> its fingerprint
     extra: dict[str, Any] = field(default_factory=dict)  # informative only (versions, device)
     engine: str = ""  # the engine's name (models/engines/); "" in files from before engines: transformers
+    # SHA-256 of the weight files this process read ("" where it read none: a served model, whose
+    # weights it never sees, or a file from before weights were recorded): "same model weights"
+    # is said only when both runs recorded one and they are equal.
+    weights_sha256: str = ""
+    # A served model (--engine openai): what is known of it, the endpoint, the served name and a
+    # digest of its answers to the load-time canary requests; {} for an engine that reads weights.
+    served: dict[str, str] = field(default_factory=dict)
 
     MUST_MATCH = ("seed", "decoding", "lexicon_sha256", "sample_sizes", "scorers")
 
@@ -75,11 +83,30 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "RunConfig":
+        """``ValueError`` for unknown keys, a missing model or a value of the wrong type."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"run header is {type(data).__name__}, not an object")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"run header has unknown keys {unknown}")
+        wrong = [f"{k} is {json.dumps(v)[:40]}" for k, v in data.items() if not _of_type(k, v)]
+        if "model" not in data or wrong:
+            raise ValueError("; ".join(wrong) or "run header names no model")
         return cls(**data)
+
+
+_TEXT = ("model", "model_fingerprint", "tokenizer_fingerprint", "dtype", "lexicon_sha256", "engine", "weights_sha256")
+
+
+def _of_type(key: str, value: Any) -> bool:
+    if key in _TEXT:
+        return isinstance(value, str)
+    if key == "adapter":
+        return value is None or isinstance(value, str)
+    if key == "seed":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, dict)
 
 
 @dataclass(frozen=True)
@@ -149,6 +176,20 @@ def aggregate(values: np.ndarray, groups: Sequence[str] | None, spec: PairedSpec
     return spec.item_scale * float(np.mean([np.mean(v) for v in by_group.values()]))
 
 
+def recomputed_value(items: Sequence[ItemValue], spec: PairedSpec) -> float | None:
+    """The metric's value from the items that have one, by the spec's aggregation (None: no item
+    has a value). The same computation ``items_from_result`` checks a result against."""
+    present = [it for it in items if it.value is not None]
+    if not present:
+        return None
+    return aggregate(np.array([it.value for it in present], dtype=np.float64), [str(it.group) for it in present], spec)
+
+
+def values_agree(a: float, b: float) -> bool:
+    """Equal up to summation order: ``VALUE_RTOL`` relative, ``VALUE_ATOL`` absolute."""
+    return math.isclose(a, b, rel_tol=VALUE_RTOL, abs_tol=VALUE_ATOL)
+
+
 def items_from_result(probe: Any, result: Any, spec: PairedSpec, metric: str | None = None) -> MetricItems:
     """A ``MetricItems`` block from a probe and one of its ``MetricResult``s.
 
@@ -186,11 +227,10 @@ def items_from_result(probe: Any, result: Any, spec: PairedSpec, metric: str | N
             raise ValueError(f"{probe.name} {name}: item {item_id!r} has no {spec.group_field!r} to average by")
         items.append(ItemValue(item_id, value, str(d.get("prompt", prompts.get(item_id, ""))),
                                None if output is None else str(output), None if group is None else str(group)))
-    present = [it for it in items if it.value is not None]
-    if not present:
+    recomputed = recomputed_value(items, spec)
+    if recomputed is None:
         raise ValueError(f"{probe.name} {name}: no item has a value")
-    recomputed = aggregate(np.array([it.value for it in present]), [str(it.group) for it in present], spec)
-    if not math.isclose(recomputed, float(result.value), rel_tol=_VALUE_RTOL, abs_tol=_VALUE_ATOL):
+    if not values_agree(recomputed, float(result.value)):
         raise ValueError(f"{probe.name} {name}: the {spec.aggregation} of the item values x {spec.item_scale} is "
                          f"{recomputed!r}, not the metric's value {result.value!r}; its PairedSpec is wrong")
     return MetricItems(probe.name, name, str(probe.version), probe_sha256(probe), float(result.value), tuple(items))
@@ -225,6 +265,12 @@ def _block_lines(block: MetricItems) -> list[bytes]:
             row["group"] = it.group
         rows.append(_line(row))
     return rows
+
+
+def block_sha256(block: MetricItems) -> str:
+    """SHA-256 of a block's lines as ``write_items`` writes them (head and items): what a run's
+    results.json row records, so an items file edited after the run no longer matches it."""
+    return hashlib.sha256(b"".join(_block_lines(block))).hexdigest()
 
 
 def write_items(path: str | os.PathLike[str], run: RunConfig, blocks: Iterable[MetricItems]) -> Path:
@@ -315,7 +361,7 @@ def read_items(path: str | os.PathLike[str]) -> ItemsFile:
         rows = [json.loads(ln) for ln in lines]
     except json.JSONDecodeError as exc:
         raise AuditUsageError(f"{path}: not a per-item results file (line {exc.lineno}: {exc.msg}).") from exc
-    if not rows or rows[0].get("kind") != "header" or rows[0].get("format") != FORMAT:
+    if not rows or not isinstance(rows[0], dict) or rows[0].get("kind") != "header" or rows[0].get("format") != FORMAT:
         raise AuditUsageError(f"{path}: not a per-item results file (no {FORMAT} header). "
                               f"Fix: pass the {ITEMS_FILE} of an audit run, or its folder.")
     if rows[0].get("format_version") != FORMAT_VERSION:
@@ -335,23 +381,63 @@ def read_items(path: str | os.PathLike[str]) -> ItemsFile:
             if key in blocks:
                 raise AuditUsageError(f"{path}: {key[0]} {key[1]} appears twice; the file is not one run's items.")
             blocks[key] = MetricItems(head["probe"], head["metric"], head["probe_version"], head["probe_sha256"],
-                                      head["value"], tuple(items))
+                                      float(head["value"]), tuple(items))
 
-    for row in rows[1:]:
-        if row.get("kind") == "metric":
+    for number, row in enumerate(rows[1:], start=2):
+        kind = row.get("kind") if isinstance(row, dict) else None
+        if kind == "metric":
             if head is not None and len(items) != head["n_items"]:
                 raise AuditUsageError(f"{path}: {head['probe']} {head['metric']} has {len(items)} of its "
                                       f"{head['n_items']} items; the file is corrupt.")
             close()
-            head, items = row, []
-        elif row.get("kind") == "item" and head is not None:
-            items.append(ItemValue(row["id"], row["value"], row.get("prompt", ""), row.get("output"), row.get("group")))
+            head, items = _checked_head(path, number, row), []
+        elif kind == "item" and head is not None:
+            items.append(_checked_item(path, number, row, head))
         else:
             raise AuditUsageError(f"{path}: unexpected line {json.dumps(row)[:120]}; the file is corrupt.")
     if head is not None and len(items) != head["n_items"]:
         truncated = True  # the last block was cut short
     close()
     return ItemsFile(run, blocks, truncated)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _damaged(path: Path, number: int, what: str) -> AuditUsageError:
+    return AuditUsageError(f"{path}: line {number}: {what}; the file was edited or is damaged. Fix: copy the baseline "
+                           "run folder again from the job that wrote it, or re-run the baseline audit.")
+
+
+def _checked_head(path: Path, number: int, row: dict[str, Any]) -> dict[str, Any]:
+    """A ``metric`` line whose fields have their types (a traceback is never the answer to an edit)."""
+    for key in ("probe", "metric", "probe_version", "probe_sha256"):
+        if not isinstance(row.get(key), str):
+            raise _damaged(path, number, f"the metric line has no text {key!r} (got {json.dumps(row.get(key))[:40]})")
+    if not _number(row.get("value")):
+        raise _damaged(path, number, f"{row['probe']} {row['metric']}: the value is {json.dumps(row.get('value'))[:40]}, "
+                                     "not a finite number")
+    n = row.get("n_items")
+    if not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
+        raise _damaged(path, number, f"{row['probe']} {row['metric']}: n_items is {json.dumps(n)[:40]}, not a count")
+    return row
+
+
+def _checked_item(path: Path, number: int, row: dict[str, Any], head: dict[str, Any]) -> ItemValue:
+    what = f"{head['probe']} {head['metric']}"
+    if not isinstance(row.get("id"), str):
+        raise _damaged(path, number, f"an item of {what} has no text id")
+    if "value" not in row:
+        raise _damaged(path, number, f"item {row['id']!r} of {what} has no value (not even null)")
+    value = row["value"]
+    if value is not None and not _number(value):
+        raise _damaged(path, number, f"item {row['id']!r} of {what} has the value {json.dumps(value)[:40]}, "
+                                     "neither a finite number nor null")
+    prompt, output, group = row.get("prompt", ""), row.get("output"), row.get("group")
+    if not isinstance(prompt, str) or any(t is not None and not isinstance(t, str) for t in (output, group)):
+        raise _damaged(path, number, f"item {row['id']!r} of {what} has a prompt, output or group that is not text")
+    return ItemValue(row["id"], None if value is None else float(value), prompt, output, group)
 
 
 def locate_items(run: str | os.PathLike[str]) -> Path:

@@ -20,6 +20,10 @@ from bias_core.errors import BaselineMismatch
 from bias_core.gating.regression.items import ItemsFile, MetricItems, RunConfig
 
 _SHOW = 5
+# The largest share of a probe's items that may lack a value in either run before its comparison
+# errors (--baseline-max-missing): the paired metrics give every item a value, but for GenderPair's
+# BPR, whose undecided responses have none.
+MAX_MISSING_SHARE = 0.05
 
 
 def _show(ids: Sequence[Any]) -> str:
@@ -34,23 +38,72 @@ def _brief(value: Any) -> str:
 
 @dataclass(frozen=True)
 class ConfigComparison:
-    """What differs between two runs that pairing allows to differ."""
+    """What differs between two runs that pairing allows to differ, and what is known of it.
+
+    ``same_model`` is true only when both runs recorded the SHA-256 of the weight files they read
+    and those (and the fingerprints, which carry an adapter) are equal. A served model's weights
+    are never seen (``served``: what is known instead); a file from before weights were recorded
+    leaves them ``unverified``."""
 
     same_model: bool
     dtype_differs: bool
     tokenizer_differs: bool
     candidate_dtype: str
     baseline_dtype: str
+    engine: str = ""  # the engine both runs used (pairing refuses two engines)
+    unverified: str = ""  # why the weights could not be compared ("" when they were)
+    served: tuple[str, ...] = ()  # for served models: endpoint, name, answers to the canary requests
 
     def describe(self) -> str:
-        parts = ["same model weights" if self.same_model else "different model weights"]
-        if self.dtype_differs:
+        if self.served:
+            parts = ["served model: weights not verifiable", *self.served]
+        elif self.unverified:
+            parts = [f"model weights not verified ({self.unverified})"]
+        else:
+            parts = ["same model weights" if self.same_model else "different model weights"]
+        if self.served and not self.dtype_differs:
+            parts.append(f"dtype not known ({self.candidate_dtype or 'unknown'})")
+        elif self.dtype_differs:
             parts.append(f"different dtypes (candidate {self.candidate_dtype}, baseline {self.baseline_dtype})")
         else:
             parts.append(f"same dtype ({self.candidate_dtype or 'unknown'})")
         if self.tokenizer_differs:
             parts.append("different tokenizers (prompts are paired as text)")
+        if self.engine:
+            parts.append(f"engine {self.engine} in both runs")
         return "; ".join(parts)
+
+
+def _same_or_not(what: str, candidate: str, baseline: str) -> str:
+    if candidate == baseline:
+        return f"same {what}" + (f" ({candidate})" if candidate and len(candidate) < 80 else "")
+    return f"different {what} (candidate {candidate or 'unknown'}, baseline {baseline or 'unknown'})"
+
+
+def _served(candidate: RunConfig, baseline: RunConfig) -> tuple[str, ...]:
+    """What two runs of a served model know of it: the local folder (tokenizer and config, not the
+    served weights), the endpoint, the served name, and whether its answers to the canary requests
+    of loading were equal (a digest: equal answers do not prove equal weights; different ones
+    prove different models or serving)."""
+    c, b = candidate.served, baseline.served
+    local = "same local folder" if candidate.model_fingerprint == baseline.model_fingerprint else "different local folders"
+    out = [f"{local} (tokenizer and config; not the served weights)",
+           _same_or_not("endpoint", c.get("endpoint", ""), b.get("endpoint", "")),
+           _same_or_not("served model name", c.get("model", ""), b.get("model", ""))]
+    if c.get("answers") and b.get("answers"):
+        out.append("same answers to the canary requests" if c["answers"] == b["answers"]
+                   else "different answers to the canary requests (another model or another serving)")
+    else:
+        out.append("answers to the canary requests not recorded")
+    return tuple(out)
+
+
+def _unverified(candidate: RunConfig, baseline: RunConfig) -> str:
+    missing = [name for name, run in (("candidate", candidate), ("baseline", baseline)) if not run.weights_sha256]
+    if not missing:
+        return ""
+    return (f"the {' and the '.join(missing)} recorded no hash of {'their' if len(missing) > 1 else 'its'} weight files"
+            + (": its items were written by an older bias-core" if missing == ["baseline"] else ""))
 
 
 def check_configs(candidate: RunConfig, baseline: RunConfig, where: str = "baseline") -> ConfigComparison:
@@ -78,12 +131,18 @@ def check_configs(candidate: RunConfig, baseline: RunConfig, where: str = "basel
             f"{where} was made with another configuration: " + "; ".join(problems)
             + ". Fix: re-run the baseline with the candidate's options (or the candidate with the baseline's)."
         )
+    served = _served(candidate, baseline) if candidate.served or baseline.served else ()
+    unverified = "" if served else _unverified(candidate, baseline)
     return ConfigComparison(
-        same_model=bool(candidate.model_fingerprint) and candidate.model_fingerprint == baseline.model_fingerprint,
+        same_model=not (served or unverified) and candidate.weights_sha256 == baseline.weights_sha256
+        and bool(candidate.model_fingerprint) and candidate.model_fingerprint == baseline.model_fingerprint,
         dtype_differs=candidate.dtype != baseline.dtype,
         tokenizer_differs=candidate.tokenizer_fingerprint != baseline.tokenizer_fingerprint,
         candidate_dtype=candidate.dtype,
         baseline_dtype=baseline.dtype,
+        engine=engines[0],
+        unverified=unverified,
+        served=served,
     )
 
 
@@ -126,12 +185,50 @@ class PairedItems:
     candidate_value: float  # the metric values as each run reported them
     baseline_value: float
     n_dropped: int = 0  # items without a value in one of the runs (left out of the comparison)
+    missing_candidate: int = 0  # of those, items without a value in the candidate
+    missing_baseline: int = 0  # and in the baseline (an item missing in both counts in both)
+
+    @property
+    def n_items(self) -> int:
+        """The probe's items, paired or not."""
+        return len(self.ids) + self.n_dropped
 
     def swapped(self) -> "PairedItems":
         """The same pairs with candidate and baseline exchanged."""
         return PairedItems(self.probe, self.metric, self.ids, self.baseline, self.candidate, self.groups,
                            self.prompts, self.baseline_output, self.candidate_output, self.baseline_value,
-                           self.candidate_value, self.n_dropped)
+                           self.candidate_value, self.n_dropped, self.missing_baseline, self.missing_candidate)
+
+    def pairs_text(self) -> str:
+        """"40 pairs" or "3 pairs of 40 items (37 without a value in the baseline)"."""
+        return pairs_text(len(self.ids), self.n_items, self.missing_candidate, self.missing_baseline)
+
+
+def pairs_text(n: int, n_items: int, missing_candidate: int = 0, missing_baseline: int = 0) -> str:
+    """How many pairs a comparison stands on, and what was left out (the n every report shows)."""
+    if n_items <= n:
+        return f"{n} pair{'s' if n != 1 else ''}"
+    why = [f"{k} without a value in the {side}" for k, side in ((missing_baseline, "baseline"),
+                                                               (missing_candidate, "candidate")) if k]
+    return f"{n} pair{'s' if n != 1 else ''} of {n_items} items ({', '.join(why) or f'{n_items - n} unpaired'})"
+
+
+def missing_problem(paired: PairedItems, max_share: float = MAX_MISSING_SHARE) -> str | None:
+    """Why a comparison would not stand for its metric: more than ``max_share`` of the probe's items
+    without a value in one of the runs (None when within it). The rest may be the items that
+    happen to agree; a baseline whose items were set to null reads this way, and so does a model
+    that leaves many items undecided."""
+    left_out = paired.n_dropped
+    if paired.n_items == 0 or left_out / paired.n_items <= max_share:
+        return None
+    sides = ", ".join(f"{k} without one in the {side}" for k, side in (
+        (paired.missing_baseline, "baseline"), (paired.missing_candidate, "candidate")) if k)
+    return (f"{paired.probe} {paired.metric}: only {len(paired.ids)} of {paired.n_items} items have a value in both "
+            f"runs ({sides}): {100 * left_out / paired.n_items:.0f}% left out, more than the {100 * max_share:g}% a "
+            "comparison may leave out (--baseline-max-missing), so no verdict is given. Fix: if the baseline's "
+            "items were set to null, copy its run folder again or re-run the baseline audit; if the models "
+            "really leave these items undecided, allow it with --baseline-max-missing "
+            f"{min(0.99, round(left_out / paired.n_items + 0.005, 2)):g}.")
 
 
 def pair(candidate: MetricItems, baseline: MetricItems, where: str = "baseline") -> PairedItems:
@@ -161,7 +258,10 @@ def pair(candidate: MetricItems, baseline: MetricItems, where: str = "baseline")
                                "Fix: audit both with the same probe data, version and sample size.")
     ids = [i for i in base if base[i].value is not None and cand[i].value is not None]
     if not ids:
-        raise BaselineMismatch(f"{what}: no item has a value in both runs, so nothing can be paired.")
+        raise BaselineMismatch(f"{what}: none of the {len(base)} items has a value in both runs "
+                               f"({sum(base[i].value is None for i in base)} without one in the {where}, "
+                               f"{sum(cand[i].value is None for i in base)} in this run), so nothing can be paired. "
+                               "Fix: re-run the baseline audit, or copy its run folder again.")
     groups = None
     if any(base[i].group is not None for i in ids):
         differing = [i for i in ids if base[i].group != cand[i].group]
@@ -177,6 +277,8 @@ def pair(candidate: MetricItems, baseline: MetricItems, where: str = "baseline")
         candidate_output=tuple(cand[i].output for i in ids), baseline_output=tuple(base[i].output for i in ids),
         candidate_value=float(candidate.value), baseline_value=float(baseline.value),
         n_dropped=len(base) - len(ids),
+        missing_candidate=sum(cand[i].value is None for i in base),
+        missing_baseline=sum(base[i].value is None for i in base),
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bias_core.gating.regression.pairing import pairs_text
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS
 from bias_core.stats.paired import PairedComparison
 from bias_core.storage.files import append_whole, atomic_write_text
@@ -41,34 +42,47 @@ def _direction(c: PairedComparison) -> str:
     return f"{c.direction} is better"
 
 
+def _pairs(c: PairedComparison, pairs: Mapping[str, str]) -> str:
+    return _cell(pairs.get(c.test_id) or pairs_text(c.n, c.n + c.n_dropped))
+
+
 def render_summary(regression: Sequence[PairedComparison], absolute: Sequence[Mapping[str, Any]] = (),
                    banner: str = "", baseline: str = "", config_note: str = "", title: str = "Bias audit",
-                   worse: Mapping[str, str] | None = None) -> str:
-    """Markdown: banner, then the regression table (failures first), then the absolute gates'
-    counts and their failing or inconclusive rows. ``absolute`` rows are results.json rows
-    (``test_id``, ``value``, ``ci_low``, ``ci_high``, ``verdict``). ``worse``: comparison test_id ->
-    its "within margin, but worse" note (``bias_core.reports.fmt.worse_note``), listed above the
-    table and marked in it."""
-    worse = worse or {}
+                   worse: Mapping[str, str] | None = None, pairs: Mapping[str, str] | None = None,
+                   errored: Mapping[str, str] | None = None) -> str:
+    """Markdown: banner, then the regression table (failures first) with each comparison's n of
+    pairs, then the absolute gates' counts and their failing or inconclusive rows. ``absolute``
+    rows are results.json rows (``test_id``, ``value``, ``ci_low``, ``ci_high``, ``verdict``).
+    ``worse``: comparison test_id -> its "within margin, but worse" note
+    (``bias_core.reports.fmt.worse_note``), listed above the table and marked in it. ``pairs``:
+    test_id -> its n of pairs as the reports say it (default: from the comparison's n and
+    n_dropped). ``errored``: test_id -> why a comparison gave no verdict (too many items left
+    out), listed first in the table."""
+    worse, pairs, errored = worse or {}, pairs or {}, errored or {}
     out = [f"## {title}", ""]
     if banner:
         out += [banner.strip(), ""]
-    if regression:
+    if regression or errored:
         beyond = sum(c.verdict == FAIL for c in regression)
         out += [f"### Candidate vs baseline{f' ({_cell(baseline)})' if baseline else ''}", ""]
         if config_note:
             out += [f"_{_cell(config_note)}_", ""]
-        out += [f"{len(regression)} paired comparisons, {beyond} beyond their margin. "
+        out += [f"{len(regression) + len(errored)} paired comparisons, {beyond} beyond their margin"
+                + (f", {len(errored)} without a verdict (too many items left out)" if errored else "") + ". "
                 "Delta = candidate − baseline; harm = how much worse the candidate is (metric's direction); "
-                "p one-sided (harm > 0), adjusted across the run by Holm and Benjamini–Hochberg.", "",
+                "p one-sided (harm > 0), adjusted across the run by Holm and Benjamini–Hochberg; "
+                "n = the items paired (with a value in both runs).", "",
                 *([f"**Within margin, but significantly worse ({len(worse)}):**", "",
                    *(f"- `{_cell(t)}`: {_cell(n)}" for t, n in sorted(worse.items())), ""] if worse else []),
-                "| test | better | baseline | candidate | delta | harm [95% CI] | margin | p | p Holm | p BH | verdict |",
-                "|---|---|---|---|---|---|---|---|---|---|---|"]
+                "| test | better | n | baseline | candidate | delta | harm [95% CI] | margin | p | p Holm | p BH | verdict |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for test_id, why in sorted(errored.items()):
+            out.append(f"| {_cell(test_id)} | – | {_cell(pairs.get(test_id, '–'))} | – | – | – | – | – | – | – | – | "
+                       f"**ERROR**: {_cell(why[:300])} |")
         for c in sorted(regression, key=lambda c: (_ORDER.get(c.verdict or "", 3), c.test_id)):
             out.append("| " + " | ".join([
-                _cell(c.test_id), _direction(c), _num(c.baseline_value), _num(c.candidate_value), _num(c.delta),
-                f"{_num(c.harm)} [{_num(c.harm_ci[0])}, {_num(c.harm_ci[1])}]",
+                _cell(c.test_id), _direction(c), _pairs(c, pairs), _num(c.baseline_value), _num(c.candidate_value),
+                _num(c.delta), f"{_num(c.harm)} [{_num(c.harm_ci[0])}, {_num(c.harm_ci[1])}]",
                 _num(c.margin) + (f" ({_cell(c.margin_rule)})" if c.margin_rule and "%" in c.margin_rule else ""),
                 _p(c.p_value), _p(c.p_holm), _p(c.p_bh),
                 _MARK.get(c.verdict or "", _cell(c.verdict or "–")) + (" (worse)" if c.test_id in worse else ""),
