@@ -45,11 +45,13 @@ from bias_core.gating.regression.items import (
 )
 from bias_core.gating.regression.pairing import check_configs, check_probes, pair
 from bias_core.gating.regression.spec import PAIRED
+from bias_core.gating.regression.summary import FileMark, mark_file
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.pytest_plugin.regression_options import RegressionOptions, parse_options
 from bias_core.pytest_plugin.session_state import MODEL, RUN, USAGE_STOP, terminal
 from bias_core.pytest_plugin.session_state import ROW as AUDIT_ROW
 from bias_core.stats.paired import PairedComparison, adjust, compare_to_baseline
+from bias_core.storage.visible import visible
 
 FAMILIES = ("disclosure", "association", "genderpair")
 LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)
@@ -68,6 +70,7 @@ class RegressionState:
     candidate_run: RunConfig | None = None
     items_started: bool = False
     rows: list[dict[str, Any]] = field(default_factory=list)
+    summary_mark: FileMark | None = None  # --summary-md as this run found it (another run's write is kept)
 
 
 # ----- what is compared ----------------------------------------------------------------------
@@ -156,7 +159,8 @@ def configure(config, settings) -> None:
             check_configs(run_config(settings, compared=True), options.stored.run, where=f"--baseline {options.baseline}")
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[STATE] = RegressionState(options, settings)
+    config.stash[STATE] = RegressionState(options, settings, summary_mark=None if options.summary_md is None
+                                          else mark_file(options.summary_md))
     config.addinivalue_line("markers", "regression: a candidate-vs-baseline paired test (bias_core.gating.regression)")
     config.pluginmanager.register(_Hooks(config), "bias_core.gating.regression.hooks")
     config.pluginmanager.register(sys.modules[__name__], "bias_core.pytest_plugin.regression_fixtures")
@@ -252,7 +256,7 @@ def _usage_exit():
     try:
         yield
     except AuditUsageError as exc:
-        pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(visible(f"usage error: {exc}"), returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(scope="session")
@@ -446,15 +450,16 @@ class _Hooks:
         if not judged:
             return
         counts = {v: sum(r["verdict"] == v for r in judged) for v in (FAIL, INCONCLUSIVE, "pass")}
-        terminalreporter.write_sep("-", f"candidate vs baseline ({state.options.label()}): {len(judged)} paired "
-                                        f"comparisons, {counts[FAIL]} worse beyond the margin, {counts[INCONCLUSIVE]} "
-                                        f"inconclusive, {counts['pass']} passed")
-        terminalreporter.line(f"  {judged[0]['config']}; p-values adjusted by {judged[0]['adjustment']}")
+        # the baseline's label and card come from a run folder (a downloaded artifact): shown escaped
+        terminalreporter.write_sep("-", visible(f"candidate vs baseline ({state.options.label()}): {len(judged)} paired "
+                                                f"comparisons, {counts[FAIL]} worse beyond the margin, "
+                                                f"{counts[INCONCLUSIVE]} inconclusive, {counts['pass']} passed"))
+        terminalreporter.line(visible(f"  {judged[0]['config']}; p-values adjusted by {judged[0]['adjustment']}"))
         from bias_core.reports.fmt import worse_note
 
         for r in judged:
             if worse_note(r):
-                terminalreporter.line(f"  {r['test_id']}: {worse_note(r)} (margin {r['margin']:.4g})", yellow=True)
+                terminalreporter.line(visible(f"  {r['test_id']}: {worse_note(r)} (margin {r['margin']:.4g})"), yellow=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
@@ -488,11 +493,11 @@ def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> 
                               title=f"Bias audit: {state.settings.model_value}",
                               worse={f"{r['probe']}-{r['metric']}": worse_note(r) for r in state.rows if worse_note(r)})
     if attempt is None:
-        return write_summary(markdown, state.options.summary_md)
+        return write_summary(markdown, state.options.summary_md, since=state.summary_mark)
     written: list[Path] = []
     path, step = state.options.summary_md, os.environ.get("GITHUB_STEP_SUMMARY")
     if path is not None:
-        attempt(f"--summary-md {path}", lambda: written.extend(write_summary(markdown, path, environ={})))
+        attempt(f"--summary-md {path}", lambda: written.extend(write_summary(markdown, path, environ={}, since=state.summary_mark)))
     if step:
         attempt(f"$GITHUB_STEP_SUMMARY {step}", lambda: written.extend(write_summary(markdown, None)))
     return written
