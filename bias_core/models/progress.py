@@ -8,10 +8,10 @@ one unreadable line, and no bar at all left a CI job silent for over ten minutes
 ends::
 
     bias-core progress: template-color: generating: 96/400 (24%), elapsed 1m02s, about 3m16s left
-      [audits/test_disclosure.py::test_disclosure[template-color-GAS] (call), worker gw1]
+      [audits/test_disclosure.py::test_disclosure[template-color-GAS], worker gw1]
 
 (one line in the log). What runs is the bar's label (the probe and the kind of work) and, under
-pytest, the test (``$PYTEST_CURRENT_TEST``: "(setup)" for a session fixture's work) and the xdist
+pytest, the test (``$PYTEST_CURRENT_TEST``, whose setup runs session fixtures' work) and the xdist
 worker. A timer thread writes a line even while one slow batch holds the loop; it stops when the
 bar is closed, dropped, or its test has ended. Lines go to ``sys.stderr`` as it is when written:
 the plugin runs model work with pytest's capture suspended, so they reach the terminal or the
