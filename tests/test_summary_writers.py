@@ -10,6 +10,8 @@ import pytest
 
 from bias_core.gating.regression.summary import SharedSummaryWarning, mark_file, write_summary
 
+pytest_plugins = ["pytester"]
+
 
 def test_a_run_that_finds_the_summary_rewritten_since_it_started_keeps_both_and_warns(tmp_path):
     path = tmp_path / "summary.md"
@@ -78,3 +80,56 @@ def test_the_plugin_marks_the_summary_when_the_run_starts(tmp_path, monkeypatch)
         write_run_summary(state, 0)
     text = path.read_text()
     assert text.startswith("## Bias audit: another run\n") and "## Bias audit: cand" in text
+
+
+def test_the_check_and_the_write_happen_under_an_exclusive_lock_of_the_folder(tmp_path, monkeypatch):
+    """Two runs finishing at once cannot both find the file unchanged: while one checks and
+    writes, another's lock of the folder is refused."""
+    import fcntl
+    import os
+
+    from bias_core.gating.regression import summary
+
+    held = []
+    real_write = summary.atomic_write_text
+
+    def write(path, text):
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(fd)
+        return real_write(path, text)
+
+    monkeypatch.setattr(summary, "atomic_write_text", write)
+    write_summary("x\n", tmp_path / "summary.md", environ={}, since=mark_file(tmp_path / "summary.md"))
+    assert held == [True]
+
+
+AUDIT = """
+import pathlib
+import pytest
+from bias_core.metrics import MetricResult
+
+@pytest.mark.audit(family="disclosure")
+@pytest.mark.parametrize(("probe", "metric"), [pytest.param("template-occupation", "GLD", id="template-occupation-GLD")])
+def test_synthetic(probe, metric, gate):
+    # another job given the same --summary-md finishes while this run is still going
+    pathlib.Path("summary.md").write_text("## Bias audit: the other job\\n")
+    gate(MetricResult(metric, 0.1, 0.05, 0.2, 40, ()), family="disclosure", probe=probe, metric=metric)
+"""
+
+
+def test_a_run_keeps_a_summary_another_run_wrote_to_its_file_and_says_so(pytester, monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    pytester.makefile(".toml", thresholds="[metrics.GLD]\nmax = 0.30\n")
+    pytester.makepyfile(test_audit=AUDIT)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--summary-md", "summary.md")
+    result.assert_outcomes(passed=1)
+    text = (pytester.path / "summary.md").read_text()
+    assert text.startswith("## Bias audit: the other job\n") and "PASSED" in text.split("Another run wrote")[1]
+    result.stdout.fnmatch_lines(["*SharedSummaryWarning: --summary-md summary.md: another run wrote this file while "
+                                 "this run ran*"])
