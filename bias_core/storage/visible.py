@@ -31,7 +31,3 @@ def visible(text: str) -> str:
     tab and newline kept. Idempotent: its output holds none of them."""
     return _HIDDEN.sub(_escape, text)
 
-
-def has_hidden(text: str) -> bool:
-    """Whether ``visible`` would change ``text``."""
-    return _HIDDEN.search(text) is not None
