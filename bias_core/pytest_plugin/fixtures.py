@@ -16,6 +16,7 @@ from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.models.progress import interactive
 from bias_core.pytest_plugin.options import AuditSettings
 from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, terminal
+from bias_core.storage.visible import visible
 
 
 @pytest.fixture(scope="session")
@@ -35,9 +36,9 @@ def audit_model(pytestconfig, audit_settings):
         pytestconfig.stash[MODEL] = lm
         return lm
     except AuditUsageError as exc:
-        pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(visible(f"usage error: {exc}"), returncode=pytest.ExitCode.USAGE_ERROR)
     except NonFiniteScores as exc:  # found at load (exact precision's calibration): nothing can be audited
-        pytest.exit(f"model error: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
+        pytest.exit(visible(f"model error: {exc}"), returncode=pytest.ExitCode.TESTS_FAILED)
 
 
 def _load(spec, settings):
@@ -92,7 +93,7 @@ def mitigation_audit(pytestconfig, audit_model, audit_settings, audit_suites):
                             original=audit_suites("disclosure").suite, original_association=audit_suites("association").suite,
                             cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
                             steps=audit_settings.mitigation_steps,
-                            progress=interactive())
+                            progress=True)  # a bar on a terminal, lines in a log (models/progress.py)
     return WithTerminal(suite, pytestconfig)
 
 
@@ -110,7 +111,7 @@ def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
     if settings.thresholds is not None:
         limit = lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value).limit  # noqa: E731
     suite = TradeoffSweep(lm, dict(settings.mitigation_sweep), data_dir=settings.data_dir, seed=settings.seed,
-                          cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps, progress=interactive(),
+                          cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps, progress=True,
                           causal_likelihood=settings.causal_likelihood, articles=settings.articles, limit=limit,
                           out_dir=out_dir)
     return WithTerminal(suite, pytestconfig)

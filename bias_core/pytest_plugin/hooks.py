@@ -29,6 +29,7 @@ from bias_core.pytest_plugin.fixtures import audit_params
 from bias_core.pytest_plugin.options import add_options, build_settings
 from bias_core.pytest_plugin.reporter import Reporter
 from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, USAGE_STOP
+from bias_core.storage.visible import visible
 
 
 def pytest_addoption(parser) -> None:
@@ -264,15 +265,15 @@ def pytest_runtest_call(item):
     try:
         return (yield)
     except DataSourceMissing as exc:
-        pytest.skip(f"data missing: {exc}")
+        pytest.skip(visible(f"data missing: {exc}"))  # outside text (a data file's) never drives the terminal
     except ProbeNotApplicable as exc:  # an engine lacking a capability too (models.protocol.EngineCannot)
-        pytest.skip(f"not applicable: {exc}")
+        pytest.skip(visible(f"not applicable: {exc}"))
     except EngineUnavailable as exc:  # a server gone away: every later test would wait for it too
-        pytest.exit(f"engine error in {item.nodeid}: {exc}", returncode=pytest.ExitCode.INTERRUPTED)
+        pytest.exit(visible(f"engine error in {item.nodeid}: {exc}"), returncode=pytest.ExitCode.INTERRUPTED)
     except (NonFiniteScores, AuditUsageError) as exc:  # NaN outputs, a broken data file, a prompt too long...
         if item.get_closest_marker("audit") is None:
             raise
-        pytest.fail(f"ERROR in {audit_params(item)['probe'] or item.nodeid}: {exc}", pytrace=False)
+        pytest.fail(visible(f"ERROR in {audit_params(item)['probe'] or item.nodeid}: {exc}"), pytrace=False)
 
 
 @pytest.hookimpl(wrapper=True)

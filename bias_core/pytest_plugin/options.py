@@ -16,6 +16,7 @@ from bias_core.mitigation.evaluation.tradeoff_curves import parse_grid
 from bias_core.mitigation.methods.names import parse_mitigations
 from bias_core.models.engines.options import add_engine_options, engine_fields
 from bias_core.models.loading import LoadOptions, check_options
+from bias_core.models.progress import log_interval
 from bias_core.models.registry import DEFAULT_MODEL, MODEL_ALIASES, ModelSpec, resolve_model
 from bias_core.models.scored_tokens import CAUSAL_LIKELIHOODS, DEFAULT_CAUSAL_LIKELIHOOD
 from bias_core.probes.disclosure import ARTICLES, DEFAULT_ARTICLES
@@ -255,6 +256,7 @@ def build_settings(config) -> AuditSettings:
         **engine_fields(opt),
     )
     check_options(load)
+    log_interval()  # $BIAS_CORE_PROGRESS_INTERVAL: a bad value is a usage error now, not at the first batch
     notices: list[str] = []
     load = _usable_cache(load, notices)
     model_value = opt("--model")

@@ -46,11 +46,13 @@ from bias_core.gating.regression.items import (
 )
 from bias_core.gating.regression.pairing import check_configs, check_probes, missing_problem, pair
 from bias_core.gating.regression.spec import PAIRED
+from bias_core.gating.regression.summary import FileMark, mark_file
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.pytest_plugin.regression_options import RegressionOptions, parse_options
 from bias_core.pytest_plugin.session_state import MODEL, RUN, USAGE_STOP, terminal
 from bias_core.pytest_plugin.session_state import ROW as AUDIT_ROW
 from bias_core.stats.paired import PairedComparison, adjust, compare_to_baseline
+from bias_core.storage.visible import visible
 
 FAMILIES = ("disclosure", "association", "genderpair")
 LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)
@@ -69,6 +71,7 @@ class RegressionState:
     candidate_run: RunConfig | None = None
     items_started: bool = False
     rows: list[dict[str, Any]] = field(default_factory=list)
+    summary_mark: FileMark | None = None  # --summary-md as this run found it (another run's write is kept)
 
 
 # ----- what is compared ----------------------------------------------------------------------
@@ -178,7 +181,8 @@ def configure(config, settings) -> None:
             check_configs(run_config(settings, compared=True), options.stored.run, where=f"--baseline {options.baseline}")
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[STATE] = RegressionState(options, settings)
+    config.stash[STATE] = RegressionState(options, settings, summary_mark=None if options.summary_md is None
+                                          else mark_file(options.summary_md))
     config.addinivalue_line("markers", "regression: a candidate-vs-baseline paired test (bias_core.gating.regression)")
     config.pluginmanager.register(_Hooks(config), "bias_core.gating.regression.hooks")
     config.pluginmanager.register(sys.modules[__name__], "bias_core.pytest_plugin.regression_fixtures")
@@ -277,7 +281,7 @@ def _usage_exit():
     try:
         yield
     except AuditUsageError as exc:
-        pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(visible(f"usage error: {exc}"), returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 @pytest.fixture(scope="session")
@@ -500,11 +504,12 @@ class _Hooks:
             return
         counts = {v: sum(r["verdict"] == v for r in judged) for v in (FAIL, INCONCLUSIVE, "pass", "error")}
         errored = f", {counts['error']} errored (too few pairs)" if counts["error"] else ""
-        terminalreporter.write_sep("-", f"candidate vs baseline ({state.options.label()}): {len(judged)} paired "
-                                        f"comparisons, {counts[FAIL]} worse beyond the margin, {counts[INCONCLUSIVE]} "
-                                        f"inconclusive, {counts['pass']} passed{errored}")
+        # the baseline's label and card come from a run folder (a downloaded artifact): shown escaped
+        terminalreporter.write_sep("-", visible(f"candidate vs baseline ({state.options.label()}): {len(judged)} paired "
+                                                f"comparisons, {counts[FAIL]} worse beyond the margin, "
+                                                f"{counts[INCONCLUSIVE]} inconclusive, {counts['pass']} passed{errored}"))
         adjusted = next((r["adjustment"] for r in judged if r.get("adjustment")), "")
-        terminalreporter.line(f"  {judged[0]['config']}" + (f"; p-values adjusted by {adjusted}" if adjusted else ""))
+        terminalreporter.line(visible(f"  {judged[0]['config']}" + (f"; p-values adjusted by {adjusted}" if adjusted else "")))
         from bias_core.reports.fmt import pairs_of, worse_note
 
         width = max(len(r["test_id"]) for r in judged)
@@ -514,7 +519,7 @@ class _Hooks:
                                   red=r["verdict"] in (FAIL, "error"), yellow=short and r["verdict"] not in (FAIL, "error"))
         for r in judged:
             if worse_note(r):
-                terminalreporter.line(f"  {r['test_id']}: {worse_note(r)} (margin {r['margin']:.4g})", yellow=True)
+                terminalreporter.line(visible(f"  {r['test_id']}: {worse_note(r)} (margin {r['margin']:.4g})"), yellow=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
@@ -552,11 +557,11 @@ def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> 
                               errored={f"{r['probe']}-{r['metric']}": str(r.get("reason") or "the test raised an error")
                                        for r in compared if r.get("verdict") == "error"})
     if attempt is None:
-        return write_summary(markdown, state.options.summary_md)
+        return write_summary(markdown, state.options.summary_md, since=state.summary_mark)
     written: list[Path] = []
     path, step = state.options.summary_md, os.environ.get("GITHUB_STEP_SUMMARY")
     if path is not None:
-        attempt(f"--summary-md {path}", lambda: written.extend(write_summary(markdown, path, environ={})))
+        attempt(f"--summary-md {path}", lambda: written.extend(write_summary(markdown, path, environ={}, since=state.summary_mark)))
     if step:
         attempt(f"$GITHUB_STEP_SUMMARY {step}", lambda: written.extend(write_summary(markdown, None)))
     return written

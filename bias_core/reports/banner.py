@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bias_core.reports.fmt import change_text, ci_text, gate_text, num, pairs_of, passing_range, sig, worse_note
+from bias_core.storage.visible import visible
 
 BLOCKED = "BLOCKED"
 PASSED = "PASSED"
@@ -62,8 +63,9 @@ class Banner:
 
     @property
     def lines(self) -> list[str]:
-        """The banner as text lines: headline, one line per item, then the notes."""
-        return [self.headline, *(f"  {i.text()}" for i in self.items), *self.notes]
+        """The banner as text lines: headline, one line per item, then the notes; controls in a
+        row's text (an error quoting a generation) written as escapes, so none reaches a terminal."""
+        return [visible(line) for line in (self.headline, *(f"  {i.text()}" for i in self.items), *self.notes)]
 
     def text(self) -> str:
         return "\n".join(self.lines)
@@ -176,7 +178,7 @@ def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, c
 
     items = [BannerItem("fail", str(r.get("test_id") or r.get("nodeid") or "?"), _value_line(r)) for r in fails]
     items += [BannerItem("error", str(r.get("test_id") or r.get("nodeid") or "?"),
-                         str(r.get("reason") or "the test raised an error").strip().splitlines()[-1][:200])
+                         visible(str(r.get("reason") or "the test raised an error")).strip().splitlines()[-1][:200])
               for r in errors]
     for r in inconclusive:
         decide = what_decides(r) or worse_note(r)

@@ -14,6 +14,7 @@ from typing import Any
 
 from bias_core.reports.charts import FAIL_ZONE_COLOR, OTHER_COLOR, THRESHOLD_COLOR, VERDICT_COLORS
 from bias_core.reports.fmt import num, pairs_of, sig, worse_note
+from bias_core.storage.visible import visible
 
 _ROW_H, _W, _LABEL_W, _PAD = 22, 640, 190, 12
 
@@ -25,7 +26,7 @@ def is_regression(row: Mapping[str, Any]) -> bool:
 def _esc(v: Any) -> str:
     import html
 
-    return html.escape("" if v is None else str(v), quote=True)
+    return html.escape(visible("" if v is None else str(v)), quote=True)
 
 
 def _signed(v: Any) -> str:

@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bias_core.storage.files import atomic_write_text
 from bias_core.reports.json_safe import jsonable
+from bias_core.storage.files import atomic_write_text
+from bias_core.storage.visible import visible
 
 if TYPE_CHECKING:  # pandas is imported on use: importing the plugin must stay cheap
     import pandas as pd
@@ -109,9 +110,11 @@ def _normalise_dtypes(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _csv_cell(v: Any) -> Any:
+    """A CSV cell: containers as JSON; text with its controls written as escapes (a spreadsheet or
+    a terminal shows the CSV as text; results.json keeps the exact text)."""
     if isinstance(v, (dict, list, tuple)):
-        return json.dumps(jsonable(v), sort_keys=True, ensure_ascii=False)
-    return v
+        return visible(json.dumps(jsonable(v), sort_keys=True, ensure_ascii=False))
+    return visible(v) if isinstance(v, str) else v
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,11 +204,13 @@ class ResultsTable:
             run["n_results"] = len(self._rows)
             doc = {"run": run, "results": self._rows}
             text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+            import pandas as pd
+
             df = rows_to_frame(self._rows)
             df["run_complete"] = bool(complete)
             df["partial_reason"] = self._status["partial_reason"]
-            for col in df.columns:
-                if df[col].dtype == object:
+            for col in df.columns:  # object columns, and text ones (pandas 3 infers "str" for them)
+                if df[col].dtype == object or pd.api.types.is_string_dtype(df[col]):
                     df[col] = df[col].map(_csv_cell)
             csv_text = df.to_csv(index=False, lineterminator="\n")
             atomic_write_text(self.json_path, text, durable=True)

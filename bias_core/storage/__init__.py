@@ -2,7 +2,9 @@
 
 - ``files``: the helpers everything bias_core writes goes through (atomic writes, whole appends,
   content hashes, whether a folder can take more files);
-- ``result_cache``: the content-addressed cache of model outputs (JSON, never pickle).
+- ``result_cache``: the content-addressed cache of model outputs (JSON, never pickle);
+- ``visible``: text from outside the run (a generation, a data file) with its control characters
+  written as escapes, for every human-readable file and the terminal.
 
 A bottom layer: every package may import it; it imports nothing of bias_core.
 """

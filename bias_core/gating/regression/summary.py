@@ -2,12 +2,17 @@
 
 ``render_summary`` is pure: regression comparisons and absolute result rows in, Markdown out.
 The verdict banner is the caller's (``bias_core.reports.banner``); it is placed on top as given.
+``write_summary`` writes it; a run marks its file when it starts (``mark_file``), so a summary
+another run wrote meanwhile is kept and the overlap said, not silently replaced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +20,11 @@ from bias_core.gating.regression.pairing import pairs_text
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS
 from bias_core.stats.paired import PairedComparison
 from bias_core.storage.files import append_whole, atomic_write_text
+from bias_core.storage.visible import visible
+
+#: Above a summary appended to a file another run wrote during this one.
+SHARED_NOTE = ("_Another run wrote this file while the run below ran; its summary is above. Give each job its "
+               "own --summary-md file._")
 
 _MARK = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "inconclusive"}
 _ORDER = {FAIL: 0, INCONCLUSIVE: 1, PASS: 2}
@@ -104,17 +114,75 @@ def render_summary(regression: Sequence[PairedComparison], absolute: Sequence[Ma
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+@dataclass(frozen=True)
+class FileMark:
+    """What a file was when a run started: (device, inode, size, mtime in ns), or None when there
+    was none. Every write replaces the file (a new inode), so another run's write changes it."""
+
+    stat: tuple[int, int, int, int] | None
+
+
+def mark_file(path: str | os.PathLike[str]) -> FileMark:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return FileMark(None)
+    return FileMark((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+class SharedSummaryWarning(UserWarning):
+    """Another run wrote the same --summary-md file while this one ran; both summaries were kept."""
+
+
+@contextlib.contextmanager
+def _folder_locked(folder: Path):
+    """An exclusive flock on ``folder`` while the summary is checked and written, so two runs
+    finishing at once cannot both find the file unchanged and replace each other's. Where the
+    folder cannot be locked (no flock, a file system without locks) the check still runs."""
+    try:
+        import fcntl
+
+        fd = os.open(folder, os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def write_summary(markdown: str, path: str | os.PathLike[str] | None = None,
-                  environ: Mapping[str, str] | None = None) -> list[Path]:
+                  environ: Mapping[str, str] | None = None, since: FileMark | None = None) -> list[Path]:
     """Write the summary to ``path`` (replaced) and append it to ``$GITHUB_STEP_SUMMARY`` when
-    that is set (GitHub collects each step's appended Markdown). Returns the files written."""
+    that is set (GitHub collects each step's appended Markdown). Returns the files written.
+
+    Controls in the text (a model's or a baseline's) are written as escapes (storage.visible).
+    ``since``: the file as this run found it when it started (``mark_file``). If it has changed
+    since (another run wrote it), this run's summary is appended below the other's, with a line
+    saying so, and a ``SharedSummaryWarning`` names the file and the fix: neither is lost."""
+    markdown = visible(markdown)
     env = os.environ if environ is None else environ
     written = []
     if path is not None:
-        written.append(atomic_write_text(path, markdown))  # never half a file on a full disk
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _folder_locked(path.parent):
+            now = mark_file(path)
+            if since is None or now.stat is None or now == since:
+                atomic_write_text(path, markdown)  # never half a file on a full disk
+            else:
+                other = visible(path.read_text(encoding="utf-8", errors="replace")).rstrip("\n")
+                atomic_write_text(path, f"{other}\n\n---\n\n{SHARED_NOTE}\n\n{markdown}")
+                warnings.warn(SharedSummaryWarning(
+                    f"--summary-md {path}: another run wrote this file while this run ran; this run's summary "
+                    "was appended below it, so both are kept. Fix: give each job its own summary file "
+                    "(e.g. --summary-md summary-$JOB.md)."), stacklevel=2)
+        written.append(path)
     step = env.get("GITHUB_STEP_SUMMARY")
     if step:
         append_whole(step, markdown.encode("utf-8"))  # earlier steps' text stays whole
         written.append(Path(step))
     return written
-
