@@ -32,8 +32,8 @@ def audit_model(pytestconfig, audit_settings):
             if not interactive():
                 _quiet_libraries()
             lm = _load(spec, audit_settings)
+            _say_load_notes(pytestconfig, lm)
         pytestconfig.stash[MODEL] = lm
-        _say_load_notes(pytestconfig, lm)
         return lm
     except AuditUsageError as exc:
         pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)

@@ -134,12 +134,13 @@ class PromptLogprobEngine(CausalTokens):
         for prefix, top in zip(prefixes, self._next_top(encoded, self.top_depth, desc) if encoded else []):
             accept = self.whole_word_test(prefix)
             found: list[tuple[str, float]] = []
-            for token, logprob in sorted(top, key=lambda x: (-x[1], x[0])):
+            checked = [(token, self._at_most_zero(float(logprob), prefix)) for token, logprob in top]
+            for token, logprob in sorted(checked, key=lambda x: (-x[1], x[0])):
                 if token in special:
                     continue
                 word = self.tokenizer.decode([token]).strip()
                 if word and accept(token, word):
-                    found.append((word, math.exp(self._at_most_zero(float(logprob), prefix))))
+                    found.append((word, math.exp(logprob)))
                     if len(found) == k:
                         break
             if len(found) < k:
