@@ -102,10 +102,10 @@ IMPOSSIBLE = {
                        "echoed prompt token 1 as id 5, where .* was sent"),
     "logprobs-not-an-object": ("scoring", lambda choice, body: choice.update(logprobs=[1, 2]), "not an object"),
     # next words: top_logprobs with token_id:N keys
-    "top-out-of-vocabulary": ("next words", set_first_top(f"token_id:{BIG}"), f"{BIG} is outside the vocabulary"),
-    "top-minus-one": ("next words", set_first_top("token_id:-1"), "-1 is outside the vocabulary"),
-    "top-not-an-int": ("next words", set_first_top("token_id:abc"), "'token_id:abc' is not a token id"),
-    "top-not-decimal": ("next words", set_first_top("token_id:1.5"), "'token_id:1.5' is not a token id"),
+    "top-out-of-vocabulary": ("next words", set_first_top(f"token_id:{BIG}"), f"is id {BIG}, outside the vocabulary"),
+    "top-minus-one": ("next words", set_first_top("token_id:-1"), "is id -1, outside the vocabulary"),
+    "top-not-an-int": ("next words", set_first_top("token_id:abc"), "is 'token_id:abc', not a token id"),
+    "top-not-decimal": ("next words", set_first_top("token_id:1.5"), "is 'token_id:1.5', not a token id"),
     "top-duplicated": ("next words", duplicate_first_top, "is twice in the next-token list"),
     "top-positive": ("next words", set_first_top("token_id:3", 0.7), r"next token 'token_id:3' is \+0\.7, above 0"),
     "top-sums-above-one": ("next words", lambda lp: lp["top_logprobs"][0].update(
@@ -115,9 +115,9 @@ IMPOSSIBLE = {
     "top-not-an-object": ("next words", lambda lp: lp.update(top_logprobs=[[["token_id:1", -1.0]]]), "not an object"),
     # generation: token_id:N tokens, or the text where there are none
     "generated-out-of-vocabulary": ("generation", lambda lp: lp["tokens"].__setitem__(0, f"token_id:{BIG}"),
-                                    f"generated token 0 {BIG} is outside the vocabulary"),
-    "generated-minus-one": ("generation", lambda lp: lp["tokens"].__setitem__(0, "token_id:-1"), "-1 is outside"),
-    "generated-not-an-int": ("generation", lambda lp: lp["tokens"].__setitem__(0, "token_id:x"), "is not a token id"),
+                                    f"generated token 0 is id {BIG}, outside the vocabulary"),
+    "generated-minus-one": ("generation", lambda lp: lp["tokens"].__setitem__(0, "token_id:-1"), "is id -1, outside"),
+    "generated-not-an-int": ("generation", lambda lp: lp["tokens"].__setitem__(0, "token_id:x"), "is 'token_id:x', not a token id"),
     "generated-too-many": ("generation", lambda lp: lp["tokens"].extend(["token_id:5"] * 10),
                            "generated tokens where at most 4 were asked"),
     "generated-lone-surrogate": ("generation", as_text("she \ud800 said"), "a lone surrogate"),
@@ -296,7 +296,7 @@ def test_an_audit_whose_server_answers_impossibly_at_load_stops_with_a_usage_err
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
     assert f"usage error: the server at {server.url} gave an impossible answer to a next words request" in out
-    assert f"{BIG} is outside the vocabulary" in out and "Traceback" not in out
+    assert f"is id {BIG}, outside the vocabulary" in out and "Traceback" not in out
 
 
 def test_an_audit_against_a_changed_server_says_so_in_the_run_card(pytester, reference, tiny_model_dir, tmp_path,

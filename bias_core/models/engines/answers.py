@@ -78,9 +78,9 @@ def token_id(value: Any, vocab_size: int, where: str) -> int:
     elif isinstance(value, int) and not isinstance(value, bool):
         tid = value
     else:
-        raise Impossible(f"{where} {show(value)} is not a token id (token_id:N, N a decimal integer)")
+        raise Impossible(f"{where} is {show(value)}, not a token id (token_id:N, N a decimal integer)")
     if not 0 <= tid < vocab_size:
-        raise Impossible(f"{where} {tid} is outside the vocabulary (ids 0 to {vocab_size - 1})")
+        raise Impossible(f"{where} is id {tid}, outside the vocabulary (ids 0 to {vocab_size - 1})")
     return tid
 
 

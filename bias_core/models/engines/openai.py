@@ -123,7 +123,7 @@ class OpenAIEngine(PromptLogprobEngine):
         """The error for an answer that cannot be the model's: the server, the request, the item."""
         item = self.tokenizer.decode(ids, skip_special_tokens=True)
         if exc.missing:
-            what, fix = "gave no log-probabilities in its answer to", NO_PROMPT_LOGPROBS
+            what, fix = "lacked log-probabilities in its answer to", NO_PROMPT_LOGPROBS
         else:
             what, fix = "gave an impossible answer to", ("Fix: check the server and the model it serves: no language "
                                                           "model gives this answer, so nothing was computed from it.")
