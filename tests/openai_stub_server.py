@@ -13,7 +13,11 @@ greedy or seeded generation. Faults are delivered at known points, never by timi
 - ``prompt_logprobs=False``: llama.cpp's behaviour, logprobs only for generated tokens;
 - ``chat_only=True``: /v1/completions does not exist (404);
 - ``tokenize=False``: no /tokenize (404), as servers other than vLLM;
-- ``other_tokenizer``: tokenize text prompts with another tokenizer (a mismatch).
+- ``other_tokenizer``: tokenize text prompts with another tokenizer (a mismatch);
+- ``tamper(body, answer)``: what to send instead of each computed /v1/completions answer (JSON,
+  or bytes sent as they are): impossible answers, for the engine's validation;
+- ``greedy_rank``: greedy decoding picks the token of that rank (0: the most probable), a server
+  whose generations changed while its log-probabilities did not.
 
 Every request's path and headers are recorded in ``requests``.
 """
@@ -31,11 +35,12 @@ import torch
 class StubServer:
     def __init__(self, model: Any, tokenizer: Any, name: str = "stub-model", *, statuses: list[int] | None = None,
                  die_after: int | None = None, prompt_logprobs: bool = True, chat_only: bool = False,
-                 tokenize: bool = True, other_tokenizer: Any = None):
+                 tokenize: bool = True, other_tokenizer: Any = None, tamper: Any = None, greedy_rank: int = 0):
         self.model, self.tokenizer, self.name = model.eval(), tokenizer, name
         self.statuses = list(statuses or [])
         self.die_after, self.prompt_logprobs, self.chat_only, self.tokenize = die_after, prompt_logprobs, chat_only, tokenize
         self.other_tokenizer = other_tokenizer
+        self.tamper, self.greedy_rank = tamper, greedy_rank
         self.requests: list[dict[str, Any]] = []
         self.answered = 0
         self.down = False  # set with the last answer, before it is sent: nothing is answered after it
@@ -76,7 +81,7 @@ class StubServer:
         for _ in range(int(body.get("max_tokens", 16))):
             lp = self._logprobs(ids)[-1]
             if float(body.get("temperature", 1.0)) == 0.0:
-                nxt = int(lp.argmax())
+                nxt = int(lp.argmax()) if not self.greedy_rank else int(lp.topk(self.greedy_rank + 1).indices[-1])
             else:
                 nxt = int(torch.multinomial(lp.exp(), 1, generator=gen))
             if n_top:
@@ -114,7 +119,7 @@ class StubServer:
                 pass
 
             def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -153,6 +158,8 @@ class StubServer:
                     self._send(400, {"error": "max_tokens 0 needs echo"})
                     return
                 answer = server._completion(body)
+                if server.tamper is not None:
+                    answer = server.tamper(body, answer)
                 with server._lock:
                     if server.down:
                         self.close_connection = True

@@ -33,12 +33,21 @@ def audit_model(pytestconfig, audit_settings):
             if not interactive():
                 _quiet_libraries()
             lm = _load(spec, audit_settings)
+            _say_load_notes(pytestconfig, lm)
         pytestconfig.stash[MODEL] = lm
         return lm
     except AuditUsageError as exc:
         pytest.exit(visible(f"usage error: {exc}"), returncode=pytest.ExitCode.USAGE_ERROR)
     except NonFiniteScores as exc:  # found at load (exact precision's calibration): nothing can be audited
         pytest.exit(visible(f"model error: {exc}"), returncode=pytest.ExitCode.TESTS_FAILED)
+
+
+def _say_load_notes(config, lm) -> None:
+    """The header's model card, continued once the model has loaded (the header is printed
+    before): what loading dropped, an endpoint whose answers changed since the last run."""
+    reporter = config.pluginmanager.getplugin("terminalreporter")
+    for note in getattr(lm, "load_notes", ()) if reporter is not None else ():
+        reporter.write_line(f"bias-core: model card: {note}")
 
 
 def _load(spec, settings):

@@ -13,6 +13,11 @@ Everything else is done here, with the transformers engine's own tokenization ru
 re-tokenizes (and never adds a second BOS: vllm #15420), and the context/continuation boundary
 is where ``split_requests`` puts it. Log-probabilities must be the model's raw ones (vLLM's
 ``logprobs_mode`` "raw_logprobs"), never those of a temperature- or top-p-processed distribution.
+
+Every log-probability used here is finite and at most ``answers.TOLERANCE`` above 0 (taken as
+0), whichever engine gave it: a larger one is ``BadAnswer``, never a number. The endpoint
+engine checks each answer of its server fully before it gets here (engines/answers.py); this
+is the cheap check for all.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 
 from bias_core.errors import AuditUsageError, NonFiniteScores
 from bias_core.models.decoding import DecodingConfig
+from bias_core.models.engines.answers import TOLERANCE, BadAnswer
 from bias_core.models.tokens import CausalTokens
 
 # How deep the next-token list is read for top-k whole words: word pieces and special tokens
@@ -79,8 +85,14 @@ class PromptLogprobEngine(CausalTokens):
             if len(picked) != len(cont) or any(v is None or not math.isfinite(v) for v in picked):
                 raise NonFiniteScores(f"{self.name}: the engine gave no finite log-probability for every token of "
                                       f"{text[:160]!r} ({picked}). Fix: check the served model and its dtype.")
-            out.append(float(sum(float(v) for v in picked)))
+            out.append(float(sum(self._at_most_zero(float(v), text) for v in picked)))
         return out
+
+    def _at_most_zero(self, value: float, text: str) -> float:
+        if value > TOLERANCE:
+            raise BadAnswer(f"{self.name}: the engine gave a log-probability of {value:+.6g} (above 0: a probability "
+                            f"above 1) for a token of {text[:160]!r}. Fix: check the engine and the model it serves.")
+        return min(value, 0.0)
 
     def loglikelihood(self, requests: Sequence[tuple[str, str]], desc: str = "scoring") -> list[float]:
         toks = self.split_requests(requests)
@@ -122,7 +134,8 @@ class PromptLogprobEngine(CausalTokens):
         for prefix, top in zip(prefixes, self._next_top(encoded, self.top_depth, desc) if encoded else []):
             accept = self.whole_word_test(prefix)
             found: list[tuple[str, float]] = []
-            for token, logprob in sorted(top, key=lambda x: (-x[1], x[0])):
+            checked = [(token, self._at_most_zero(float(logprob), prefix)) for token, logprob in top]
+            for token, logprob in sorted(checked, key=lambda x: (-x[1], x[0])):
                 if token in special:
                     continue
                 word = self.tokenizer.decode([token]).strip()
