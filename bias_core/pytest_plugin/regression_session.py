@@ -7,7 +7,9 @@
   probes once the tests are collected; both before any model loads (``BaselineMismatch``, exit 4).
 - ``--baseline MODEL [--baseline-adapter DIR]``: the baseline is loaded once per session and
   audited on the same items by the same suites (the result cache makes re-runs free).
-- ``test_regression[<probe>-<metric>]`` (audits/test_regression.py) asks ``regression_gate``.
+- ``test_regression[<probe>-<metric>]`` (audits/test_regression.py) asks ``regression_gate``; its
+  cases (``regression_cases``) are every family with a suite, the project's and installed
+  packages', × the cases it selects for the run, where the metric's declaration pairs.
   All of the session's selected comparisons are computed at once (``regression_comparisons``)
   before the first verdict, because the multiple-comparison adjustment needs every p-value.
 
