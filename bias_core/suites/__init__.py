@@ -39,18 +39,20 @@ def regard_is_proxy(kind: str) -> bool:
     return bool(get_regard(kind, progress=False).is_proxy)
 
 
-# family -> (the run's settings -> probe -> metrics): a family that runs fewer cases than its
-# catalogue entries declare says which here; every other family runs them all.
+# family -> (the run's settings -> probe -> metrics): the cases each project family's audit file
+# (audits/test_<family>.py) parametrizes, from these tables; GenderPair's follow the regard scorer.
 CASE_CHOICE: dict[str, Callable[[Any], dict[str, tuple[str, ...]]]] = {
+    "disclosure": lambda settings: dict.fromkeys(DISCLOSURE_PROBES, DISCLOSURE_METRICS),
+    "association": lambda settings: dict(ASSOCIATION_CASES),
     "genderpair": lambda settings: genderpair_cases(regard_is_proxy(settings.regard_classifier)),
 }
 
 
 def selected_cases(family: str, settings: Any) -> dict[str, tuple[str, ...]]:
     """probe -> metrics of the gated audit tests ``family`` runs under the run's ``settings`` (an
-    ``AuditSettings``, or anything with the fields a choice reads): its declared metrics' cases
-    (``catalogue.cases``, installed packages' metrics included), less those its ``CASE_CHOICE``
-    leaves out."""
+    ``AuditSettings``, or anything with the fields a choice reads): a project family's by its
+    ``CASE_CHOICE``, any other (an installed package's) every case its catalogue entries declare
+    (``catalogue.cases``, as ``audits/test_extensions.py`` runs them)."""
     choose = CASE_CHOICE.get(family)
     return catalogue.cases(family) if choose is None else choose(settings)
 
