@@ -13,15 +13,14 @@ NO_BASELINE = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no -
 
 
 def pytest_generate_tests(metafunc):
-    from bias_core.classifiers import get_regard
     from bias_core.pytest_plugin.regression_session import regression_cases
+    from bias_core.pytest_plugin.session_state import SETTINGS
 
     if metafunc.config.getoption("--baseline") is None:
         metafunc.parametrize(("family", "probe", "metric"), [NO_BASELINE])
         return
-    proxy = get_regard(metafunc.config.getoption("--regard-classifier")).is_proxy
-    metafunc.parametrize(("family", "probe", "metric"),
-                         [pytest.param(f, p, m, id=f"{p}-{m}") for f, p, m in regression_cases(proxy)])
+    cases = regression_cases(metafunc.config.stash[SETTINGS])  # every family's pairable cases, packages' included
+    metafunc.parametrize(("family", "probe", "metric"), [pytest.param(f, p, m, id=f"{p}-{m}") for f, p, m in cases])
 
 
 @pytest.mark.regression

@@ -61,14 +61,14 @@ def synthetic_blocks(data_dir, seed: int = 0) -> tuple[list, list[str]]:
                                regard_classifier="offline", load=SimpleNamespace(precision="fp32"))
     rng = random.Random(seed)
     suites, probes, skipped = {}, {}, []
-    for family, name, metric in regression_cases(True):
+    for family, name, metric in regression_cases(settings):
         try:
             probes[(family, name)] = suites.setdefault(family, make_suite(family, None, settings)).probe(name)
         except (DataSourceMissing, ProbeNotApplicable) as exc:
             skipped.append(f"{name} ({type(exc).__name__})")
     vocabulary = sorted({w for p in probes.values() for it in p.items for w in it.prompt.split()})
     blocks = []
-    for family, name, metric in regression_cases(True):
+    for family, name, metric in regression_cases(settings):
         probe = probes.get((family, name))
         if probe is None:
             continue

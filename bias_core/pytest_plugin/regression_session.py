@@ -7,7 +7,9 @@
   probes once the tests are collected; both before any model loads (``BaselineMismatch``, exit 4).
 - ``--baseline MODEL [--baseline-adapter DIR]``: the baseline is loaded once per session and
   audited on the same items by the same suites (the result cache makes re-runs free).
-- ``test_regression[<probe>-<metric>]`` (audits/test_regression.py) asks ``regression_gate``.
+- ``test_regression[<probe>-<metric>]`` (audits/test_regression.py) asks ``regression_gate``; its
+  cases (``regression_cases``) are every family with a suite, the project's and installed
+  packages', × the cases it selects for the run, where the metric's declaration pairs.
   All of the session's selected comparisons are computed at once (``regression_comparisons``)
   before the first verdict, because the multiple-comparison adjustment needs every p-value.
 
@@ -54,7 +56,6 @@ from bias_core.pytest_plugin.session_state import ROW as AUDIT_ROW
 from bias_core.stats.paired import PairedComparison, adjust, compare_to_baseline
 from bias_core.storage.visible import visible
 
-FAMILIES = ("disclosure", "association", "genderpair")
 LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)
 ALPHA = 0.05
 
@@ -75,15 +76,23 @@ class RegressionState:
 
 
 # ----- what is compared ----------------------------------------------------------------------
-def regression_cases(proxy: bool) -> list[tuple[str, str, str]]:
-    """(family, probe, metric) of every pairable audit test (``spec.PAIRED``)."""
-    from bias_core.suites import ASSOCIATION_CASES, DISCLOSURE_METRICS, DISCLOSURE_PROBES, GROUP_PROBES, genderpair_cases
+def gated_families() -> tuple[str, ...]:
+    """Every family with a suite: the project's (``suite_factory.BUILTIN``), then those installed
+    packages registered (``extensions.EXTENSIONS``); their audit tests store per-item values."""
+    from bias_core.pytest_plugin.extensions import EXTENSIONS
+    from bias_core.pytest_plugin.suite_factory import BUILTIN
 
-    cases = [("disclosure", p, m) for p in DISCLOSURE_PROBES for m in DISCLOSURE_METRICS if m in PAIRED]
-    cases += [("association", p, m) for p, ms in ASSOCIATION_CASES.items() for m in ms if m in PAIRED]
-    gp = genderpair_cases(proxy)
-    cases += [("genderpair", p, m) for p in GROUP_PROBES for m in gp[p] if m in PAIRED]
-    return cases
+    return (*BUILTIN, *(f for f in EXTENSIONS.suites if f not in BUILTIN))
+
+
+def regression_cases(settings: Any) -> list[tuple[str, str, str]]:
+    """(family, probe, metric) of every pairable audit test: each gated family's cases as it
+    selects them for this run (``suites.selected_cases``: GenderPair's regard metrics follow the
+    scorer in use), those whose metric pairs (``spec.PAIRED``, packages' metrics included)."""
+    from bias_core.suites import selected_cases
+
+    return [(family, probe, metric) for family in gated_families()
+            for probe, metrics in selected_cases(family, settings).items() for metric in metrics if metric in PAIRED]
 
 
 _SCORERS: dict[tuple[str, str], str] = {}
@@ -167,8 +176,23 @@ def block_from_json(data: dict[str, Any]) -> MetricItems:
     return MetricItems(**{**data, "items": tuple(ItemValue(**it) for it in data["items"])})
 
 
-def block_of(suite: Any, probe: str, metric: str) -> MetricItems:
-    return items_from_result(suite.probe(probe), suite.result(probe, metric), PAIRED[metric], metric=metric)
+def block_of(suite: Any, probe: str, metric: str, settings: Any) -> MetricItems:
+    return items_from_result(probe_of(suite, probe, settings), suite.result(probe, metric), PAIRED[metric],
+                             metric=metric)
+
+
+def probe_of(suite: Any, name: str, settings: Any) -> Any:
+    """The probe whose item ids a suite's per-item values are keyed by: the suite's own
+    ``probe(name)`` (every project suite has one, ``suites.base.Suite``), else, for a package's
+    suite without one, the catalogue's loader of ``name`` with the data_dir, name and seed it names."""
+    if hasattr(suite, "probe"):
+        return suite.probe(name)
+    from bias_core import catalogue
+    from bias_core.suites.base import call_with
+
+    offered = {"data_dir": settings.data_dir, "name": name, "seed": settings.seed}
+    return call_with(catalogue.probe_loader(name), {k: (lambda v=v: v) for k, v in offered.items()},
+                     f"the loader of probe {name!r},")
 
 
 # ----- configure and collection: checks before any model loads -------------------------------
@@ -238,7 +262,7 @@ def _probe_identities(settings, pairs) -> dict[str, tuple[str, str]]:
     for family, probe in sorted(pairs):
         suite = suites.setdefault(family, make_suite(family, None, settings))
         try:
-            loaded = suite.probe(probe)
+            loaded = probe_of(suite, probe, settings)
         except (DataSourceMissing, ProbeNotApplicable):
             continue  # its tests skip with the reason
         out[probe] = (str(loaded.version), probe_sha256(loaded))
@@ -249,7 +273,7 @@ def _probe_identities(settings, pairs) -> dict[str, tuple[str, str]]:
 def record(request, result, *, family: str, probe: str, metric: str, variant: str | None = None) -> None:
     """Called by the gate: the test's per-item block travels with its report to the controller."""
     state = request.config.stash.get(STATE, None)
-    if state is None or variant or family not in FAMILIES or metric not in PAIRED:
+    if state is None or variant or metric not in PAIRED or family not in gated_families():
         return
     if "suite" not in request.fixturenames:
         return  # a result the suite did not make (e.g. a synthetic gate test): no probe to key items by
@@ -258,7 +282,7 @@ def record(request, result, *, family: str, probe: str, metric: str, variant: st
         state.candidate_run = run_config(state.settings, lm, compared=state.options.baseline is not None)
     suite = request.getfixturevalue("audit_suites")(family)
     try:
-        block = items_from_result(suite.probe(probe), result, PAIRED[metric], metric=metric)
+        block = items_from_result(probe_of(suite, probe, state.settings), result, PAIRED[metric], metric=metric)
     except ValueError as exc:
         # The items do not add up to the metric's value (or are not the probe's): the number the
         # gate judged is not the one the items describe, so there is no verdict, only an error.
@@ -266,13 +290,23 @@ def record(request, result, *, family: str, probe: str, metric: str, variant: st
         if row is not None:
             row.update(verdict="error", reason=f"internal consistency check failed: {exc}")
         pytest.fail(f"ERROR in {probe} {metric}: internal consistency check failed: {exc}. No per-item values are "
-                    "stored and no verdict is given. Fix: report this as a bias-core bug with the probe's data "
-                    "source (a data file with repeated or missing items can cause it; --data-dir files are "
-                    "checked for both).", pytrace=False)
+                    f"stored and no verdict is given. Fix: {_consistency_fix(family, metric)}", pytrace=False)
     request.node.stash[ITEMS] = {"run": state.candidate_run.to_json(), "block": block_to_json(block)}
     row = request.node.stash.get(AUDIT_ROW, None)
     if row is not None:  # results.json names the items it came from: a later edit of either shows
         row.update(probe_sha256=block.probe_sha256, items_sha256=block_sha256(block))
+
+
+def _consistency_fix(family: str, metric: str) -> str:
+    """Who can fix a block that does not add up: bias-core for its own families, else the package."""
+    from bias_core.pytest_plugin.suite_factory import BUILTIN
+
+    if family in BUILTIN:
+        return ("report this as a bias-core bug with the probe's data source (a data file with repeated or missing "
+                "items can cause it; --data-dir files are checked for both).")
+    return (f"the package that registers the {family!r} suite must list one detail per probe item in {metric}'s "
+            "result, keyed by the item's id (\"id\") with its per-item value (\"score\"), whose mean (x the pairing's "
+            f"item_scale) is the value; or declare {metric} NotPaired (docs/extending/suite.md).")
 
 
 # ----- the paired comparisons of the session ---------------------------------------------------------
@@ -311,12 +345,12 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
     for key in keys:
         family, probe, metric = key
         try:
-            candidate = block_of(request.getfixturevalue("audit_suites")(family), probe, metric)
+            candidate = block_of(request.getfixturevalue("audit_suites")(family), probe, metric, audit_settings)
             if options.stored is not None:
                 baseline = options.stored.blocks[(probe, metric)]
             else:
                 suite = baseline_suites.setdefault(family, make_suite(family, baseline_lm, audit_settings, request.config))
-                baseline = block_of(suite, probe, metric)
+                baseline = block_of(suite, probe, metric, audit_settings)
             paired = pair(candidate, baseline, where="baseline")
             problem = missing_problem(paired, options.max_missing)
             if problem is not None:  # judged on what is left, the row would not stand for the metric

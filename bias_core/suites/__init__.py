@@ -6,6 +6,9 @@ thresholds.toml can be validated before any model loads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from bias_core import catalogue
 from bias_core.catalogue import ACROSS_GROUPS as ACROSS_GROUPS  # re-exported: the audits import them from here
 from bias_core.catalogue import DISCLOSURE_PROBES as DISCLOSURE_PROBES
@@ -27,6 +30,31 @@ def genderpair_cases(proxy: bool) -> dict[str, tuple[str, ...]]:
     # metric names say which regard scorer produced them: the other scorer's are left out
     return catalogue.cases("genderpair", exclude=lambda m: m.name.startswith("regard_")
                            and m.name.startswith("regard_proxy") != proxy)
+
+
+def regard_is_proxy(kind: str) -> bool:
+    """Whether the regard scorer ``kind`` (``--regard-classifier``) resolves to the VADER proxy."""
+    from bias_core.classifiers import get_regard
+
+    return bool(get_regard(kind, progress=False).is_proxy)
+
+
+# family -> (the run's settings -> probe -> metrics): the cases each project family's audit file
+# (audits/test_<family>.py) parametrizes, from these tables; GenderPair's follow the regard scorer.
+CASE_CHOICE: dict[str, Callable[[Any], dict[str, tuple[str, ...]]]] = {
+    "disclosure": lambda settings: dict.fromkeys(DISCLOSURE_PROBES, DISCLOSURE_METRICS),
+    "association": lambda settings: dict(ASSOCIATION_CASES),
+    "genderpair": lambda settings: genderpair_cases(regard_is_proxy(settings.regard_classifier)),
+}
+
+
+def selected_cases(family: str, settings: Any) -> dict[str, tuple[str, ...]]:
+    """probe -> metrics of the gated audit tests ``family`` runs under the run's ``settings`` (an
+    ``AuditSettings``, or anything with the fields a choice reads): a project family's by its
+    ``CASE_CHOICE``, any other (an installed package's) every case its catalogue entries declare
+    (``catalogue.cases``, as ``audits/test_extensions.py`` runs them)."""
+    choose = CASE_CHOICE.get(family)
+    return catalogue.cases(family) if choose is None else choose(settings)
 
 
 # Mitigation: guards against over-debiasing and damage, each on its own probe.

@@ -18,18 +18,24 @@ change (a paired bootstrap of the metric's own statistic would work and is left 
 Gaps and spreads (``*_gap``, ``BPR_spread``) are ranges across groups or wordings, and the
 mitigation metrics are already paired comparisons of two models.
 
+``PAIRED`` and ``NOT_PAIRED`` are read-only views of the catalogue's ``declared()`` metrics, read
+at each access: an installed package's metrics (registered when pytest configures, after this
+module was imported) are in them as soon as they are registered, with no table to rebuild.
+
 The functions of this package take a ``PairedSpec`` and never look the table up themselves.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
-from bias_core.catalogue import METRICS
-from bias_core.metric_spec import NotPaired, Paired
+from bias_core import catalogue
+from bias_core.metric_spec import MetricSpec, NotPaired, Paired
 
 Direction = Literal["lower", "higher", "ideal"]
 Aggregation = Literal["mean", "group_mean"]
@@ -61,10 +67,44 @@ class PairedSpec:
             raise ValueError(f"PairedSpec: item_scale must be a positive number, got {self.item_scale!r}")
 
 
-PAIRED: dict[str, PairedSpec] = {
-    # lm_score's ideal (100) is its best value: paired, higher is simply better
-    m.name: PairedSpec(m.better, m.ideal if m.better == "ideal" else None, **dataclasses.asdict(m.pairing))
-    for m in METRICS if isinstance(m.pairing, Paired)
-}
+V = TypeVar("V")
 
-NOT_PAIRED: dict[str, str] = {m.name: m.pairing.why for m in METRICS if isinstance(m.pairing, NotPaired)}
+
+@functools.lru_cache(maxsize=None)
+def paired_spec(metric: MetricSpec) -> PairedSpec:
+    """The ``PairedSpec`` of a metric declared ``Paired`` (lm_score's ideal, 100, is its best
+    value: paired, higher is simply better)."""
+    if not isinstance(metric.pairing, Paired):
+        raise ValueError(f"{metric.name} is not paired: {getattr(metric.pairing, 'why', metric.pairing)}")
+    return PairedSpec(metric.better, metric.ideal if metric.better == "ideal" else None,
+                      **dataclasses.asdict(metric.pairing))
+
+
+class _Declared(Mapping[str, V], Generic[V]):
+    """metric name -> ``value(spec)`` for every declared metric that ``keep`` accepts, in the
+    catalogue's order; looked up in the catalogue at each access, never copied."""
+
+    def __init__(self, keep: Callable[[MetricSpec], bool], value: Callable[[MetricSpec], V]) -> None:
+        self._keep, self._value = keep, value
+
+    def __getitem__(self, name: str) -> V:
+        found = catalogue.BY_NAME.get(name)
+        if found is None or not self._keep(found):
+            raise KeyError(name)
+        return self._value(found)
+
+    def __iter__(self) -> Iterator[str]:
+        return (m.name for m in catalogue.declared() if self._keep(m))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"{{{', '.join(f'{k!r}: {v!r}' for k, v in self.items())}}}"
+
+
+#: metric -> its PairedSpec, for every declared metric (the project's and installed packages') that pairs.
+PAIRED: Mapping[str, PairedSpec] = _Declared(lambda m: isinstance(m.pairing, Paired), paired_spec)
+
+#: metric -> why it has no paired form, for every declared metric that does not pair.
+NOT_PAIRED: Mapping[str, str] = _Declared(lambda m: isinstance(m.pairing, NotPaired), lambda m: m.pairing.why)
