@@ -110,7 +110,8 @@ def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
     if settings.thresholds is not None:
         limit = lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value).limit  # noqa: E731
     suite = TradeoffSweep(lm, dict(settings.mitigation_sweep), data_dir=settings.data_dir, seed=settings.seed,
-                          cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps, progress=interactive(),
+                          cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps,
+                          schedule=settings.mitigation_sweep_schedule, progress=interactive(),
                           causal_likelihood=settings.causal_likelihood, articles=settings.articles, limit=limit,
                           out_dir=out_dir)
     return WithTerminal(suite, pytestconfig)

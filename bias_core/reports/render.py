@@ -87,6 +87,10 @@ def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
     if corpus.get("label"):
         kind = "Stand-in corpus" if corpus.get("stand_in") else "Corpus"
         parts.append(f'<p class="note"><strong>{kind}</strong>: {escape(str(corpus["label"]))}</p>')
+    if info.get("schedule"):
+        seeds = info.get("seeds") or []
+        spread = "; a point is the mean over its seeds, the broad pale bars their range" if len(seeds) > 1 else ""
+        parts.append(f'<p class="note"><strong>Schedule</strong>: {escape(str(info["schedule"]))}{spread}</p>')
     for metric, reason in (info.get("missing") or {}).items():
         parts.append(f'<p class="note">{escape(metric)} not measured: {escape(str(reason))}</p>')
     try:
