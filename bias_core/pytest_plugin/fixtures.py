@@ -91,7 +91,8 @@ def mitigation_audit(pytestconfig, audit_model, audit_settings, audit_suites):
     suite = MitigationAudit(lm, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
                             original=audit_suites("disclosure").suite, original_association=audit_suites("association").suite,
                             cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
-                            steps=audit_settings.mitigation_steps,
+                            steps=audit_settings.mitigation_steps, genderpair_sample=audit_settings.genderpair_sample,
+                            toxicity=audit_settings.toxicity_classifier, regard=audit_settings.regard_classifier,
                             progress=interactive())
     return WithTerminal(suite, pytestconfig)
 
