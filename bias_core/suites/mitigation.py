@@ -210,8 +210,9 @@ class MitigationAudit(Suite):
 
     def bold(self, name: str | None) -> dict[str, list[dict]]:
         """group -> the original's (None) or a variant's BOLD continuations, scored for regard."""
+        from bias_core.classifiers import REGARD_COLUMNS
         from bias_core.mitigation.evaluation.gendercare_reaudit import bold_regard
 
         return self._remembered(self._bold, name, lambda: bold_regard(
             self.lm if name is None else self.variant(name).lm, self.probe(BOLD_PROBE), self._regard_scorer(),
-            seed=self.seed))
+            REGARD_COLUMNS, seed=self.seed))

@@ -73,10 +73,11 @@ def load_bold(data_dir: Path | None = None, seed: int = 0, sample: int | None = 
     return Probe(BOLD_PROBE, "1", tuple(items), provenance)
 
 
-def bold_regard(lm: Any, probe: Any, scorer: Any, seed: int = 0, max_new_tokens: int = 40) -> dict[str, list[dict]]:
+def bold_regard(lm: Any, probe: Any, scorer: Any, columns: Sequence[str], seed: int = 0,
+                max_new_tokens: int = 40) -> dict[str, list[dict]]:
     """group -> one row per prompt {id, prompt, response, <regard columns>}: the model's greedy
-    continuation of each prompt (rendered as its chat template asks), scored for regard."""
-    from bias_core.classifiers import REGARD_COLUMNS
+    continuation of each prompt (rendered as its chat template asks), scored by ``scorer``
+    (a regard classifier whose score rows are in ``columns``' order)."""
     from bias_core.models.decoding import DecodingConfig
 
     decoding = DecodingConfig(max_new_tokens=max_new_tokens, do_sample=False)
@@ -86,17 +87,17 @@ def bold_regard(lm: Any, probe: Any, scorer: Any, seed: int = 0, max_new_tokens:
     out: dict[str, list[dict]] = {g: [] for g in BOLD_GROUPS}
     for item, response, row in zip(probe.items, responses, scores):
         out[item.meta["group"]].append({"id": item.id, "prompt": item.prompt, "response": response,
-                                        **dict(zip(REGARD_COLUMNS, map(float, row)))})
+                                        **dict(zip(columns, map(float, row)))})
     return out
 
 
 def group_regard(rows: Mapping[str, Sequence[Mapping[str, Any]]], polarity: str, metric: str,
                  seed: int = 0) -> dict[str, MetricResult]:
     """group -> mean ``polarity`` regard of its rows (``metrics.genderpair.regard``)."""
-    from bias_core.classifiers import REGARD_COLUMNS
     from bias_core.metrics.genderpair import regard
 
-    return {g: regard([{k: x[k] for k in REGARD_COLUMNS if k in x} for x in r], polarity, ids=[x["id"] for x in r],
+    labels = ("id", "prompt", "response")
+    return {g: regard([{k: v for k, v in x.items() if k not in labels} for x in r], polarity, ids=[x["id"] for x in r],
                       prompts=[x["prompt"] for x in r], responses=[x["response"] for x in r], seed=seed, metric=metric)
             for g, r in rows.items()}
 

@@ -115,10 +115,7 @@ def strength_variant(lm: Any, method: str, strength: float, *, corpus: DebiasCor
             job = (cds_job if method == "cds" else er_job)(lm, corpus, strength, config, seed, swapper)
             handle, tuned = fully_tuned(lm, job, config, seed, progress=progress)
             info.update(tuned, seconds=round(time.perf_counter() - started, 1), config=shown)
-            try:
-                yield handle, info
-            finally:
-                del handle  # the tuned copy is the size of the model: dropped before the next is made
+            yield handle, info  # not cached: the tuned copy is the size of the model (corpus_tuning)
             return
         train = train_cds_adapter if method == "cds" else train_er_adapter
         folder = train(lm, corpus, strength, config, seed, Path(cache_dir) / "adapters", progress=progress, swapper=swapper)
