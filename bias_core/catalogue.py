@@ -60,6 +60,7 @@ PROBES: dict[str, str | Callable[..., Any]] = {
     **dict.fromkeys(GROUP_PROBES, "bias_core.probes.genderpair:load_group"),
     ROBUSTNESS: "bias_core.probes.genderpair:load_robustness",
     "heldout-neutral-text": "bias_core.mitigation.evaluation.guards:load_heldout_text",
+    "bold-gender": "bias_core.mitigation.evaluation.gendercare_reaudit:load_bold",
 }
 
 _DM, _AM, _GM = "bias_core.metrics.disclosure", "bias_core.metrics.association", "bias_core.metrics.genderpair"
@@ -173,6 +174,21 @@ METRICS: tuple[MetricSpec, ...] = (
                  scale=f"original minus mitigated {m}, paired", value_range=(-hi, hi),
                  compute="bias_core.mitigation.evaluation.bias_reduction:paired_reduction", of=m)
       for m, hi in (("GAS", 1.0), ("GLD", 1.0), ("ADD", _LN2))],
+    # GenderCARE's re-audit after its CDA debiasing (--mitigation gendercare-cda; mitigation/evaluation/gendercare_reaudit.py)
+    *[MetricSpec(f"{m}_reduction", **_COMPARISON, probes=GROUP_PROBES, better="higher",
+                 scale=f"original minus debiased {m}, paired per GenderPair prompt", value_range=(-1.0, 1.0),
+                 compute="bias_core.mitigation.evaluation.bias_reduction:paired_reduction", of=m)
+      for m in ("BPR", "toxicity", "regard_negative", "regard_proxy_negative")],
+    MetricSpec("stereo_margin_reduction", **_COMPARISON, probes=("stereoset-gender",), better="higher",
+               scale="original minus debiased log-likelihood margin of the stereotype over the anti-stereotype, paired "
+                     "per context (> 0: GenderCARE's Δ grew)", value_range=(None, None),
+               compute="bias_core.mitigation.evaluation.bias_reduction:paired_reduction", of="stereo_score"),
+    *[MetricSpec(f"bold_{scorer}_{polarity}_gap_reduction", **_COMPARISON, probes=("bold-gender",), better="higher",
+                 scale=f"original minus debiased gap between actors' and actresses' mean {polarity} regard"
+                       + (" (a proxy)" if scorer == "regard_proxy" else ""), value_range=(-1.0, 1.0),
+                 compute="bias_core.mitigation.evaluation.gendercare_reaudit:paired_gap_reduction",
+                 runner="bias_core.mitigation.evaluation.gendercare_reaudit:run_bold_gap_reductions")
+      for scorer in ("regard", "regard_proxy") for polarity in ("negative", "positive")],
     MetricSpec("DA_score_drop", **_COMPARISON, probes=("da-gender",), better="lower",
                scale="original minus mitigated DA_score", value_range=(-1.0, 1.0),
                compute="bias_core.mitigation.evaluation.guards:da_score_drop", of="DA_score"),
@@ -236,9 +252,15 @@ def reductions() -> tuple[MetricSpec, ...]:
     return tuple(m for m in metrics_of("mitigation") if m.of in BY_NAME and BY_NAME[m.of].family == "disclosure")
 
 
+def reaudits() -> tuple[MetricSpec, ...]:
+    """The mitigation metrics of GenderCARE's re-audit: paired reductions of other families'
+    metrics (GenderPair, StereoSet, BOLD), run for ``--mitigation gendercare-cda``."""
+    return tuple(m for m in metrics_of("mitigation") if m.name.endswith("_reduction") and m not in reductions())
+
+
 def guards() -> dict[str, str]:
-    """Guard metric -> its probe: the mitigation metrics that are not reductions."""
-    return {m.name: m.probes[0] for m in metrics_of("mitigation") if m not in reductions()}
+    """Guard metric -> its probe: the mitigation metrics that are neither kind of reduction."""
+    return {m.name: m.probes[0] for m in metrics_of("mitigation") if not m.name.endswith("_reduction")}
 
 
 def metrics_of(family: str) -> tuple[MetricSpec, ...]:

@@ -67,6 +67,10 @@ def _audited(monkeypatch) -> set[tuple[str, str]]:
     mitigation = _audit_module("test_mitigation")
     for function in ("test_mitigation_reduces_bias", "test_mitigation_guard"):
         found |= _generated(mitigation, function, {"--mitigation": WEIGHT_CHANGING[0]})
+    for proxy in (False, True):  # GenderCARE's re-audit, named for the regard scorer in use
+        monkeypatch.setattr(classifiers, "get_regard", lambda _name, proxy=proxy: SimpleNamespace(is_proxy=proxy))
+        found |= _generated(mitigation, "test_gendercare_reaudit",
+                            {"--mitigation": "gendercare-cda", "--regard-classifier": "auto"})
     found |= _generated(_audit_module("test_tradeoff"), "test_tradeoff_point_guard", {"--mitigation-sweep": "quick"})
     return found
 

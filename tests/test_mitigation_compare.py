@@ -342,40 +342,51 @@ def _row(variant, probe, metric, value, model="m"):
 
 
 ROWS = [
-    _row("debias-tuning-no-Ld", "template-a", "GAS", 0.35),
-    _row("debias-tuning", "natural-x", "GAS", 0.05),
-    _row("debias-tuning", "template-a", "ADD", 0.01),
-    _row("debias-tuning", "template-a", "GAS", 0.1),
-    _row("debias-tuning", "template-b", "GAS", 0.3),
-    _row("instruction", "template-a", "GAS", 0.25),
-    _row(None, "llm-generated-y", "GLD", 0.7),
-    _row("original", "template-a", "ADD", 0.02),
-    _row("original", "template-a", "GAS", 0.4),
-    _row("original", "template-b", "GAS", 0.6),
-    _row("original", "natural-x", "GAS", 0.2),
+    _row("debias-tuning-no-Ld", "template-occupation", "GAS", 0.35),
+    _row("debias-tuning", "natural-stsb", "GAS", 0.05),
+    _row("debias-tuning", "template-occupation", "ADD", 0.01),
+    _row("debias-tuning", "template-occupation", "GAS", 0.1),
+    _row("debias-tuning", "template-hobby", "GAS", 0.3),
+    _row("instruction", "template-occupation", "GAS", 0.25),
+    _row(None, "llm-generated-1", "GLD", 0.7),
+    _row("original", "llm-generated-2", "GLD", 0.3),
+    _row("original", "template-occupation", "ADD", 0.02),
+    _row("original", "template-occupation", "GAS", 0.4),
+    _row("original", "template-hobby", "GAS", 0.6),
+    _row("original", "natural-stsb", "GAS", 0.2),
+    _row("original", "natural-snli", "GAS", 0.8),
+    _row("original", "natural-default", "GAS", 0.5),
     _row("original", "da-gender", "DA_score", 0.9),
-    _row("cda", "template-a", "GAS", 0.3),
+    _row("cda", "template-occupation", "GAS", 0.3),
 ]
 
 
-def test_table_rows_in_paper_order_and_columns_grouped():
+def test_table_rows_in_paper_order_and_one_column_block_per_dataset():
     df = mitigation_table(ROWS)
     assert list(df.index) == ["original", "instruction", "debias-tuning", "cda", "debias-tuning-no-Ld"]
-    assert list(df.columns) == ["Template GAS", "Template ADD", "Natural GAS", "LLM GLD", "da-gender DA_score"]
-    assert df.loc["original", "Template GAS"] == pytest.approx(0.5)  # mean of template-a 0.4, template-b 0.6
+    # the paper's tables never merge STS-B with SNLI or LLM (1) with LLM (2); the stand-in is named apart
+    assert list(df.columns) == ["Template GAS", "Template ADD", "STS-B GAS", "SNLI GAS",
+                                "Natural (offline stand-in) GAS", "LLM (1) GLD", "LLM (2) GLD", "da-gender DA_score"]
+    assert df.loc["original", "Template GAS"] == pytest.approx(0.5)  # mean of occupation 0.4 and hobby 0.6
     assert df.loc["debias-tuning", "Template GAS"] == pytest.approx(0.2)
-    assert df.loc["original", "LLM GLD"] == 0.7  # no variant key -> original
+    assert (df.loc["original", "STS-B GAS"], df.loc["original", "SNLI GAS"]) == (0.2, 0.8)
+    assert df.loc["original", "LLM (1) GLD"] == 0.7  # no variant key -> original
+    assert df.loc["original", "LLM (2) GLD"] == 0.3
     assert df.loc["instruction", "Template GAS"] == 0.25
-    assert math.isnan(df.loc["instruction", "Natural GAS"])
+    assert math.isnan(df.loc["instruction", "STS-B GAS"])
     assert df.loc["original", "da-gender DA_score"] == 0.9
 
 
-def test_table_per_probe_columns_and_model_filter():
+def test_table_per_probe_adds_the_template_topics_and_model_filter():
     df = mitigation_table(ROWS, per_probe=True)
-    assert {"template-a GAS", "template-b GAS", "natural-x GAS"} <= set(df.columns)
-    assert df.loc["original", "template-b GAS"] == 0.6
-    rows = ROWS + [_row("original", "template-a", "GAS", 0.9, model="other")]
-    with pytest.raises(ValueError, match="several rows for variant/probe/metric original/template-a/GAS"):
+    assert list(df.columns) == ["Template GAS", "Template ADD", "STS-B GAS", "SNLI GAS",
+                                "Natural (offline stand-in) GAS", "LLM (1) GLD", "LLM (2) GLD",
+                                "template-hobby GAS", "template-occupation GAS", "template-occupation ADD",
+                                "da-gender DA_score"]
+    assert df.loc["original", "template-hobby GAS"] == 0.6
+    assert df.loc["debias-tuning", "template-occupation GAS"] == 0.1
+    rows = ROWS + [_row("original", "template-occupation", "GAS", 0.9, model="other")]
+    with pytest.raises(ValueError, match="several rows for variant/probe/metric original/template-occupation/GAS"):
         mitigation_table(rows)
     assert mitigation_table(rows, model="other").loc["original", "Template GAS"] == 0.9
 
@@ -385,7 +396,23 @@ def test_table_csv_round_trip(tmp_path):
     path = write_table_csv(df, tmp_path / "out" / "mitigation.csv")
     back = pd.read_csv(path, index_col="variant")
     pd.testing.assert_frame_equal(back, df)
-    assert path.read_text().splitlines()[0] == "variant,Template GAS,Template ADD,Natural GAS,LLM GLD,da-gender DA_score"
+    assert path.read_text().splitlines()[0] == ("variant,Template GAS,Template ADD,STS-B GAS,SNLI GAS,"
+                                                "Natural (offline stand-in) GAS,LLM (1) GLD,LLM (2) GLD,da-gender DA_score")
+
+
+def test_report_section_shows_each_dataset_and_the_topics(tmp_path):
+    from bias_core.reports.render import mitigation_sections
+
+    rows = []
+    for probe, before, after in (("natural-stsb", 0.4, 0.1), ("natural-snli", 0.6, 0.2),
+                                 ("template-color", 0.5, 0.3), ("template-hobby", 0.7, 0.5)):
+        rows.append({"variant": "instruction", "probe": probe, "metric": "GAS_reduction", "value": before - after,
+                     "breakdown": {"original": before, "mitigated": after}})
+    [(key, title, body)] = mitigation_sections(rows, tmp_path / "mitigation_table.csv")
+    header = (tmp_path / "mitigation_table.csv").read_text().splitlines()[0]
+    assert header == "variant,Template GAS,STS-B GAS,SNLI GAS,template-color GAS,template-hobby GAS"
+    assert ">STS-B GAS<" in body and ">SNLI GAS<" in body and ">template-hobby GAS<" in body
+    assert "0.6" in body  # the original's Template GAS: (0.5 + 0.7) / 2
 
 
 def test_table_html_escapes_labels():

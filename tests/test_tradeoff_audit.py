@@ -10,6 +10,8 @@ import os
 
 import pytest
 
+from bias_core.errors import AuditUsageError
+
 from conftest import load_tiny
 from test_audit_integration import _results, audit_project  # noqa: F401 (a fixture)
 from tolerances import assert_close, disclosure_atol, disclosure_eta
@@ -176,9 +178,16 @@ def test_sweep_guards_table_and_point_to_take(tiny_lm, tmp_path, monkeypatch):
                 for v in ok}
         taken = [v for v in table if metric in table[v]["take_for"].split(";")]
         assert taken == ([min(dist, key=dist.get)] if ok else [])
+    info = json.loads((tmp_path / "run" / "tradeoff_info.json").read_text())
+    assert info["schedule"].startswith("quick (LoRA, one seed") and info["seeds"] == [0]
+    assert "seeds" not in table["cds@0.9"], "one seed: no spread columns"
     [(anchor, title, body)] = tradeoff_sections(tmp_path / "run")
     assert anchor == "tradeoff" and body.count("<svg") == 2 and "SEAT-v2 not measured" in body
-    assert "Stand-in corpus" in body
+    assert "Stand-in corpus" in body and "<strong>Schedule</strong>: quick (LoRA, one seed" in body
+    paper = TradeoffSweep(tiny_lm, parse_grid("paper:cds=0.9"), cache_dir=tmp_path / "c", schedule="paper",
+                          progress=False)
+    with pytest.raises(AuditUsageError, match="needs a CUDA GPU; this model runs on cpu"):
+        paper.guard("cds@0.9", "DA_score_drop")
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -203,6 +212,8 @@ def test_bad_sweep_values_name_the_problem(value, expected):
 @pytest.mark.parametrize(("args", "expected"), [
     (["--mitigation-sweep", "cds=1.2"], "*--mitigation-sweep cds=1.2*out of range*swap rate*"),
     (["--mitigation", "cds,sd"], "*--mitigation sd: unknown; choose from*sentence-debias*"),
+    (["--mitigation-sweep", "paper", "--device", "cpu"],
+     "*--mitigation-sweep paper: the paper's schedule*needs a CUDA GPU*Fix: use --mitigation-sweep quick*"),
 ])
 @pytest.mark.slow
 def test_bad_sweep_and_method_are_usage_errors_before_any_model_loads(audit_project, tiny_model_dir, args,  # noqa: F811

@@ -101,7 +101,8 @@ def mitigation_audit(pytestconfig, audit_model, audit_settings, audit_suites):
     suite = MitigationAudit(lm, data_dir=audit_settings.data_dir, seed=audit_settings.seed,
                             original=audit_suites("disclosure").suite, original_association=audit_suites("association").suite,
                             cache_dir=audit_settings.load.cache_dir, instruction=audit_settings.mitigation_instruction,
-                            steps=audit_settings.mitigation_steps,
+                            steps=audit_settings.mitigation_steps, genderpair_sample=audit_settings.genderpair_sample,
+                            toxicity=audit_settings.toxicity_classifier, regard=audit_settings.regard_classifier,
                             progress=True)  # a bar on a terminal, lines in a log (models/progress.py)
     return WithTerminal(suite, pytestconfig)
 
@@ -120,7 +121,8 @@ def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
     if settings.thresholds is not None:
         limit = lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value).limit  # noqa: E731
     suite = TradeoffSweep(lm, dict(settings.mitigation_sweep), data_dir=settings.data_dir, seed=settings.seed,
-                          cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps, progress=True,
+                          cache_dir=settings.load.cache_dir, steps=settings.mitigation_steps,
+                          schedule=settings.mitigation_sweep_schedule, progress=True,
                           causal_likelihood=settings.causal_likelihood, articles=settings.articles, limit=limit,
                           out_dir=out_dir)
     return WithTerminal(suite, pytestconfig)

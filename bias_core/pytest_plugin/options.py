@@ -89,8 +89,10 @@ def add_options(parser) -> None:
                          "cds, er, sentence-debias")
     group.addoption("--mitigation-sweep", default=None,
                     help="DA-Gender's debiasing / over-debiasing trade-off: CDS, ER and SentenceDebias over a strength "
-                         "grid: quick (the CPU grid), paper (Table 11's ranges) or 'cds=0.6,0.95;er=2;sentence-debias=1'; "
-                         "writes tradeoff.csv and tradeoff_<metric>.svg into the run folder")
+                         "grid: quick (the CPU quick sweep: a small grid, LoRA, one seed), paper (Table 11's grids on the "
+                         "paper's schedule: full fine-tuning, Table 12's settings, five seeds averaged; CUDA only) or "
+                         "'[paper:]cds=0.6,0.95;er=2;sentence-debias=1'; writes tradeoff.csv and tradeoff_<metric>.svg "
+                         "into the run folder")
     group.addoption("--mitigation-steps", type=int, default=None,
                     help="override the training steps of fine-tuning mitigations (smoke runs; default: the method's configuration)")
     group.addoption("--mitigation-instruction", default=None,
@@ -129,6 +131,7 @@ class AuditSettings:
     mitigation_instruction: str | None = None
     mitigation_steps: int | None = None
     mitigation_sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()  # (method, strengths) of --mitigation-sweep
+    mitigation_sweep_schedule: str = "quick"  # "paper" for --mitigation-sweep paper / paper:GRID
     # What the run works around (e.g. a read-only cache); the plugin shows each as a warning.
     notices: tuple[str, ...] = ()
     # What was chosen for the user in loading the model (which of several files, an adapter's
@@ -227,6 +230,25 @@ def _steps(value: int | None) -> int | None:
     return value
 
 
+def _sweep_schedule(value: str | None, load: LoadOptions) -> str:
+    """The sweep's training schedule; the paper's is refused up front where no CUDA GPU will run it."""
+    from bias_core.mitigation.evaluation.tradeoff_curves import sweep_schedule
+
+    schedule = sweep_schedule(value)
+    if schedule == "paper" and (load.device == "cpu" or (load.device == "auto" and not _cuda_available())):
+        raise AuditUsageError(
+            f"--mitigation-sweep {value}: the paper's schedule fine-tunes every weight for 8 epochs, five seeds per CDS "
+            "and ER point, and needs a CUDA GPU; this run is on the CPU. Fix: use --mitigation-sweep quick (the CPU quick "
+            "sweep: LoRA, one seed), or run on a CUDA machine.")
+    return schedule
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _choice(option: str, value: str, choices) -> str:
     if value not in choices:
         raise AuditUsageError(f"{option} {value}: choose one of {', '.join(choices)}.")
@@ -304,6 +326,7 @@ def build_settings(config) -> AuditSettings:
                          mitigation_instruction=_instruction(opt("--mitigation-instruction")),
                          mitigation_steps=_steps(opt("--mitigation-steps")),
                          mitigation_sweep=tuple((parse_grid(opt("--mitigation-sweep")) or {}).items()),
+                         mitigation_sweep_schedule=_sweep_schedule(opt("--mitigation-sweep"), load),
                          lexicon=_choice("--lexicon", opt("--lexicon"), tuple(LEXICONS)),
                          articles=_choice("--articles", opt("--articles"), ARTICLES),
                          causal_likelihood=_choice("--causal-likelihood", opt("--causal-likelihood"), CAUSAL_LIKELIHOODS),

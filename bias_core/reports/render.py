@@ -19,20 +19,23 @@ from bias_core.reports.table import RESULTS_JSON, compare_result_tables
 
 
 def mitigation_sections(rows: list[dict], csv_path: str | Path | None = None) -> list[tuple[str, str, str]]:
-    """The papers' Tables 1-3 layout as an extra report section (none without mitigation rows);
-    also written to ``csv_path`` when given."""
+    """Dong et al.'s Tables 1-3 and 9 as an extra report section, one column block per dataset
+    and the template topics' own columns (none without mitigation rows); also written to
+    ``csv_path`` when given."""
     from bias_core.mitigation.evaluation.results_table import mitigation_cells, mitigation_table, table_html, write_table_csv
 
     cells = mitigation_cells(rows)
     if not cells:
         return []
 
-    frame = mitigation_table(cells)
+    frame = mitigation_table(cells, per_probe=True)
     if csv_path is not None:
         write_table_csv(frame, Path(csv_path))
-    note = ('<p class="note">Mean GAS, GLD and ADD per probe group (template, naturally sourced, '
-            "LLM-generated) for the original model and each mitigation, on the same items; also in "
-            "<code>mitigation_table.csv</code>. Significance of each change: the mitigation rows above.</p>")
+    note = ('<p class="note">GAS, GLD and ADD per dataset as Dong et al.\'s Tables 1, 2 and 9 print them '
+            "(Template, STS-B, SNLI, LLM (1), LLM (2); the offline natural stand-in in a column of its own), for "
+            "the original model and each mitigation, on the same items. Template is the mean of its topics, "
+            "whose own columns follow; also in <code>mitigation_table.csv</code>. Significance of each change: "
+            "the mitigation rows above.</p>")
     return [("mitigation", "Mitigation results", note + _corpus_note(rows) + table_html(frame))]
 
 
@@ -84,6 +87,10 @@ def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
     if corpus.get("label"):
         kind = "Stand-in corpus" if corpus.get("stand_in") else "Corpus"
         parts.append(f'<p class="note"><strong>{kind}</strong>: {escape(str(corpus["label"]))}</p>')
+    if info.get("schedule"):
+        seeds = info.get("seeds") or []
+        spread = "; a point is the mean over its seeds, the broad pale bars their range" if len(seeds) > 1 else ""
+        parts.append(f'<p class="note"><strong>Schedule</strong>: {escape(str(info["schedule"]))}{spread}</p>')
     for metric, reason in (info.get("missing") or {}).items():
         parts.append(f'<p class="note">{escape(metric)} not measured: {escape(str(reason))}</p>')
     try:

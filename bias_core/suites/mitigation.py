@@ -1,6 +1,8 @@
 """The mitigation audit (issue 4): each ``--mitigation`` variant re-runs the disclosure audit on
 the same items, is compared with the original by paired tests, and (when its weights changed)
-is checked against over-debiasing and damage.
+is checked against over-debiasing and damage. ``gendercare-cda`` is also re-audited on the
+benchmarks GenderCARE re-runs after its debiasing: GenderPair per group, StereoSet and BOLD
+(``reaudit``; bias_core/mitigation/evaluation/gendercare_reaudit.py).
 
 The original's results come from the session's own suites, so a run with both the plain audits
 and ``--mitigation`` computes the original once.
@@ -15,6 +17,9 @@ from typing import Any
 from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
+from bias_core.mitigation.evaluation.gendercare_reaudit import BOLD_PROBE, BOLD_SAMPLE
+from bias_core.probes.genderpair import DEFAULT_SAMPLE as GENDERPAIR_SAMPLE
+from bias_core.suites import GROUP_PROBES, regard_prefix
 from bias_core.suites import MITIGATION_GUARDS as GUARDS
 from bias_core.suites.base import Suite, call_with
 
@@ -27,9 +32,21 @@ class MitigationAudit(Suite):
     instruction: str | None = None
     steps: int | None = None
     progress: bool = True
+    # GenderCARE's re-audit: GenderPair's prompts (as --genderpair-sample), its classifiers, BOLD's sample per group
+    genderpair_sample: int | None = GENDERPAIR_SAMPLE
+    toxicity: str = "auto"
+    regard: str = "auto"
+    bold_sample: int | None = BOLD_SAMPLE
     _variants: dict[str, Any] = field(default_factory=dict, repr=False)
     _suites: dict[str, Any] = field(default_factory=dict, repr=False)
     _grids: dict[str, Any] = field(default_factory=dict, repr=False)
+    _associations: dict[str, Any] = field(default_factory=dict, repr=False)
+    _genderpairs: dict[str | None, Any] = field(default_factory=dict, repr=False)
+    _bold: dict[str | None, Any] = field(default_factory=dict, repr=False)
+    _scorers: dict[str, Any] = field(default_factory=dict, repr=False)  # shared by every GenderPair suite made here
+
+    def probe_options(self) -> dict[str, Any]:
+        return {"sample": self.bold_sample}
 
     def variant(self, name: str) -> Any:
         from bias_core.mitigation.methods.variants import build_variant
@@ -118,13 +135,84 @@ class MitigationAudit(Suite):
                        "texts": lambda: self.probe(probe), "seed": lambda: self.seed}
             result = call_with(spec.runner_function(), offered, f"{metric}'s runner")
         else:
-            from bias_core.suites.association import AssociationAudit
-
-            mitigated_suite = AssociationAudit(variant.lm, data_dir=self.data_dir, seed=self.seed,
-                                               causal_likelihood=self.original_association.causal_likelihood,
-                                               articles=self.original_association.articles)
             before = self.original_association.result(probe, spec.of)
-            after = mitigated_suite.result(probe, spec.of)
+            after = self.association(name).result(probe, spec.of)
             result = spec.compute_function()(before, after, seed=self.seed)
         self._results[key] = result
         return result
+
+    def association(self, name: str) -> Any:
+        """The association suite of a variant, measured as the original's (guards, StereoSet)."""
+        from bias_core.suites.association import AssociationAudit
+
+        return self._remembered(self._associations, name, lambda: AssociationAudit(
+            self.variant(name).lm, data_dir=self.data_dir, seed=self.seed,
+            causal_likelihood=self.original_association.causal_likelihood,
+            articles=self.original_association.articles))
+
+    # ----- GenderCARE's re-audit ------------------------------------------------------------------
+    def reaudit(self, name: str, probe: str, metric: str) -> MetricResult:
+        """A metric of GenderCARE's re-audit (``catalogue.reaudits()``) of variant ``name``: the
+        original and the variant on the same items, paired (gendercare_reaudit's module doc)."""
+        key = (f"{name}:{probe}", metric)
+        if key not in self._results:
+            self._results[key] = self._reaudit(name, probe, metric)
+            self._results[key].breakdown["variant"] = dict(self.variant(name).info)
+        return self._results[key]
+
+    def _reaudit(self, name: str, probe: str, metric: str) -> MetricResult:
+        from bias_core.mitigation.evaluation import gendercare_reaudit as gc
+        from bias_core.mitigation.evaluation.bias_reduction import paired_reduction
+
+        spec = catalogue.spec(metric)
+        if spec not in catalogue.reaudits() or probe not in spec.probes:
+            raise KeyError(f"{metric} on {probe} is not a metric of GenderCARE's re-audit")
+        if "regard" in metric and ("regard_proxy" in metric) != (self._regard_prefix() == "regard_proxy"):
+            raise ProbeNotApplicable(f"{metric} is not what this run's regard scorer produces; its metrics are named "
+                                     f"{self._regard_prefix()}_*")
+        if probe in GROUP_PROBES:
+            before, after = self.genderpair(None).result(probe, spec.of), self.genderpair(name).result(probe, spec.of)
+            dropped = None
+            if spec.of == "BPR":  # a prompt counts when both models' responses decide it
+                before, after, dropped = gc.decided_in_both(before, after)
+            result = paired_reduction(before, after, seed=self.seed, metric=metric)
+            if dropped is not None:
+                result.breakdown["decided_by_one_model_only"] = dropped
+            return result
+        if probe == "stereoset-gender":
+            before = gc.stereo_margin(self.original_association.result(probe, "stereo_score"))
+            after = gc.stereo_margin(self.association(name).result(probe, "stereo_score"))
+            result = paired_reduction(before, after, seed=self.seed, metric=metric)
+            result.breakdown["data"] = self.original_association.result(probe, "stereo_score").breakdown.get("data", {})
+            return result
+        offered = {"bold_original": lambda: self.bold(None), "bold_mitigated": lambda: self.bold(name),
+                   "regard_prefix": self._regard_prefix, "seed": lambda: self.seed}
+        out = self._remembered(self._bold, (name, "gaps"),
+                               lambda: call_with(spec.runner_function(), offered, f"{metric}'s runner"))
+        return out[metric]
+
+    def genderpair(self, name: str | None) -> Any:
+        """The GenderPair suite of the original (None) or a variant: the same seeded prompts,
+        classifiers and greedy decoding, never adaptively sampled, so the items pair."""
+        from bias_core.suites.genderpair import GenderPairAudit
+
+        return self._remembered(self._genderpairs, name, lambda: GenderPairAudit(
+            self.lm if name is None else self.variant(name).lm, data_dir=self.data_dir, seed=self.seed,
+            sample=self.genderpair_sample, toxicity=self.toxicity, regard=self.regard, _scorers=self._scorers))
+
+    def _regard_scorer(self) -> Any:
+        from bias_core import classifiers
+
+        return self._remembered(self._scorers, "regard", lambda: classifiers.get_regard(self.regard))
+
+    def _regard_prefix(self) -> str:
+        return regard_prefix(bool(getattr(self._regard_scorer(), "is_proxy", False)))
+
+    def bold(self, name: str | None) -> dict[str, list[dict]]:
+        """group -> the original's (None) or a variant's BOLD continuations, scored for regard."""
+        from bias_core.classifiers import REGARD_COLUMNS
+        from bias_core.mitigation.evaluation.gendercare_reaudit import bold_regard
+
+        return self._remembered(self._bold, name, lambda: bold_regard(
+            self.lm if name is None else self.variant(name).lm, self.probe(BOLD_PROBE), self._regard_scorer(),
+            REGARD_COLUMNS, seed=self.seed))

@@ -9,6 +9,12 @@ lm_score_drop against the base model. The audit gates every point's guards like 
 mitigation's (``audits/test_tradeoff.py``); "within the guards" for the point to take means
 every measured guard's value at most its thresholds.toml limit.
 
+Schedules: ``quick`` (and a plain ``METHOD=...`` grid) train CDS and ER as LoRA adapters on the
+project's configuration, one seed (the CPU quick sweep); ``paper`` (and ``paper:METHOD=...``)
+runs the paper's schedule: every weight fine-tuned with Table 12's settings for the model's
+column, five training seeds averaged per point with their spread (CUDA only,
+``strength_sweep.check_paper_schedule``).
+
 Outputs, in the run folder: ``tradeoff.csv``, ``tradeoff_<metric>.svg`` per bias metric and
 ``tradeoff_info.json`` (the corpus, and per point how it was made and how long it took), which
 the HTML report embeds (``reports.render.tradeoff_sections``).
@@ -43,6 +49,7 @@ class TradeoffSweep:
     seed: int = 0
     cache_dir: Path = Path(".")
     steps: int | None = None  # --mitigation-steps: CDS / ER training steps
+    schedule: str = "quick"  # "quick" (LoRA, one seed) or "paper" (tradeoff_curves.SCHEDULES)
     progress: bool = True
     causal_likelihood: str | None = None
     articles: str | None = None
@@ -83,30 +90,29 @@ class TradeoffSweep:
     def _run(self) -> list[Any]:
         import dataclasses
 
-        from bias_core.mitigation.evaluation.strength_sweep import default_config, run_sweep
-        from bias_core.mitigation.evaluation.tradeoff_curves import BASE, variant_name, write_outputs
+        from bias_core.mitigation.evaluation.strength_sweep import check_paper_schedule, default_config, paper_config, run_sweep
+        from bias_core.mitigation.evaluation.tradeoff_curves import BASE, write_outputs
+        from bias_core.mitigation.methods.paper_settings import model_column, paper_seeds
         from bias_core.mitigation.methods.variants import corpus_label
         from bias_core.mitigation.training.corpus import load_debias_corpus
 
         started = time.perf_counter()
+        if self.schedule == "paper":
+            check_paper_schedule(self.lm)
         corpus = load_debias_corpus(self.data_dir)
-        config = default_config(self.lm)
+        paper = self.schedule == "paper"
+        config = paper_config(self.lm) if paper else default_config(self.lm)
+        seeds = paper_seeds(self.seed) if paper else (self.seed,)
         if self.steps is not None:
             config = dataclasses.replace(config, steps=self.steps, epochs=0)
-        names = [BASE] + [variant_name(m, float(s)) for m, strengths in self.grid.items() for s in strengths]
-        measured: list[dict[str, Any]] = []
 
-        def measure(handle: Any, base: Mapping[str, Any] | None):
-            results, guards = self._measure(handle, base)
-            measured.append(guards)
-            return results, {k: v for k, v in guards.items() if not isinstance(v, Exception)}
-
-        points = run_sweep(self.lm, dict(self.grid), measure, corpus=corpus, cache_dir=self.cache_dir, seed=self.seed,
-                           config=config, progress=self.progress)
-        for name, guards in zip(names, measured):
-            for metric in MITIGATION_GUARDS:
-                if name != BASE:
+        def record(name: str, results: Mapping[str, Any], guards: Mapping[str, Any]) -> None:
+            if name != BASE:
+                for metric in MITIGATION_GUARDS:
                     self._guards[(name, metric)] = guards.get(metric, ProbeNotApplicable(f"{metric}: not measured"))
+
+        points = run_sweep(self.lm, dict(self.grid), self._measure, corpus=corpus, cache_dir=self.cache_dir,
+                           seed=self.seed, config=config, progress=self.progress, seeds=seeds, on_point=record)
         # A guard no point could measure (StereoSet missing) is left out of "within the guards",
         # or no point would ever qualify; the report names it.
         measured_guards = {name for p in points for name in p.guards}
@@ -116,7 +122,10 @@ class TradeoffSweep:
         if self.out_dir is not None:
             label = corpus_label(corpus)
             write_outputs(points, self.out_dir, limits, note=f"corpus: {label}")
+            schedule = (f"the paper's (Table 12, column {model_column(self.lm)}: full fine-tuning, {len(seeds)} seeds "
+                        "averaged)" if paper else "quick (LoRA, one seed; not the paper's schedule)")
             info = {"corpus": {**corpus.provenance(), "label": label}, "grid": {k: list(v) for k, v in self.grid.items()},
+                    "schedule": schedule, "seeds": list(seeds),
                     "limits": limits, "config": config.hyperparameters(), "missing": self.missing,
                     "seconds": round(time.perf_counter() - started, 1),
                     "points": [{"variant": p.variant, **p.info} for p in points]}

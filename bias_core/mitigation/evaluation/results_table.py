@@ -1,14 +1,19 @@
-"""The mitigation results table, laid out like Tables 1-3 of Dong et al. (2024, arXiv:2402.11190).
+"""The mitigation results table, laid out like Tables 1-3 and 9 of Dong et al. (2024, arXiv:2402.11190).
 
 One row per mitigation variant (original first, then hyperparameter, instruction, debias tuning,
-any other method, and the ablations last); one column per probe group x metric, the groups being
-the paper's three prompt sources: Template (``template-*`` probes), Natural (``natural-*``) and
-LLM (``llm-generated-*``), each with GAS, GLD and ADD.
+any other method, and the ablations last); one column per dataset x metric, the datasets being
+those the paper's tables print one by one: Template (Table 9: the ``template-*`` probes),
+STS-B and SNLI (Table 1: ``natural-stsb``, ``natural-snli``), LLM (1) and LLM (2) (Table 2:
+``llm-generated-1``, ``-2``), each with GAS, GLD and ADD. The project's offline stand-in for
+the two natural sets (``natural-default``) gets a column of its own, named as such. (The paper
+prints one column block per model and the datasets as row blocks; a run audits one model, so
+here the datasets are the column blocks.)
 
-A group's cell is the unweighted mean of the values of its probes (each probe is one prompt
-set, so a larger set does not outweigh a smaller one; the paper reports one number per source).
-Probes outside the three groups (DA-Gender, StereoSet, the guards...) get their own
-"<probe> <metric>" columns after the grouped ones, as do all probes with ``per_probe=True``.
+Template is the only merged column: the paper prints one Template row per method over its four
+topics; here its cell is the unweighted mean of the topic probes present (each probe is one
+prompt set, so a larger set does not outweigh a smaller one). With ``per_probe=True`` (the run
+folder's CSV and the report) each topic's own columns follow. Probes of no dataset (DA-Gender,
+StereoSet, the guards...) get their own "<probe> <metric>" columns last.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from bias_core.storage.files import atomic_write_text
 if TYPE_CHECKING:  # pandas is imported on use, as in bias_core.reports.table
     import pandas as pd
 
-#: Probe-name prefix -> column group, in the paper's column order.
-PROBE_GROUPS: tuple[tuple[str, str], ...] = (("template-", "Template"), ("natural-", "Natural"),
-                                             ("llm-generated-", "LLM"))
+#: The paper's datasets in its column order: (probe name, or prefix ending in "-", column name).
+DATASETS: tuple[tuple[str, str], ...] = (
+    ("template-", "Template"), ("natural-stsb", "STS-B"), ("natural-snli", "SNLI"),
+    ("natural-default", "Natural (offline stand-in)"), ("llm-generated-1", "LLM (1)"), ("llm-generated-2", "LLM (2)"))
 METRIC_ORDER: tuple[str, ...] = ("GAS", "GLD", "ADD")
 #: The paper's row order of methods; other methods follow in the order first seen.
 METHOD_ORDER: tuple[str, ...] = ("original", "hyperparameter", "instruction", "debias-tuning")
@@ -37,11 +43,16 @@ DEFAULT_VARIANT = "original"
 
 
 def probe_group(probe: str) -> str | None:
-    """The paper's prompt source of a disclosure probe, or None for other probes."""
-    for prefix, group in PROBE_GROUPS:
-        if probe.startswith(prefix):
-            return group
+    """The paper's dataset (column block) of a disclosure probe, or None for other probes."""
+    for name, dataset in DATASETS:
+        if probe == name or (name.endswith("-") and probe.startswith(name)):
+            return dataset
     return None
+
+
+def merges(probe: str) -> bool:
+    """Whether the probe's dataset column averages several probes (the template topics)."""
+    return any(name.endswith("-") and probe.startswith(name) for name, _ in DATASETS)
 
 
 def is_ablation(variant: str) -> bool:
@@ -72,10 +83,12 @@ def _value(row: Mapping[str, Any]) -> float:
 
 def mitigation_table(rows: Iterable[Mapping[str, Any]], per_probe: bool = False,
                      model: str | None = None) -> "pd.DataFrame":
-    """Variants x "<group> <metric>" values from the run's result rows (module doc).
+    """Variants x "<dataset> <metric>" values from the run's result rows (module doc).
 
     ``rows`` are the gate fixture's result dicts (keys family, probe, metric, value, ..., and
     ``variant``; a missing variant means "original"). ``model`` keeps only that model's rows.
+    ``per_probe`` adds a "<probe> <metric>" column for each probe of a merged dataset (the
+    template topics) after the dataset columns.
     A (variant, probe, metric) given twice is an error: the table would have to pick one.
     Missing cells are NaN.
     """
@@ -96,21 +109,26 @@ def mitigation_table(rows: Iterable[Mapping[str, Any]], per_probe: bool = False,
     variants = variant_order(k[0] for k in cells)
 
     grouped: dict[tuple[str, str], dict[str, list[float]]] = {}
+    topics: dict[tuple[str, str], dict[str, float]] = {}  # (probe, metric) of a merged dataset's probe
     single: dict[str, dict[str, float]] = {}
     for (variant, probe, metric), value in cells.items():
         group = probe_group(probe)
         if group is not None:
             grouped.setdefault((group, metric), {}).setdefault(variant, []).append(value)
-        if group is None or per_probe:
+        if per_probe and merges(probe):
+            topics.setdefault((probe, metric), {})[variant] = value
+        elif group is None:
             single.setdefault(f"{probe} {metric}", {})[variant] = value
 
-    groups = [g for _, g in PROBE_GROUPS]
+    groups = [g for _, g in DATASETS]
     columns: dict[str, list[float]] = {}
     for group, metric in sorted(grouped, key=lambda gm: (groups.index(gm[0]), _metric_rank(gm[1]), gm[1])):
         by_variant = grouped[(group, metric)]
         # nanmean without numpy's all-NaN warning: a missing value leaves the cell NaN.
         columns[f"{group} {metric}"] = [
             (sum(by_variant[v]) / len(by_variant[v])) if v in by_variant else math.nan for v in variants]
+    for probe, metric in sorted(topics, key=lambda pm: (pm[0], _metric_rank(pm[1]), pm[1])):
+        columns[f"{probe} {metric}"] = [topics[(probe, metric)].get(v, math.nan) for v in variants]
     for name, by_variant in single.items():
         columns[name] = [by_variant.get(v, math.nan) for v in variants]
     return pd.DataFrame(columns, index=pd.Index(variants, name="variant"), dtype=float)
@@ -131,7 +149,7 @@ def _fmt(v: Any) -> str:
     return f"{f:.4g}"
 
 
-DEFAULT_CAPTION = "Mitigation results (rows: variants; columns: probe group and metric)"
+DEFAULT_CAPTION = "Mitigation results (rows: variants; columns: dataset and metric)"
 
 
 def table_html(df: "pd.DataFrame", caption: str = DEFAULT_CAPTION) -> str:

@@ -28,17 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from bias_core.mitigation.methods.paper_settings import TABLE11_GRID
+
 METHODS = ("cds", "er", "sentence-debias")
 STRENGTH_NAMES = {"cds": "swap rate", "er": "lambda", "sentence-debias": "ratio of pairs"}
-# Table 11's ranges (swap rate 0.6-0.95, lambda 0.2-2.0, ratio of pairs 0.01-1.0); the released
-# code fixes one value per run (gpt2: swap rate 0.9, lambda 0.5, ratio 1.0), so the grid points
-# inside the ranges are the project's.
-PAPER_GRID: dict[str, tuple[float, ...]] = {
-    "cds": (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95),
-    "er": (0.2, 0.5, 0.8, 1.1, 1.4, 1.7, 2.0),
-    "sentence-debias": (0.01, 0.05, 0.1, 0.2, 0.4, 0.7, 1.0),
-}
-# CPU quick grid: the ends of each range (and a middle SD point, which costs no training).
+# Table 11's grids, the same for every model (paper_settings).
+PAPER_GRID: dict[str, tuple[float, ...]] = dict(TABLE11_GRID)
+# The CPU quick grid: the ends of each range (and a middle SD point, which costs no training).
 QUICK_GRID: dict[str, tuple[float, ...]] = {
     "cds": (0.6, 0.95),
     "er": (0.2, 2.0),
@@ -76,9 +72,22 @@ def check_grid(grid: Mapping[str, Sequence[float]]) -> None:
                 raise AuditUsageError(f"trade-off sweep: {method} strength {s} is out of range; it takes {what}.")
 
 
+#: Schedules a sweep trains CDS / ER on: the project's LoRA configurations (one seed), or the
+#: paper's (full fine-tuning with Table 12's settings, five seeds averaged; CUDA).
+SCHEDULES = ("quick", "paper")
+PAPER_PREFIX = "paper:"
+
+
+def sweep_schedule(value: str | None) -> str:
+    """"paper" for ``paper`` and ``paper:GRID``, else "quick" (the project's LoRA configuration)."""
+    text = (value or "").strip()
+    return "paper" if text == "paper" or text.startswith(PAPER_PREFIX) else "quick"
+
+
 def parse_grid(value: str | None, option: str = "--mitigation-sweep") -> dict[str, tuple[float, ...]] | None:
-    """``quick`` / ``paper`` -> that grid; ``cds=0.6,0.95;sentence-debias=1`` -> that grid; a usage
-    error naming the problem otherwise (checked when the command line is read)."""
+    """``quick`` / ``paper`` -> that grid; ``cds=0.6,0.95;sentence-debias=1`` (optionally after
+    ``paper:``, for the paper's schedule) -> that grid; a usage error naming the problem
+    otherwise (checked when the command line is read)."""
     from bias_core.errors import AuditUsageError
 
     if value is None or not value.strip():
@@ -86,9 +95,11 @@ def parse_grid(value: str | None, option: str = "--mitigation-sweep") -> dict[st
     named = {"quick": QUICK_GRID, "paper": PAPER_GRID}
     if value.strip() in named:
         return dict(named[value.strip()])
-    example = "quick, paper, or a grid such as 'cds=0.6,0.95;er=0.2,2;sentence-debias=0.1,1'"
+    example = ("quick, paper, or a grid such as 'cds=0.6,0.95;er=0.2,2;sentence-debias=0.1,1' (after 'paper:' to "
+               "train it on the paper's schedule)")
+    text = value.strip().removeprefix(PAPER_PREFIX)
     grid: dict[str, tuple[float, ...]] = {}
-    for part in (p.strip() for p in value.split(";") if p.strip()):
+    for part in (p.strip() for p in text.split(";") if p.strip()):
         method, eq, values = part.partition("=")
         method = method.strip()
         if not eq or not values.strip():
@@ -142,6 +153,8 @@ class SweepPoint:
     knowledge_lost: Estimate
     guards: Mapping[str, float] = field(default_factory=dict)
     info: Mapping[str, Any] = field(default_factory=dict)
+    # axis (a bias metric, or KNOWLEDGE) -> the per-seed values, when the point averages seeds
+    spread: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def variant(self) -> str:
@@ -156,9 +169,23 @@ class SweepPoint:
         return True
 
 
+def seed_spread(runs: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, ...]]:
+    """axis -> its per-seed values on the curve's scale (bias as distance from the ideal, and
+    1 − DA_score), from each seed's MetricResults; an axis some seed lacks is left out."""
+    out: dict[str, tuple[float, ...]] = {}
+    for name, (_, ideal) in BIAS_METRICS.items():
+        if all(hasattr(run.get(name), "value") for run in runs):
+            out[name] = tuple(abs(float(run[name].value) - ideal) for run in runs)
+    if all(hasattr(run.get("DA_score"), "value") for run in runs):
+        out[KNOWLEDGE] = tuple(1.0 - float(run["DA_score"].value) for run in runs)
+    return out
+
+
 def point_from_results(method: str, strength: float | None, results: Mapping[str, Any],
-                       guards: Mapping[str, Any] | None = None, info: Mapping[str, Any] | None = None) -> SweepPoint:
-    """A SweepPoint from MetricResults keyed by bias metric name (``BIAS_METRICS``) plus "DA_score"."""
+                       guards: Mapping[str, Any] | None = None, info: Mapping[str, Any] | None = None,
+                       spread: Mapping[str, tuple[float, ...]] | None = None) -> SweepPoint:
+    """A SweepPoint from MetricResults keyed by bias metric name (``BIAS_METRICS``) plus "DA_score"
+    (a point averaged over seeds: their means, with ``spread`` from ``seed_spread``)."""
     if "DA_score" not in results:
         raise KeyError("point_from_results: a DA_score result is needed for the knowledge axis")
     bias = {}
@@ -169,7 +196,8 @@ def point_from_results(method: str, strength: float | None, results: Mapping[str
                 raise ValueError(f"point_from_results: {name} must be a {metric} result, got {result.metric}")
             bias[name] = Estimate.of(result).distance_from(ideal)
     return SweepPoint(method, strength, bias, Estimate.of(results["DA_score"]).complement(),
-                      {k: float(getattr(v, "value", v)) for k, v in (guards or {}).items()}, dict(info or {}))
+                      {k: float(getattr(v, "value", v)) for k, v in (guards or {}).items()}, dict(info or {}),
+                      dict(spread or {}))
 
 
 def _scales(base: SweepPoint | None, metric: str) -> tuple[float, float]:
@@ -202,8 +230,10 @@ def best_point(points: Sequence[SweepPoint], metric: str, limits: Mapping[str, f
 # ----- tradeoff.csv ------------------------------------------------------------------------------
 def csv_rows(points: Sequence[SweepPoint], limits: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """One row per point: method, strength, every metric with its CI, guards, and which bias
-    metrics this point is the one to take for."""
+    metrics this point is the one to take for; when points average seeds, their number and each
+    axis's sd, min and max over the seeds."""
     metrics = [m for m in BIAS_METRICS if any(m in p.bias for p in points)]
+    seeded = any(p.spread for p in points)
     guards = sorted({g for p in points for g in p.guards})
     chosen = {m: best_point(points, m, limits) for m in metrics}
     rows = []
@@ -217,12 +247,26 @@ def csv_rows(points: Sequence[SweepPoint], limits: Mapping[str, float] | None = 
                         f"{m}_ci_high": e.ci_high if e else ""})
         row.update({KNOWLEDGE: p.knowledge_lost.value, f"{KNOWLEDGE}_ci_low": p.knowledge_lost.ci_low,
                     f"{KNOWLEDGE}_ci_high": p.knowledge_lost.ci_high})
+        if seeded:
+            row["seeds"] = len(next(iter(p.spread.values()))) if p.spread else 1
+            for axis in (*metrics, KNOWLEDGE):
+                values = p.spread.get(axis, ())
+                row.update({f"{axis}_seed_sd": _sd(values), f"{axis}_seed_min": min(values) if values else "",
+                            f"{axis}_seed_max": max(values) if values else ""})
         for g in guards:
             row[g] = p.guards.get(g, "")
         row["within_guards"] = "" if p.method == BASE else p.within(limits or {})
         row["take_for"] = ";".join(m for m in metrics if chosen[m] is p)
         rows.append(row)
     return rows
+
+
+def _sd(values: Sequence[float]) -> float | str:
+    """Sample standard deviation (n − 1), "" for fewer than two values."""
+    if len(values) < 2:
+        return ""
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def write_csv(points: Sequence[SweepPoint], path: Path | str, limits: Mapping[str, float] | None = None) -> Path:
@@ -244,8 +288,8 @@ COLORS = {"cds": "#1565c0", "er": "#2e7d32", "sentence-debias": "#c62828", BASE:
 
 def figure(points: Sequence[SweepPoint], metric: str, limits: Mapping[str, float] | None = None, note: str = ""):
     """A matplotlib Figure (no pyplot): bias distance on x, 1 − DA_score on y, one line per
-    method in strength order with CI bars, the base model as a square and the point to take
-    ringed."""
+    method in strength order with CI bars (and, for points averaged over seeds, the range over
+    the seeds as broad pale bars), the base model as a square and the point to take ringed."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 4.6))
@@ -262,6 +306,13 @@ def figure(points: Sequence[SweepPoint], metric: str, limits: Mapping[str, float
         label = "before debiasing" if method == BASE else f"{method} ({STRENGTH_NAMES[method]})"
         ax.errorbar(xs, ys, xerr=xerr, yerr=yerr, fmt="s" if method == BASE else "o-", color=COLORS[method],
                     label=label, capsize=2, markersize=6 if method == BASE else 4, linewidth=1.2, elinewidth=0.7)
+        for x, y, p in zip(xs, ys, pts):  # the range over the training seeds, a broad pale bar behind the CI
+            if metric in p.spread:
+                ax.plot([min(p.spread[metric]), max(p.spread[metric])], [y, y], color=COLORS[method], alpha=0.3,
+                        linewidth=5, solid_capstyle="butt")
+            if KNOWLEDGE in p.spread:
+                ax.plot([x, x], [min(p.spread[KNOWLEDGE]), max(p.spread[KNOWLEDGE])], color=COLORS[method], alpha=0.3,
+                        linewidth=5, solid_capstyle="butt")
         if method != BASE:
             for x, y, p in zip(xs, ys, pts):
                 ax.annotate(f"{p.strength:g}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7,

@@ -13,12 +13,15 @@ adapter merged in), optionally a prompt transform (instruction guiding) and a de
 - ``gendercare-cda``: GenderCARE's reduction, LoRA fine-tuning on counterfactual (CDA) examples
   with the loss on response tokens only.
 - ``cds`` / ``er`` / ``sentence-debias``: DA-Gender's methods ("Unmasking the Trade-off") at the
-  strength of the paper's released GPT-2 runs (``sweep.DEFAULT_STRENGTH``), on the debiasing
-  corpus (``corpus.load_debias_corpus``: GAP, else a stand-in named as such). CDS and ER train a
-  LoRA adapter; SentenceDebias hooks a projection onto a copy of the model (no training).
+  strength its Table 12 gives for the paper's model of the same kind and size
+  (``paper_settings.paper_strengths``), on the debiasing corpus (``corpus.load_debias_corpus``:
+  GAP, else a stand-in named as such). CDS and ER train a LoRA adapter (not the paper's full
+  fine-tuning: that is ``--mitigation-sweep paper``); SentenceDebias hooks a projection onto a
+  copy of the model (no training).
 
-Training configuration: the paper's on CUDA (QLoRA when the model was loaded with
-``--load-in-4bit``), the documented quick configuration on CPU.
+Training configuration: Dong et al.'s and GenderCARE's on CUDA (QLoRA when the model was loaded
+with ``--load-in-4bit``), the documented quick configuration on CPU; CDS and ER the project's
+LoRA configurations (``strength_sweep.default_config``).
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ def corpus_label(corpus: Any) -> str:
 
 def corpus_variant(name: str, lm: Any, *, data_dir: Path | None, seed: int, cache_dir: Path, progress: bool = True,
                    steps: int | None = None) -> Variant:
-    """CDS / ER / SentenceDebias at the paper's released strength (``sweep.DEFAULT_STRENGTH``)."""
+    """CDS / ER / SentenceDebias at Table 12's strength for the model's kind and size."""
     from bias_core.mitigation.evaluation.strength_sweep import default_config, lasting_variant
     from bias_core.mitigation.training.corpus import load_debias_corpus
 

@@ -173,8 +173,9 @@ def optimise(
     desc: str,
     progress: bool,
 ) -> list[dict[str, float]]:
-    """Run the optimiser over ``schedule``; ``step_loss(batch_indices)`` gives (loss, parts).
-    Returns one record of logged values per step."""
+    """Run the optimiser over ``schedule`` on the parameters that require gradients (a LoRA
+    adapter's, or every weight of a model being fully fine-tuned); ``step_loss(batch_indices)``
+    gives (loss, parts). Returns one record of logged values per step."""
     from transformers import get_scheduler
 
     params = [p for p in peft_model.parameters() if p.requires_grad]
@@ -191,6 +192,8 @@ def optimise(
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"{desc}: loss became {float(loss)} at step {step}; lower the learning rate")
             loss.backward()
+            if getattr(config, "max_grad_norm", None):  # the DA-Gender paper's schedule clips at norm 1.0
+                torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
             optimiser.step()
             scheduler.step()
             optimiser.zero_grad(set_to_none=True)
