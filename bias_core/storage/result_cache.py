@@ -27,13 +27,15 @@ from bias_core.storage.files import atomic_write_text
 
 # Bump when a change in the scoring code changes numbers, so old entries stop matching.
 SCORING_VERSION = 2
-# The layout of an entry file (header line + value line); entries without it are rejected.
+# The layout of an entry (key, call, value's text, checksum); entries without it are rejected.
 ENTRY_FORMAT = 2
 
-# This process's counts over every ResultCache it opened (the audited model, a live baseline,
-# calibrations): the plugin reports their change over a session (pytest_plugin/cache_card.py).
-_TOTALS = {"hits": 0, "misses": 0, "rejected": 0, "rejected_old_format": 0}
-_LAST_REJECTED = {"entry": ""}
+# This process's lookups over every ResultCache it opened (the audited model, a live baseline,
+# calibrations), and each rejection in order, as (key, old format?) with 128 bits of the key: the
+# plugin reports their change over a session, each rejected entry once (pytest_plugin/cache_card.py).
+_TOTALS = {"hits": 0, "misses": 0}
+_REJECTIONS: list[tuple[str, bool]] = []
+_LAST_REJECTED = [""]  # "path: why" of the last one
 
 
 def canonical_key(parts: dict[str, Any]) -> str:
@@ -48,9 +50,20 @@ def checksum(key: str, call: str, value_text: bytes) -> str:
     return digest.hexdigest()
 
 
-def totals() -> dict[str, Any]:
-    """This process's cache counts so far, and the last rejected entry ("path: why")."""
-    return {**_TOTALS, "last_rejected": _LAST_REJECTED["entry"]}
+def totals() -> dict[str, int]:
+    """This process's lookups so far (hits, misses) and how many rejections (an index for ``rejections``)."""
+    return {**_TOTALS, "rejections": len(_REJECTIONS)}
+
+
+def rejections(since: int = 0) -> list[tuple[str, bool]]:
+    """This process's rejections from index ``since`` on: (key's first 32 hex digits, whether it was
+    an old-format entry)."""
+    return _REJECTIONS[since:]
+
+
+def last_rejected() -> str:
+    """The last entry this process rejected and why ("path: why"), or ""."""
+    return _LAST_REJECTED[0]
 
 
 def rejected_note(rejected: int, old_format: int = 0) -> str:
@@ -74,7 +87,7 @@ class ResultCache:
         self.enabled = enabled and self.root is not None
         self.hits = 0
         self.misses = 0
-        self.rejected = 0  # entries found but not used (they did not prove their key and value)
+        self.rejected = 0  # lookups that found an entry and did not use it (it did not prove its key and value)
         self.rejected_old_format = 0  # of them, entries without a checksum (written before ENTRY_FORMAT 2)
         self.write_failed = False
 
@@ -87,7 +100,8 @@ class ResultCache:
 
     def _count(self, name: str) -> None:
         setattr(self, name, getattr(self, name) + 1)
-        _TOTALS[name] += 1
+        if name in _TOTALS:
+            _TOTALS[name] += 1
 
     def lookup(self, parts: dict[str, Any]) -> tuple[Any | None, str | None]:
         """(value, id of the call that stored it), or (None, None) on a miss (rejected entries included)."""
@@ -102,21 +116,22 @@ class ResultCache:
             self._count("misses")
             return None, None
         except OSError as exc:
-            return self._reject(path, f"unreadable ({exc.strerror or exc})")
+            return self._reject(key, path, f"unreadable ({exc.strerror or exc})")
         found = _verified(data, key, parts)
         if isinstance(found, str):
-            return self._reject(path, found)
+            return self._reject(key, path, found)
         value, call = found
         self._count("hits")
         return value, call or None
 
-    def _reject(self, path: Path, why: str) -> tuple[None, None]:
+    def _reject(self, key: str, path: Path, why: str) -> tuple[None, None]:
         # Recomputed by the caller and overwritten by its put; counted for the run card.
         self._count("misses")
         self._count("rejected")
         if why == _OLD_FORMAT:
             self._count("rejected_old_format")
-        _LAST_REJECTED["entry"] = f"{path}: {why}"
+        _REJECTIONS.append((key[:32], why == _OLD_FORMAT))
+        _LAST_REJECTED[0] = f"{path}: {why}"
         return None, None
 
     def put(self, parts: dict[str, Any], value: Any, call: str | None = None) -> None:
