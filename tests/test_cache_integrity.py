@@ -228,6 +228,32 @@ def test_tampered_model_outputs_are_recomputed_to_uncached_numbers(tiny_model_di
     assert (again.cache_stats()["hits"], again.cache_stats()["rejected"]) == (len(PROMPTS), 0)
 
 
+def test_edited_precision_calibration_is_measured_again(tiny_model_dir, tmp_path, torch_single_thread):
+    """The precision calibration beside the entries (--precision exact's error bound) proves its
+    key and value the same way: a bound edited smaller, or one without a checksum, is measured again."""
+    from bias_core.models.precision.half import half_dtype
+    from bias_core.models.precision.modes import apply_precision
+
+    if half_dtype("cpu")[0] is None:
+        pytest.skip("this CPU computes bf16 slowly, so --precision exact runs fp32 only here")
+    lm = load_tiny(tiny_model_dir)
+    first = apply_precision(lm, "exact", "cpu", cache_dir=tmp_path).bound
+    [path] = (tmp_path / "precision").glob("*.json")
+    for name, old in (("margin", False), ("sha256", True)):
+        doc = json.loads(path.read_text())
+        if old:
+            del doc["sha256"]
+        else:
+            doc["bound"]["margin"] /= 10
+        path.write_text(json.dumps(doc))
+        before = cache_mod.totals()["rejections"]
+        assert apply_precision(lm, "exact", "cpu", cache_dir=tmp_path).bound == first, name
+        assert [was_old for _, was_old in cache_mod.rejections(before)] == [old], name
+    before = cache_mod.totals()["rejections"]
+    assert apply_precision(lm, "exact", "cpu", cache_dir=tmp_path).bound == first
+    assert cache_mod.rejections(before) == []
+
+
 # ----- a whole audit ---------------------------------------------------------------------------
 def _results(pytester) -> dict:
     [run] = sorted((pytester.path / "reports").iterdir())[-1:]

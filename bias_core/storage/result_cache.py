@@ -29,6 +29,7 @@ from bias_core.storage.files import atomic_write_text
 SCORING_VERSION = 2
 # The layout of an entry (key, call, value's text, checksum); entries without it are rejected.
 ENTRY_FORMAT = 2
+OLD_FORMAT = "no checksum (an older bias_core's entry)"  # why an entry written before it is rejected
 
 # This process's lookups over every ResultCache it opened (the audited model, a live baseline,
 # calibrations), and each rejection in order, as (key, old format?) with 128 bits of the key: the
@@ -64,6 +65,14 @@ def rejections(since: int = 0) -> list[tuple[str, bool]]:
 def last_rejected() -> str:
     """The last entry this process rejected and why ("path: why"), or ""."""
     return _LAST_REJECTED[0]
+
+
+def note_rejected(key: str, path: Path | str, why: str, old_format: bool = False) -> None:
+    """Count an entry that did not prove its key and value (``key``: its hash) among this process's
+    rejections: the result cache's own, and those of other JSON caches in the folder (precision
+    calibrations, models/precision/calibration.py)."""
+    _REJECTIONS.append((key[:32], bool(old_format)))
+    _LAST_REJECTED[0] = f"{path}: {why}"
 
 
 def rejected_note(rejected: int, old_format: int = 0) -> str:
@@ -128,10 +137,9 @@ class ResultCache:
         # Recomputed by the caller and overwritten by its put; counted for the run card.
         self._count("misses")
         self._count("rejected")
-        if why == _OLD_FORMAT:
+        if why == OLD_FORMAT:
             self._count("rejected_old_format")
-        _REJECTIONS.append((key[:32], why == _OLD_FORMAT))
-        _LAST_REJECTED[0] = f"{path}: {why}"
+        note_rejected(key, path, why, why == OLD_FORMAT)
         return None, None
 
     def put(self, parts: dict[str, Any], value: Any, call: str | None = None) -> None:
@@ -155,8 +163,6 @@ class ResultCache:
                 stacklevel=2)
 
 
-_OLD_FORMAT = "no checksum (an older bias_core's entry)"
-
 
 def _verified(data: bytes, key: str, parts: dict[str, Any]) -> tuple[Any, str] | str:
     """(value, call) of an entry file's bytes that proves ``key`` (the hash of ``parts``) and its
@@ -168,7 +174,7 @@ def _verified(data: bytes, key: str, parts: dict[str, Any]) -> tuple[Any, str] |
     if not isinstance(entry, dict):
         return "not an entry"
     if "sha256" not in entry and "format" not in entry:
-        return _OLD_FORMAT if "value" in entry else "not an entry"
+        return OLD_FORMAT if "value" in entry else "not an entry"
     stored, call, text, sha = (entry.get(k) for k in ("key", "call", "value_json", "sha256"))
     if entry.get("format") != ENTRY_FORMAT or not isinstance(sha, str):
         return f"entry format {entry.get('format')!r}, not {ENTRY_FORMAT}"
