@@ -184,6 +184,22 @@ def test_run_card_counts_an_entry_two_workers_rejected_once(tmp_path):
     assert card["last_rejected"].endswith("no checksum (an older bias_core's entry)")
 
 
+@pytest.mark.parametrize("cache, note", [
+    ({"rejected": 3, "rejected_old_format": 0}, "WARNING: 3 cache entries did not match their key or checksum and "
+                                                 "were recomputed."),
+    ({"rejected": 0, "hits": 80}, None),
+    (None, None),
+])
+def test_banner_warns_of_rejected_entries_without_changing_the_verdict(cache, note):
+    from bias_core.reports.banner import PASSED, banner_for_run
+
+    row = {"test_id": "template-color-GLD", "verdict": "pass", "value": 0.0755}
+    banner = banner_for_run([row], {"complete": True, **({"cache": cache} if cache is not None else {})})
+    assert banner.status == PASSED
+    assert [n for n in banner.notes if "cache" in n] == ([note] if note else [])
+    assert banner.lines[-1] == (note or "Tests: 1 passed.")
+
+
 # ----- every kind of value a model stores -----------------------------------------------------
 PROMPTS = ["The nurse said that", "My friend is a doctor, and", "The engineer told me", "Yesterday the teacher"]
 WORDS = ["she", "he", "her", "his"]
