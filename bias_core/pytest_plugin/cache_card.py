@@ -2,8 +2,8 @@
 because they did not prove their key and value (storage/result_cache.py), over the session.
 
 Counts are this process's change since the session started (every cache it opened: the audited
-model, a live baseline, calibrations). An xdist worker sends its counts with each audit test's
-report, as rows travel (hooks.py): its lookups so far and the entries it rejected since its last
+model, a live baseline, calibrations). An xdist worker sends its counts with a test's report
+where they changed, as rows travel (hooks.py): its lookups so far and the entries it rejected since its last
 report. The controller keeps each worker's latest lookups and the union of rejected entries, so
 an entry that two workers both found edited counts once.
 """
@@ -31,14 +31,17 @@ def _lookups(config) -> dict[str, int]:
 
 def for_report(config) -> dict[str, Any] | None:
     """In an xdist worker: its lookups so far and the entries rejected since its last report, for a
-    test report; None in the controller."""
+    test report; None in the controller, and where nothing changed since the last report."""
     worker = getattr(config, "workerinput", None)
-    if worker is None:
+    run = config.stash.get(RUN, None)
+    if worker is None or run is None or "cache_start" not in run:
         return None
-    run = config.stash[RUN]
-    new = rejections(run.get("cache_sent", 0))
+    new, lookups = rejections(run.get("cache_sent", 0)), _lookups(config)
+    if not new and lookups == run.get("cache_lookups_sent"):
+        return None
     run["cache_sent"] = run.get("cache_sent", 0) + len(new)
-    return {"worker": str(worker.get("workerid", "")), **_lookups(config), "rejected": [list(r) for r in new],
+    run["cache_lookups_sent"] = lookups
+    return {"worker": str(worker.get("workerid", "")), **lookups, "rejected": [list(r) for r in new],
             "last_rejected": last_rejected() if new else ""}
 
 

@@ -280,11 +280,11 @@ def pytest_runtest_call(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    counts = cache_card.for_report(item.config)
+    if counts is not None:  # an xdist worker whose cache counts changed: they travel as rows do
+        report.bias_cache = counts
     if item.get_closest_marker("audit") is None:
         return report
-    counts = cache_card.for_report(item.config)
-    if counts is not None:  # an xdist worker: its cache counts travel as rows do
-        report.bias_cache = counts
     row = item.stash.get(ROW, None)
     if report.when == "call" and row is not None:
         row = dict(row, duration_s=report.duration)
