@@ -630,9 +630,12 @@ def test_two_processes_on_one_cache(tmp_path):
     assert [p.returncode for p in procs] == [0, 0], errors
     entries = list((tmp_path / "cache" / "entries").rglob("*.json"))
     assert len(entries) == 50
-    for entry in entries:  # every entry whole: written to a temporary file and renamed
-        doc = json.loads(entry.read_text())
-        assert doc["value"] == [doc["key"]["i"]] * 20
+    from bias_core.storage.result_cache import ResultCache
+
+    cache = ResultCache(tmp_path / "cache")
+    for i in range(50):  # every entry whole (written to a temporary file and renamed): it proves its key and value
+        assert cache.get({"op": "x", "i": i}) == [i] * 20
+    assert cache.rejected == 0
     assert not list((tmp_path / "cache").rglob("*.tmp"))
 
 

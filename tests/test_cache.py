@@ -1,7 +1,9 @@
-"""ResultCache: content-addressed JSON entries, written atomically, corrupt entries are misses."""
+"""ResultCache: content-addressed JSON entries, written atomically, corrupt entries are misses
+(entries that do not prove their key and value: tests/test_cache_integrity.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -94,14 +96,19 @@ def test_valid_json_of_the_wrong_shape_is_a_miss(tmp_path, content):
     assert cache.get(PARTS) == "rewritten"
 
 
-def test_entries_are_json_with_key_and_value(tmp_path):
+def test_entries_are_json_with_key_value_and_checksum(tmp_path):
     cache = ResultCache(tmp_path)
-    cache.put(PARTS, {"text": "she said", "p": [0.5]})
+    cache.put(PARTS, {"text": "she said", "p": [0.5]}, call="c1")
     [path] = entry_files(tmp_path)
     assert path.suffix == ".json"
     assert path.stem == canonical_key(PARTS)
     entry = json.loads(path.read_text(encoding="utf-8"))  # plain JSON, never pickle
-    assert entry == {"key": PARTS, "value": {"text": "she said", "p": [0.5]}}
+    text = entry["value_json"]
+    assert entry == {"format": 2, "key": PARTS, "call": "c1", "value_json": text, "sha256": entry["sha256"]}
+    assert json.loads(text) == {"text": "she said", "p": [0.5]}
+    # The checksum is the SHA-256 of the key hash, the call and the value's text, one per line.
+    blob = f"{canonical_key(PARTS)}\nc1\n{text}".encode()
+    assert entry["sha256"] == hashlib.sha256(blob).hexdigest()
 
 
 def test_writes_leave_no_temporary_files(tmp_path):

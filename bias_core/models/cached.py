@@ -90,7 +90,11 @@ class CachedModel:
         return dict(self.engine.cache_identity())
 
     def cache_stats(self) -> dict[str, Any]:
-        return {"hits": self.cache.hits, "misses": self.cache.misses, "enabled": self.cache.enabled}
+        """This cache's hits and misses; ``rejected``: entries found that did not prove their key and
+        value (storage/result_cache.py), counted among the misses and recomputed."""
+        c = self.cache
+        return {"hits": c.hits, "misses": c.misses, "rejected": c.rejected, "rejected_old_format": c.rejected_old_format,
+                "enabled": c.enabled}
 
     def precision_info(self) -> dict[str, Any]:
         return {"mode": self.precision, "note": self.precision_note}

@@ -24,7 +24,7 @@ import pytest
 
 from bias_core.errors import AuditUsageError, DataSourceMissing, EngineUnavailable, NonFiniteScores, ProbeNotApplicable
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
-from bias_core.pytest_plugin import run_card
+from bias_core.pytest_plugin import cache_card, run_card
 from bias_core.pytest_plugin.fixtures import audit_params
 from bias_core.pytest_plugin.options import add_options, build_settings
 from bias_core.pytest_plugin.reporter import Reporter
@@ -175,6 +175,8 @@ def pytest_sessionstart(session) -> None:
     carries its own)."""
     from _pytest.junitxml import xml_key
 
+    if session.config.stash.get(RUN, None) is not None:
+        cache_card.start(session.config)  # the run card counts the result cache from here
     xml = session.config.stash.get(xml_key, None)
     settings = session.config.stash.get(SETTINGS, None)
     if xml is None or settings is None:
@@ -279,6 +281,9 @@ def pytest_runtest_call(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
+    counts = cache_card.for_report(item.config)
+    if counts is not None:  # an xdist worker whose cache counts changed: they travel as rows do
+        report.bias_cache = counts
     if item.get_closest_marker("audit") is None:
         return report
     row = item.stash.get(ROW, None)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bias_core.pytest_plugin import cache_card
 from bias_core.pytest_plugin.run_card import model_card, run_info
 from bias_core.pytest_plugin.session_state import MODEL, RUN, USAGE_STOP
 
@@ -57,6 +58,7 @@ class Reporter:
         log.attempt("results.json, results.csv", table.write)  # last: once it exists, every file of the run says "partial"
 
     def pytest_runtest_logreport(self, report) -> None:
+        cache_card.record(self.config, getattr(report, "bias_cache", None))
         row = getattr(report, "bias_row", None)
         if row is not None:
             from bias_core.pytest_plugin.outputs import output_log
@@ -103,11 +105,13 @@ class Reporter:
             info["model_fingerprint"] = lm.fingerprint
             info["engine_card"] = lm.info().as_dict()  # name, version, dtype, device, parallelism
             info["engine_stats"] = {k: int(v) for k, v in dict(getattr(lm, "stats", {}) or {}).items()}
-            info["cache"] = lm.cache_stats()
             from bias_core.models.precision.modes import precision_info
 
             info["precision"] = precision_info(lm)
             info["model_card"] = model_card(self.config)
+        cache = cache_card.card(self.config)  # this process's counts and each xdist worker's
+        if cache is not None:
+            info["cache"] = cache
         # Each file on its own: one that cannot be written (a full disk) leaves the others whole,
         # and the banner and exit status still come (bias_core/pytest_plugin/outputs.py).
         from bias_core.pytest_plugin.outputs import finish_junit, output_log

@@ -23,12 +23,14 @@ takes if the value holds and the CI narrows as 1/sqrt(n) (an estimate, not a pro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from bias_core.reports.fmt import change_text, ci_text, gate_text, num, pairs_of, passing_range, sig, worse_note
+from bias_core.storage.result_cache import rejected_note
 from bias_core.storage.visible import visible
 
 BLOCKED = "BLOCKED"
@@ -224,5 +226,17 @@ def banner_for_run(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any
     """:func:`verdict_banner` with strictness and completeness read from results.json's run info
     (a run info without ``complete`` counts as finished)."""
     info = run_info or {}
-    return verdict_banner(rows, strict=bool(info.get("strict", False)), complete=info.get("complete", True) is not False,
-                          partial_reason=info.get("partial_reason") or None)
+    banner = verdict_banner(rows, strict=bool(info.get("strict", False)), complete=info.get("complete", True) is not False,
+                            partial_reason=info.get("partial_reason") or None)
+    cache = cache_note(info)
+    return dataclasses.replace(banner, notes=(*banner.notes, cache)) if cache else banner
+
+
+def cache_note(run_info: Mapping[str, Any]) -> str:
+    """The warning about result-cache entries that did not prove their key and value and were
+    recomputed (results.json's ``run.cache``), or ""."""
+    cache = run_info.get("cache")
+    if not isinstance(cache, Mapping):
+        return ""
+    rejected, old = num(cache.get("rejected")), num(cache.get("rejected_old_format"))
+    return f"WARNING: {rejected_note(int(rejected), int(old or 0))}" if rejected else ""

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from bias_core.storage.files import atomic_write_text
-from bias_core.storage.result_cache import canonical_key
+from bias_core.storage.result_cache import OLD_FORMAT, canonical_key, checksum, note_rejected
 
 CALIBRATION_VERSION = 1
 SAFETY = 2.0
@@ -157,23 +157,48 @@ def _key(full: Any, half: Any) -> dict[str, Any]:
 
 
 def calibrated_bound(full: Any, half: Any, cache_dir: Path | None) -> PrecisionBound:
-    """The model's bound, from the JSON cache under ``cache_dir/precision`` or measured now."""
+    """The model's bound, from the JSON cache under ``cache_dir/precision`` or measured now.
+
+    A stored bound is used only when its key is this one and its SHA-256 matches (as result-cache
+    entries, storage/result_cache.py); any other is measured again, stored, and counted."""
     key = _key(full, half)
-    path = None
+    path = digest = None
     if cache_dir is not None:
         digest = hashlib.sha256(canonical_key(key).encode()).hexdigest()
         path = Path(cache_dir) / "precision" / f"{digest}.json"
         if path.is_file():
-            try:
-                stored = json.loads(path.read_text(encoding="utf-8"))
-                if stored.get("key") == key:
-                    return PrecisionBound(**stored["bound"])
-            except (ValueError, TypeError, KeyError):
-                pass  # unreadable or from another layout: measure again
+            stored = _stored_bound(path, key, digest)
+            if stored is not None:
+                return stored
     bound = measure(full, half)
     if not all(np.isfinite([bound.token, bound.margin, bound.per_sqrt_token])):
         raise RuntimeError(f"{full.name}: the half-precision calibration gave a non-finite error bound {bound}")
-    if path is not None:
+    if path is not None and digest is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"key": key, "bound": bound.as_dict()}, indent=1, sort_keys=True))
+        atomic_write_text(path, json.dumps({"key": key, "bound": bound.as_dict(), "sha256": _seal(digest, bound.as_dict())},
+                                           indent=1, sort_keys=True))
     return bound
+
+
+def _seal(digest: str, bound: dict[str, Any]) -> str:
+    return checksum(digest, "", json.dumps(bound, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _stored_bound(path: Path, key: dict[str, Any], digest: str) -> PrecisionBound | None:
+    """The bound stored at ``path`` when it proves ``key`` and its value; else None, counted."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(stored, dict) or not isinstance(stored.get("bound"), dict):
+            why = "not a calibration"
+        elif stored.get("key") != json.loads(json.dumps(key)):
+            why = "its stored key is not the key looked up"
+        elif "sha256" not in stored:
+            why = OLD_FORMAT
+        elif stored["sha256"] != _seal(digest, stored["bound"]):
+            why = "its value does not match its checksum (edited or corrupt)"
+        else:
+            return PrecisionBound(**stored["bound"])
+    except (OSError, ValueError, TypeError):
+        why = "unreadable or not a calibration"
+    note_rejected(digest, path, why, why == OLD_FORMAT)
+    return None
