@@ -16,6 +16,7 @@ from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.models.progress import interactive
 from bias_core.pytest_plugin.options import AuditSettings
 from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, terminal
+from bias_core.storage.redaction import redact
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +36,7 @@ def audit_model(pytestconfig, audit_settings):
         pytestconfig.stash[MODEL] = lm
         return lm
     except AuditUsageError as exc:
-        pytest.exit(f"usage error: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(redact(f"usage error: {exc}"), returncode=pytest.ExitCode.USAGE_ERROR)
     except NonFiniteScores as exc:  # found at load (exact precision's calibration): nothing can be audited
         pytest.exit(f"model error: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
 

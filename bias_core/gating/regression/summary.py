@@ -14,6 +14,7 @@ from typing import Any
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS
 from bias_core.stats.paired import PairedComparison
 from bias_core.storage.files import append_whole, atomic_write_text
+from bias_core.storage.redaction import redact
 
 _MARK = {PASS: "pass", FAIL: "**FAIL**", INCONCLUSIVE: "inconclusive"}
 _ORDER = {FAIL: 0, INCONCLUSIVE: 1, PASS: 2}
@@ -100,7 +101,7 @@ def write_summary(markdown: str, path: str | os.PathLike[str] | None = None,
         written.append(atomic_write_text(path, markdown))  # never half a file on a full disk
     step = env.get("GITHUB_STEP_SUMMARY")
     if step:
-        append_whole(step, markdown.encode("utf-8"))  # earlier steps' text stays whole
+        append_whole(step, redact(markdown).encode("utf-8"))  # earlier steps' text stays whole
         written.append(Path(step))
     return written
 
