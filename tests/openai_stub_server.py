@@ -218,11 +218,11 @@ class Refuse(Fault):
     """A refusal whose body echoes the request's headers back: ``form`` "json" (the headers as a
     JSON object), "text" (as HTTP lines in a plain-text page), "partial" (the Authorization
     value's first 14 and last 4 characters, as some APIs print a wrong key), "quoted" (the value
-    URL-encoded and repr-quoted)."""
+    URL-encoded and repr-quoted); ``retry_after``: a Retry-After header to send with it."""
 
-    def __init__(self, status: int, form: str = "json", **kw: Any):
+    def __init__(self, status: int, form: str = "json", *, retry_after: str | None = None, **kw: Any):
         super().__init__(**kw)
-        self.status, self.form = status, form
+        self.status, self.form, self.retry_after = status, form, retry_after
 
     def send(self, handler: Any, status: int, data: bytes) -> None:
         from urllib.parse import quote
@@ -238,7 +238,12 @@ class Refuse(Fault):
         else:
             body, kind = json.dumps({"error": f"bad header {quote(auth, safe='')} / {auth!r}"}), "application/json"
         raw = body.encode()
-        self.head(handler, self.status, len(raw), kind)
+        handler.send_response(self.status)
+        handler.send_header("Content-Type", kind)
+        handler.send_header("Content-Length", str(len(raw)))
+        if self.retry_after is not None:
+            handler.send_header("Retry-After", self.retry_after)
+        handler.end_headers()
         handler.wfile.write(raw)
 
 
@@ -282,11 +287,12 @@ class Silent(Fault):
 
 
 class Reset(Fault):
-    """The answer's headers and the first ``fraction`` of its body, then a TCP reset."""
+    """The answer's headers and the first ``fraction`` of its body, then a TCP reset (``rst``) or
+    an ordinary close (the body cut short of its Content-Length)."""
 
-    def __init__(self, fraction: float = 0.5, **kw: Any):
+    def __init__(self, fraction: float = 0.5, *, rst: bool = True, **kw: Any):
         super().__init__(**kw)
-        self.fraction = fraction
+        self.fraction, self.rst = fraction, rst
 
     def send(self, handler: Any, status: int, data: bytes) -> None:
         import socket
@@ -295,8 +301,22 @@ class Reset(Fault):
         self.head(handler, status, len(data))
         handler.wfile.write(data[: int(len(data) * self.fraction)])
         handler.wfile.flush()
-        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        handler.connection.close()  # linger 0: the close sends RST, not FIN
+        if self.rst:  # linger 0: the close sends RST, not FIN
+            handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        else:
+            handler.connection.shutdown(socket.SHUT_WR)
+        handler.connection.close()
+
+
+class Chain(Fault):
+    """The first of ``faults`` that delivers an answer delivers it; the normal answer when none does."""
+
+    def __init__(self, *faults: Fault):
+        super().__init__(path=None)
+        self.faults = faults
+
+    def deliver(self, handler: Any, status: int, data: bytes) -> bool:
+        return any(f.deliver(handler, status, data) for f in self.faults)
 
 
 class Oversize(Fault):

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from bias_core.errors import AuditUsageError, EngineUnavailable
 from bias_core.models.progress import progress_bar
-from bias_core.storage.redaction import register_secret, scrub_credentials
+from bias_core.storage.redaction import redact, register_secret, scrub_credentials
 
 RETRY_STATUS = (429, 500, 502, 503, 504)
 AUTH_STATUS = (401, 403)
@@ -71,10 +71,21 @@ def check_url(url: str) -> str:
 
 class EndpointError(AuditUsageError):
     """The server refused a request (a 4xx other than 429) or answered something unusable: the
-    request or the server's answer, not the server's availability, is wrong."""
+    request or the server's answer, not the server's availability, is wrong. Its message, which
+    may quote the server, never holds a registered secret."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(message))
 
 
-class EndpointAuthError(EngineUnavailable):
+class EndpointUnavailable(EngineUnavailable):
+    """The server did not answer within the retries (a registered secret never in the message)."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(message))
+
+
+class EndpointAuthError(EndpointUnavailable):
     """The server refused the API key (401) or its rights (403): every later request would be
     refused too, so the run stops, as when the server goes away."""
 
@@ -85,6 +96,10 @@ class _Transient(Exception):
     def __init__(self, what: str, retry_after: float | None = None):
         super().__init__(what)
         self.what, self.retry_after = what, retry_after
+
+
+class _Stale(Exception):
+    """A kept-alive connection was closed by the server before this request reached it."""
 
 
 class _Stopped(Exception):
@@ -171,7 +186,7 @@ class EndpointClient:
                 continue
             break
         else:
-            raise EngineUnavailable(
+            raise EndpointUnavailable(
                 f"the server at {self.base_url} did not answer {what} in {len(failures)} tries "
                 f"({_tally(failures)}; {self.sent} request(s) had been answered this run). Fix: check that the "
                 f"server is up and reachable, or raise --request-timeout (now {self.timeout:g} s) if it is only "
@@ -217,17 +232,27 @@ class EndpointClient:
 
     # ----- one try ------------------------------------------------------------------------------
     def _once(self, method: str, target: str, data: bytes | None) -> tuple[int, str, dict[str, str], bytes]:
+        conn, reused = self._connection()
+        try:
+            return self._over(conn, reused, method, target, data)
+        except _Stale:  # a kept-alive connection the server had closed: a new one, in the same try
+            return self._over(self._new_connection(), False, method, target, data)
+
+    def _over(self, conn: http.client.HTTPConnection, reused: bool, method: str, target: str,
+              data: bytes | None) -> tuple[int, str, dict[str, str], bytes]:
         stop = getattr(self._local, "stop", None)
-        if stop is not None and stop.is_set():
-            raise _Stopped()
-        conn = self._connection()
         attempt = _Try(conn, stop)
         with self._lock:
             self._inflight.add(attempt)
+        if stop is not None and stop.is_set():  # after joining the in-flight set: a stop sees this try or this sees it
+            with self._lock:
+                self._inflight.discard(attempt)
+            self._release(conn)
+            raise _Stopped()
         watchdog = threading.Timer(self.timeout, attempt.cut, args=(True,))
         watchdog.daemon = True
         watchdog.start()
-        reuse = False
+        reuse = answered = False
         try:
             if conn.sock is None:
                 conn.connect()
@@ -236,14 +261,18 @@ class EndpointClient:
                 raise TimeoutError()
             conn.request(method, target, body=data, headers=self._headers)
             answer = conn.getresponse()
+            answered = True
             headers = {k.lower(): v for k, v in answer.getheaders()}
             content = self._body(answer, headers, attempt)
             reuse = not answer.will_close
+            answer.close()  # read to its end: the connection can take the next request
             return answer.status, answer.reason or "", headers, content
         except (OSError, http.client.HTTPException) as exc:
             if attempt.aborted:
                 raise _Stopped() from None
-            if attempt.expired:
+            if reused and not answered and not attempt.expired and isinstance(exc, ConnectionError):
+                raise _Stale() from None
+            if attempt.expired or isinstance(exc, TimeoutError):  # the watchdog's, or a socket's (as long)
                 raise _Transient(f"no whole answer within --request-timeout {self.timeout:g} s "
                                  f"({attempt.received:,} bytes of it received)") from None
             raise _Transient(_describe(exc, attempt.received)) from None
@@ -290,14 +319,18 @@ class EndpointClient:
                              "are that large.")
 
     # ----- connections: kept alive between tries, at most max_concurrency idle ----------------------
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection the server has not closed, else a new one; and whether it is kept-alive."""
         with self._lock:
             while self._idle:
                 conn = self._idle.pop()
                 if conn.sock is not None and not _dropped(conn.sock):
                     conn.sock.settimeout(self.timeout)
-                    return conn
+                    return conn, True
                 conn.close()
+        return self._new_connection(), False
+
+    def _new_connection(self) -> http.client.HTTPConnection:
         if self._https:
             return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=_tls())
         return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
@@ -389,8 +422,6 @@ def _describe(exc: BaseException, received: int) -> str:
         return f"the connection ended after {received:,} bytes of the answer ({type(exc).__name__})"
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
-    if isinstance(exc, TimeoutError | socket.timeout):
-        return "a read or connect timed out"
     return f"{type(exc).__name__}"
 
 
