@@ -34,9 +34,10 @@ MARK = "[redacted]"
 WINDOW = 10  # characters of a secret that count as a leak of it
 MIN_PARTIAL = 16  # shorter secrets are redacted only whole
 
+_DELIMITERS = "\"'<>&;\\"
 _lock = threading.Lock()
 _secrets: set[str] = set()
-_needles: tuple[str, ...] = ()  # lower-cased strings whose occurrences are redacted
+_needles: tuple[tuple[str, int, int], ...] = ()  # lower-cased strings whose occurrences are redacted (_trimmed)
 
 
 def register_secret(value: str | None) -> None:
@@ -49,7 +50,7 @@ def register_secret(value: str | None) -> None:
         if value in _secrets:
             return
         _secrets.add(value)
-        _needles = tuple({n for s in _secrets for n in _forms(s, lower=True)})
+        _needles = _trimmed({n for s in _secrets for n in _forms(s, lower=True)})
 
 
 def forget_secrets() -> None:
@@ -65,17 +66,43 @@ def has_secrets() -> bool:
 
 
 def _forms(secret: str, lower: bool) -> set[str]:
-    """The strings that give ``secret`` away: its encodings, and runs of them (not of base64, whose
-    runs depend on where the secret starts)."""
+    """The strings that give ``secret`` away: its encodings, and runs of those but base64's."""
+    marked_up = html.escape(secret, quote=False)  # & < >; then each way XML and HTML writers give quotes
     encoded = {secret, quote(secret, safe=""), quote_plus(secret, safe=""), json.dumps(secret)[1:-1],
-               repr(secret)[1:-1], html.escape(secret)}
-    needles = {base64.b64encode(v.encode()).decode().rstrip("=")
-               for v in (secret, f"Bearer {secret}", f":{secret}", f"{secret}:")}
+               repr(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    encoded |= {marked_up.replace('"', dq).replace("'", sq)
+                for dq in ('"', "&quot;", "&#34;") for sq in ("'", "&#x27;", "&#39;", "&apos;")}
+    needles = _base64_cores(secret)
     for form in encoded:
         needles.add(form)
         if len(secret) >= MIN_PARTIAL:
             needles.update(form[i:i + WINDOW] for i in range(len(form) - WINDOW + 1))
     return {n.lower() for n in needles} if lower else needles
+
+
+def _trimmed(needles: set[str]) -> tuple[tuple[str, int, int], ...]:
+    """Each needle with how many of its first and last characters are quotes, brackets or escape
+    characters: those are matched but not redacted, as they may be the text's own delimiters
+    (a JSON string's closing quote), and redacting them would break the file."""
+    out = []
+    for n in needles:
+        core = n.strip(_DELIMITERS)
+        if core:
+            lead = len(n) - len(n.lstrip(_DELIMITERS))
+            out.append((n, lead, len(n) - lead - len(core)))
+    return tuple(out)
+
+
+def _base64_cores(secret: str) -> set[str]:
+    """What any base64 text holding ``secret`` holds, wherever the secret starts (three alignments):
+    the characters that depend on the secret's bytes alone."""
+    data = secret.encode()
+    cores = set()
+    for lead in range(3):
+        encoded = base64.b64encode(b"\0" * lead + data).decode()
+        start, end = (4 * lead + 2) // 3, (lead + len(data)) // 3 * 4
+        cores.add(encoded[start:end])
+    return {c for c in cores if len(c) >= 8}
 
 
 def redact(text: str) -> str:
@@ -85,12 +112,12 @@ def redact(text: str) -> str:
         return text
     lowered = text.lower()
     if len(lowered) != len(text):  # a few characters lower-case to two: match the case as written
-        lowered, needles = text, tuple({n for s in _secrets for n in _forms(s, lower=False)})
+        lowered, needles = text, _trimmed({n for s in _secrets for n in _forms(s, lower=False)})
     spans = []
-    for needle in needles:
+    for needle, lead, trail in needles:
         start = lowered.find(needle)
         while start >= 0:
-            spans.append((start, start + len(needle)))
+            spans.append((start + lead, start + len(needle) - trail))
             start = lowered.find(needle, start + 1)
     if not spans:
         return text
@@ -114,23 +141,36 @@ def _merged(spans: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
 
 def _whole_escapes(start: int, end: int, text: str) -> tuple[int, int]:
     """The span widened so that it neither starts nor ends inside ``\\x``, ``\\uXXXX`` or ``&name;``."""
-    slashes = 0
-    while start - slashes - 1 >= 0 and text[start - slashes - 1] == "\\":
-        slashes += 1
-    start -= slashes % 2  # an odd run of backslashes before: the first character is escaped
+    escape = _escape_over(start, text)
+    if escape is not None:
+        start = escape[0]
+    escape = _escape_over(end, text)
+    if escape is not None:
+        end = escape[1]
     amp = text.rfind("&", max(0, start - 10), start)
     if amp >= 0 and re.fullmatch(r"&#?\w*", text[amp:start]):
         start = amp
-    slashes = 0
-    while end - slashes - 1 >= start and text[end - slashes - 1] == "\\":
-        slashes += 1
-    if slashes % 2:  # the span ends on an escaping backslash: take what it escapes
-        end += 5 if text[end:end + 1] == "u" else 1
     amp = text.rfind("&", max(start, end - 10), end)
     if amp >= 0 and re.fullmatch(r"&#?\w*", text[amp:end]):
         close = text.find(";", end, end + 10)
         end = close + 1 if close >= 0 else end
     return start, min(end, len(text))
+
+
+def _escape_over(at: int, text: str) -> tuple[int, int] | None:
+    """The backslash escape that position ``at`` falls strictly inside, as (start, end), or None."""
+    for back in range(1, 6):
+        b = at - back
+        if b < 0 or text[b] != "\\":
+            continue
+        run = 0
+        while b - run >= 0 and text[b - run] == "\\":
+            run += 1
+        if run % 2 == 0:  # an escaped backslash, itself the end of an escape
+            continue
+        length = 6 if text[b + 1:b + 2] == "u" else 2
+        return (b, b + length) if b < at < b + length else None
+    return None
 
 
 # Credentials in text a server sent back: the value after the field's name, up to the end of

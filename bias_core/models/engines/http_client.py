@@ -135,13 +135,14 @@ class _Try:
 
 class EndpointClient:
     def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 120.0, retries: int = RETRIES,
-                 backoff: float = BACKOFF, max_concurrency: int = 8, progress: bool = True,
+                 backoff: float | None = None, max_concurrency: int = 8, progress: bool = True,
                  max_response_mb: float = DEFAULT_MAX_RESPONSE_MB, api_key_env: str | None = None):
         self.base_url = check_url(base_url)
         parts = urlsplit(self.base_url)
         self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
         self._prefix = parts.path.rstrip("/")
-        self.timeout, self.retries, self.backoff = float(timeout), int(retries), float(backoff)
+        self.timeout, self.retries = float(timeout), int(retries)
+        self.backoff = float(BACKOFF if backoff is None else backoff)
         self.max_concurrency, self.progress = int(max_concurrency), progress
         self.max_response_mb = float(max_response_mb)
         self.max_response_bytes = int(self.max_response_mb * 2**20)
