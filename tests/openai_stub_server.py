@@ -47,6 +47,7 @@ class StubServer:
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
+        self.httpd.handle_error = _quiet_on_hang_up(self.httpd.handle_error)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -172,6 +173,17 @@ class StubServer:
                     server.stop()
 
         return Handler
+
+
+def _quiet_on_hang_up(report: Any) -> Any:
+    """socketserver's error report, left out for a client that hung up (a deadline, a stop)."""
+    import sys
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            report(request, client_address)
+
+    return handle_error
 
 
 # ----- transport faults: what a hostile or broken server sends instead of its answer ---------------------

@@ -210,17 +210,30 @@ RUNS = {  # name -> (the fault, exit status, what the terminal says); mid-run fa
     "load-400-echo": (lambda: Refuse(400, "json"), 4, ["*usage error*400 Bad Request*[[]redacted[]]*"]),
     "load-500-echo": (lambda: Refuse(500, "text", retry_after="0"), 4, ["*usage error*5 x 500 Internal Server Error*"]),
     "load-not-json": (lambda: Refuse(200, "text"), 4, ["*usage error*other than JSON*"]),
-    "load-timeout": (lambda: Silent(), 4, ["*usage error*no whole answer within --request-timeout 1 s*"]),
+    "load-timeout": (lambda: Silent(), 4, ["*usage error*no whole answer within --request-timeout 10 s*"]),
     "mid-401-partial": (lambda: Refuse(401, "partial", after=30), 2, ["*engine error*401 Unauthorized*"]),
     "mid-403-quoted": (lambda: Refuse(403, "quoted", after=30), 2, ["*engine error*403 Forbidden*"]),
-    # three tests end in errors quoting what the server sent, then 503s stop the run
-    "mid-errors-then-503": (lambda: Chain(Refuse(400, "json", after=30, times=1), Refuse(200, "text", after=30, times=1),
-                                          Refuse(200, "json", after=30, times=1),
+    "load-not-an-answer": (lambda: Refuse(200, "json"), 4, ["*usage error*without choices*"]),
+    # two tests end in errors quoting what the server sent, then 503s stop the run
+    "mid-errors-then-503": (lambda: Chain(Refuse(422, "quoted", after=30, times=1), Refuse(200, "text", after=30, times=1),
                                           Refuse(503, "text", retry_after="0", after=30)),
                             2, ["*engine error*5 x 503 Service Unavailable*No result cache is kept*"]),
-    "mid-timeout": (lambda: Silent(after=30), 2, ["*engine error*no whole answer within --request-timeout 1 s*"]),
+    "mid-timeout": (lambda: Silent(after=30), 2, ["*engine error*no whole answer within --request-timeout 10 s*"]),
 }
 FAST = {"load-401", "mid-errors-then-503"}  # the others are the same paths with other faults
+
+# Runs first, before the model loads: a failure whose text, output and log hold the
+# key (as a library's error might), caught only by the plugin's and the writers' redaction.
+LEAKY = f"""
+import logging, os, pytest
+
+@pytest.mark.parametrize("probe", ["natural-default"])
+def test_a_library_quotes_the_key(probe):
+    key = os.environ["{KEY_ENV}"]
+    print("the key is", key)
+    logging.getLogger("somelib").warning("sending %s", key)
+    raise RuntimeError("a library quoting the key: " + repr(key))
+"""
 
 
 @pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow) for c in RUNS])
@@ -231,16 +244,20 @@ def test_a_run_against_a_failing_endpoint_writes_the_key_nowhere(pytester, refer
     monkeypatch.setenv(KEY_ENV, SECRET)
     shutil.copytree(REPO / "audits", pytester.path / "audits")
     shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
+    (pytester.path / "audits" / "test_aa_leaky.py").write_text(LEAKY)
     summary = tmp_path / "summary.md"
+    # A deadline far above the stub's answers on a loaded machine, and short enough for 5 silent tries
+    timeout = "10" if case.endswith("timeout") else "120"
     with StubServer(ref.engine.model, ref.engine.tokenizer) as server:
         server.transport = make()
         result = pytester.runpytest_subprocess(
             "audits", "-p", "no:cacheprovider", "--model", str(folder), "--engine", "openai", "--engine-url",
-            server.url, "--api-key-env", KEY_ENV, "--max-concurrency", "1", "--request-timeout", "1", "--no-cache",
+            server.url, "--api-key-env", KEY_ENV, "--max-concurrency", "1", "--request-timeout", timeout, "--no-cache",
             "--summary-md", str(summary), "-k", "natural-default or occupation-pronouns", "--sample", "fixed")
         sent = [r["headers"].get("Authorization") for r in server.requests]
     assert sent and set(sent) == {f"Bearer {SECRET}"}  # the key did go to the server, on every request
     assert result.ret == status, result.stdout.str()
+    result.stdout.fnmatch_lines(["*RuntimeError: a library quoting the key: '[[]redacted[]]'*", "*the key is [[]redacted[]]*"])
     result.stdout.fnmatch_lines(lines)
     runs = sorted((pytester.path / "reports").iterdir())
     files = {p.name for run in runs for p in run.iterdir()}
