@@ -20,7 +20,7 @@ import pytest
 
 from bias_core.errors import AuditUsageError, EngineUnavailable
 from bias_core.models import LoadOptions, check_options, load_model, resolve_model
-from bias_core.models.engines.http_client import MAX_WAIT, EndpointAuthError, EndpointClient, EndpointError, worst_case_seconds
+from bias_core.models.engines.http_client import MAX_WAIT, EndpointAnswerError, EndpointAuthError, EndpointClient, worst_case_seconds
 from bias_core.models.engines.options import engine_fields
 
 from conftest import load_tiny
@@ -141,7 +141,7 @@ def test_an_answer_over_the_size_cap_is_refused_while_it_streams(server, chunked
     server.transport = big = Oversize(20, chunked=chunked, path=MODELS)
     tracemalloc.start()
     try:
-        with pytest.raises(EndpointError, match=f"larger than --max-response-mb 1 \\({seen}\\)"):
+        with pytest.raises(EndpointAnswerError, match=f"larger than --max-response-mb 1 \\({seen}\\)"):
             client(server.url, max_response_mb=1).get(MODELS)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -149,6 +149,15 @@ def test_an_answer_over_the_size_cap_is_refused_while_it_streams(server, chunked
     assert peak < 4 * 2**20  # what was read: at most the cap and one piece, never the 20 MiB
     assert big.seen == 1  # a size is not retried
     assert eventually(lambda: big.hung_up == 1)  # the client stopped reading: the server could not finish
+
+
+def test_an_answer_over_the_size_cap_at_load_is_named_as_such(server, reference, tmp_path):
+    folder, _ = reference
+    server.transport = Oversize(20)
+    with pytest.raises(AuditUsageError, match=r"larger than --max-response-mb 16 \(20\.0 MB announced\)") as failure:
+        load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_url=server.url, progress=False,
+                                                           cache_dir=tmp_path, use_cache=False))
+    assert "log-probabilit" not in str(failure.value)
 
 
 class _Gzipped(Fault):
@@ -165,7 +174,7 @@ class _Gzipped(Fault):
 
 def test_an_answer_compressed_without_being_asked_is_refused(server):
     server.transport = _Gzipped(path=MODELS)
-    with pytest.raises(EndpointError, match="Content-Encoding 'gzip', which was not asked for"):
+    with pytest.raises(EndpointAnswerError, match="Content-Encoding 'gzip', which was not asked for"):
         client(server.url).get(MODELS)
     assert server.requests[0]["headers"]["Accept-Encoding"] == "identity"
 

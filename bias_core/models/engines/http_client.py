@@ -20,7 +20,8 @@
   requests it makes, since its requests run side by side and the first to fail stops the rest.
 - A server that still does not answer is ``EngineUnavailable``; one that refuses the key (401,
   403) is ``EndpointAuthError``, one: the run stops there and its report says it is partial.
-  Other refusals and answers that are not JSON or too large are ``EndpointError`` (a usage error).
+  Other refusals are ``EndpointError``, answers too large, compressed or not JSON
+  ``EndpointAnswerError`` (usage errors both).
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ class EndpointError(AuditUsageError):
     """The server refused a request (a 4xx other than 429) or answered something unusable: the
     request or the server's answer, not the server's availability, is wrong. Its message, which
     may quote the server, never holds a registered secret."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(message))
+
+
+class EndpointAnswerError(AuditUsageError):
+    """The server's answer cannot be read as one: larger than the cap, compressed unasked, not JSON.
+    Not an ``EndpointError``, so it is never taken for a refused request option."""
 
     def __init__(self, message: str):
         super().__init__(redact(message))
@@ -164,7 +173,7 @@ class EndpointClient:
 
     # ----- one request, with its retries --------------------------------------------------------
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """The decoded JSON answer; ``EndpointError`` on a refusal or an unusable answer,
+        """The decoded JSON answer; ``EndpointError`` on a refusal, ``EndpointAnswerError`` on an unusable answer,
         ``EndpointAuthError`` on 401/403, ``EngineUnavailable`` when the server does not answer
         within the retries."""
         what = f"{method} /{path.lstrip('/')}"
@@ -203,7 +212,7 @@ class EndpointClient:
         try:
             return json.loads(content)
         except ValueError:
-            raise EndpointError(f"the server at {self.base_url} answered {what} with something other than JSON: "
+            raise EndpointAnswerError(f"the server at {self.base_url} answered {what} with something other than JSON: "
                                 f"{_excerpt(content, 200)}.") from None
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
@@ -292,7 +301,7 @@ class EndpointClient:
         more than ``max_response_bytes`` of it."""
         encoding = headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
-            raise EndpointError(f"the server at {self.base_url} answered with Content-Encoding {encoding[:40]!r}, "
+            raise EndpointAnswerError(f"the server at {self.base_url} answered with Content-Encoding {encoding[:40]!r}, "
                                 "which was not asked for (Accept-Encoding: identity). Fix: turn compression off "
                                 "for this client in the server or the proxy in front of it.")
         declared = headers.get("content-length", "").strip()
@@ -313,8 +322,8 @@ class EndpointClient:
             raise http.client.IncompleteRead(b"", answer.length)
         return b"".join(pieces)
 
-    def _too_large(self, seen: str) -> EndpointError:
-        return EndpointError(f"the server at {self.base_url} sent an answer larger than --max-response-mb "
+    def _too_large(self, seen: str) -> EndpointAnswerError:
+        return EndpointAnswerError(f"the server at {self.base_url} sent an answer larger than --max-response-mb "
                              f"{self.max_response_mb:g} ({seen}); it was not read further. Fix: check that "
                              "--engine-url is the model server; raise --max-response-mb if its answers really "
                              "are that large.")
