@@ -16,10 +16,12 @@
   answers cut short are retried, at most ``retries`` times per request, after waits of
   ``backoff`` x 1, 2, 4, ... seconds (a server's Retry-After instead, where it sends one), each at
   most ``MAX_WAIT``. A request therefore ends within ``worst_case_seconds(timeout, retries)`` =
-  (retries + 1) x timeout + retries x MAX_WAIT, a call within that of its start however many
-  requests it makes, since its requests run side by side and the first to fail stops the rest.
-- A server that still does not answer is ``EngineUnavailable``; one that refuses the key (401,
-  403) is ``EndpointAuthError``, one: the run stops there and its report says it is partial.
+  (retries + 1) x timeout + retries x MAX_WAIT; so does a call to a server that answers nothing
+  (dead, silent or dripping), however many requests it makes, since its requests run side by
+  side and the first to fail stops the rest.
+- A server that still does not answer is ``EndpointUnavailable``, one that refuses the key (401,
+  403) ``EndpointAuthError``, both ``EngineUnavailable``: the run stops there and its report says
+  it is partial.
   Other refusals are ``EndpointError``, answers too large, compressed or not JSON
   ``EndpointAnswerError`` (usage errors both).
 """
