@@ -17,7 +17,10 @@ greedy or seeded generation. Faults are delivered at known points, never by timi
 - ``tamper(body, answer)``: what to send instead of each computed /v1/completions answer (JSON,
   or bytes sent as they are): impossible answers, for the engine's validation;
 - ``greedy_rank``: greedy decoding picks the token of that rank (0: the most probable), a server
-  whose generations changed while its log-probabilities did not.
+  whose generations changed while its log-probabilities did not;
+- ``transport``: how answers travel (the faults below the class: refusals echoing the request's
+  headers, bodies dripped a byte at a time or forever, a reset half-way through, oversized
+  answers); set as an attribute, ``server.transport = Drip(...)``.
 
 Every request's path and headers are recorded in ``requests``.
 """
@@ -33,6 +36,8 @@ import torch
 
 
 class StubServer:
+    transport: "Fault | None" = None  # a fault delivering answers its own way (below), or the normal answers
+
     def __init__(self, model: Any, tokenizer: Any, name: str = "stub-model", *, statuses: list[int] | None = None,
                  die_after: int | None = None, prompt_logprobs: bool = True, chat_only: bool = False,
                  tokenize: bool = True, other_tokenizer: Any = None, tamper: Any = None, greedy_rank: int = 0):
@@ -47,6 +52,7 @@ class StubServer:
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
+        self.httpd.handle_error = _quiet_on_hang_up(self.httpd.handle_error)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
@@ -120,6 +126,8 @@ class StubServer:
 
             def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                if server.transport is not None and server.transport.deliver(self, status, data):
+                    return
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -172,3 +180,191 @@ class StubServer:
                     server.stop()
 
         return Handler
+
+
+def _quiet_on_hang_up(report: Any) -> Any:
+    """socketserver's error report, left out for a client that hung up (a deadline, a stop)."""
+    import sys
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            report(request, client_address)
+
+    return handle_error
+
+
+# ----- transport faults: what a hostile or broken server sends instead of its answer ---------------------
+class Fault:
+    """Delivers the answers to requests for ``path`` (all paths when None) its own way, from the
+    ``after``-th such request on, ``times`` times (always when None); ``seen`` counts the
+    requests it delivered, ``hung_up`` those whose client went away before the end."""
+
+    def __init__(self, path: str | None = "/v1/completions", *, after: int = 0, times: int | None = None):
+        self.path, self.after, self.times = path, after, times
+        self.matched = self.seen = self.hung_up = 0
+        self._lock = threading.Lock()
+
+    def deliver(self, handler: Any, status: int, data: bytes) -> bool:
+        with self._lock:
+            if self.path is not None and handler.path != self.path:
+                return False
+            self.matched += 1
+            if self.matched <= self.after or (self.times is not None and self.seen >= self.times):
+                return False
+            self.seen += 1
+        try:
+            self.send(handler, status, data)
+        except OSError:  # the client hung up (its deadline, or it was told to stop)
+            with self._lock:
+                self.hung_up += 1
+        handler.close_connection = True
+        return True
+
+    def send(self, handler: Any, status: int, data: bytes) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def head(handler: Any, status: int, length: int | None, kind: str = "application/json") -> None:
+        handler.send_response(status)
+        handler.send_header("Content-Type", kind)
+        if length is not None:
+            handler.send_header("Content-Length", str(length))
+        handler.end_headers()
+        handler.wfile.flush()
+
+
+class Refuse(Fault):
+    """A refusal whose body echoes the request's headers back: ``form`` "json" (the headers as a
+    JSON object), "text" (as HTTP lines in a plain-text page), "partial" (the Authorization
+    value's first 14 and last 4 characters, as some APIs print a wrong key), "quoted" (the value
+    URL-encoded and repr-quoted); ``retry_after``: a Retry-After header to send with it."""
+
+    def __init__(self, status: int, form: str = "json", *, retry_after: str | None = None, **kw: Any):
+        super().__init__(**kw)
+        self.status, self.form, self.retry_after = status, form, retry_after
+
+    def send(self, handler: Any, status: int, data: bytes) -> None:
+        from urllib.parse import quote
+
+        headers = dict(handler.headers)
+        auth = headers.get("Authorization", "")
+        if self.form == "json":
+            body, kind = json.dumps({"error": {"message": "refused", "request_headers": headers}}), "application/json"
+        elif self.form == "text":
+            body, kind = "refused\n" + "".join(f"{k}: {v}\n" for k, v in headers.items()), "text/plain"
+        elif self.form == "partial":
+            body, kind = json.dumps({"error": f"Incorrect API key provided: {auth[7:21]}****{auth[-4:]}"}), "application/json"
+        else:
+            body, kind = json.dumps({"error": f"bad header {quote(auth, safe='')} / {auth!r}"}), "application/json"
+        raw = body.encode()
+        handler.send_response(self.status)
+        handler.send_header("Content-Type", kind)
+        handler.send_header("Content-Length", str(len(raw)))
+        if self.retry_after is not None:
+            handler.send_header("Retry-After", self.retry_after)
+        handler.end_headers()
+        handler.wfile.write(raw)
+
+
+class Drip(Fault):
+    """The answer's headers, then its body ``every`` seconds a byte; ``forever``: a body that never
+    ends (bytes of whitespace after the answer, for at most ``give_up`` seconds so a client
+    without a deadline fails its test instead of hanging it)."""
+
+    def __init__(self, every: float = 0.05, *, forever: bool = False, give_up: float = 120.0, **kw: Any):
+        super().__init__(**kw)
+        self.every, self.forever, self.give_up = every, forever, give_up
+
+    def send(self, handler: Any, status: int, data: bytes) -> None:
+        import time
+
+        self.head(handler, status, None if self.forever else len(data))
+        end = time.monotonic() + self.give_up
+        body = iter(data) if not self.forever else iter(lambda: 32, None)  # 32: a space, forever
+        for byte in body:
+            if time.monotonic() > end:
+                return
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(self.every)
+
+
+class Silent(Fault):
+    """Reads the request and never answers, until the client hangs up (or ``give_up`` seconds)."""
+
+    def __init__(self, give_up: float = 120.0, **kw: Any):
+        super().__init__(**kw)
+        self.give_up = give_up
+
+    def send(self, handler: Any, status: int, data: bytes) -> None:
+        handler.connection.settimeout(self.give_up)
+        try:
+            if handler.rfile.read(1) == b"":  # the client closed: nothing more will come
+                raise ConnectionResetError("client hung up")
+        except TimeoutError:
+            pass
+
+
+class Reset(Fault):
+    """The answer's headers and the first ``fraction`` of its body, then a TCP reset (``rst``) or
+    an ordinary close (the body cut short of its Content-Length)."""
+
+    def __init__(self, fraction: float = 0.5, *, rst: bool = True, **kw: Any):
+        super().__init__(**kw)
+        self.fraction, self.rst = fraction, rst
+
+    def send(self, handler: Any, status: int, data: bytes) -> None:
+        import socket
+        import struct
+
+        self.head(handler, status, len(data))
+        handler.wfile.write(data[: int(len(data) * self.fraction)])
+        handler.wfile.flush()
+        if self.rst:  # linger 0: the close sends RST, not FIN
+            handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        else:
+            handler.connection.shutdown(socket.SHUT_WR)
+        handler.connection.close()
+
+
+class Chain(Fault):
+    """The first of ``faults`` that delivers an answer delivers it; the normal answer when none does."""
+
+    def __init__(self, *faults: Fault):
+        super().__init__(path=None)
+        self.faults = faults
+
+    def deliver(self, handler: Any, status: int, data: bytes) -> bool:
+        return any(f.deliver(handler, status, data) for f in self.faults)
+
+
+class Oversize(Fault):
+    """A valid JSON answer of ``mb`` MiB (the real answer padded with a long field), announced
+    with its Content-Length or, ``chunked``, without one."""
+
+    def __init__(self, mb: float, *, chunked: bool = False, **kw: Any):
+        super().__init__(**kw)
+        self.mb, self.chunked = mb, chunked
+        self.sent = 0
+
+    def send(self, handler: Any, status: int, data: bytes) -> None:
+        pad = int(self.mb * 2**20)
+        head, tail = data[:-1] + b', "padding": "', b'"}'
+        total = len(head) + pad + len(tail)
+        if self.chunked:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Transfer-Encoding", "chunked")
+            handler.end_headers()
+        else:
+            self.head(handler, status, total)
+        block = b"x" * 65536
+        pieces = [head] + [block] * (pad // len(block)) + [b"x" * (pad % len(block)), tail]
+        for piece in pieces:
+            if self.chunked:
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if piece else b"")
+            else:
+                handler.wfile.write(piece)
+            self.sent += len(piece)
+        if self.chunked:
+            handler.wfile.write(b"0\r\n\r\n")

@@ -61,6 +61,7 @@ class LoadOptions:
     pipeline_parallel_size: int | None = None  # vllm
     max_concurrency: int | None = None  # openai: requests in flight at once
     request_timeout: float | None = None  # openai: seconds per request
+    max_response_mb: float | None = None  # openai: the largest answer read, in MiB
     # Adapters will be applied this run (--adapter, --baseline-adapter): an engine that must
     # prepare for them when it starts (vLLM's LoRA) does so.
     adapters_expected: bool = False
@@ -71,7 +72,8 @@ class LoadOptions:
 # LoadOptions field -> its command-line option, for messages about engine options.
 ENGINE_OPTIONS = {"engine_url": "--engine-url", "api_key_env": "--api-key-env", "served_model": "--served-model",
                   "tensor_parallel_size": "--tensor-parallel-size", "pipeline_parallel_size": "--pipeline-parallel-size",
-                  "max_concurrency": "--max-concurrency", "request_timeout": "--request-timeout"}
+                  "max_concurrency": "--max-concurrency", "request_timeout": "--request-timeout",
+                  "max_response_mb": "--max-response-mb"}
 
 
 def cuda_available() -> bool:

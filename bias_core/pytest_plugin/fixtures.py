@@ -16,6 +16,7 @@ from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.models.progress import interactive
 from bias_core.pytest_plugin.options import AuditSettings
 from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, terminal
+from bias_core.storage.redaction import redact
 from bias_core.storage.visible import visible
 
 
@@ -37,7 +38,7 @@ def audit_model(pytestconfig, audit_settings):
         pytestconfig.stash[MODEL] = lm
         return lm
     except AuditUsageError as exc:
-        pytest.exit(visible(f"usage error: {exc}"), returncode=pytest.ExitCode.USAGE_ERROR)
+        pytest.exit(visible(redact(f"usage error: {exc}")), returncode=pytest.ExitCode.USAGE_ERROR)
     except NonFiniteScores as exc:  # found at load (exact precision's calibration): nothing can be audited
         pytest.exit(visible(f"model error: {exc}"), returncode=pytest.ExitCode.TESTS_FAILED)
 

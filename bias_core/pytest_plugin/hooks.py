@@ -27,8 +27,10 @@ from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.pytest_plugin import cache_card, run_card
 from bias_core.pytest_plugin.fixtures import audit_params
 from bias_core.pytest_plugin.options import add_options, build_settings
+from bias_core.pytest_plugin.report_redaction import redact_report
 from bias_core.pytest_plugin.reporter import Reporter
 from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, USAGE_STOP
+from bias_core.storage.redaction import has_secrets, redact
 from bias_core.storage.visible import visible
 
 
@@ -271,11 +273,19 @@ def pytest_runtest_call(item):
     except ProbeNotApplicable as exc:  # an engine lacking a capability too (models.protocol.EngineCannot)
         pytest.skip(visible(f"not applicable: {exc}"))
     except EngineUnavailable as exc:  # a server gone away: every later test would wait for it too
-        pytest.exit(visible(f"engine error in {item.nodeid}: {exc}"), returncode=pytest.ExitCode.INTERRUPTED)
+        pytest.exit(visible(redact(f"engine error in {item.nodeid}: {exc} {_what_is_kept(lm)}")),
+                    returncode=pytest.ExitCode.INTERRUPTED)
     except (NonFiniteScores, AuditUsageError) as exc:  # NaN outputs, a broken data file, a prompt too long...
         if item.get_closest_marker("audit") is None:
             raise
         pytest.fail(visible(f"ERROR in {audit_params(item)['probe'] or item.nodeid}: {exc}"), pytrace=False)
+
+
+def _what_is_kept(lm) -> str:
+    """What a re-run can reuse, as it is: the result cache may be off (--no-cache)."""
+    if lm is not None and lm.cache_stats().get("enabled"):
+        return "The answers received before are in the result cache, so a re-run continues where this one stopped."
+    return "No result cache is kept this run (--no-cache), so a re-run starts over."
 
 
 @pytest.hookimpl(wrapper=True)
@@ -284,6 +294,8 @@ def pytest_runtest_makereport(item, call):
     counts = cache_card.for_report(item.config)
     if counts is not None:  # an xdist worker whose cache counts changed: they travel as rows do
         report.bias_cache = counts
+    if has_secrets():  # the last line: a failure's text never shows or records a registered secret
+        redact_report(report)
     if item.get_closest_marker("audit") is None:
         return report
     row = item.stash.get(ROW, None)

@@ -14,6 +14,7 @@ import pytest
 from bias_core.pytest_plugin import cache_card
 from bias_core.pytest_plugin.run_card import model_card, run_info
 from bias_core.pytest_plugin.session_state import MODEL, RUN, USAGE_STOP
+from bias_core.storage.redaction import redact
 
 
 class Reporter:
@@ -72,7 +73,11 @@ class Reporter:
         self.interrupted = excinfo.value
 
     def _partial_reason(self, session, exitstatus) -> str | None:
-        """Why the run did not finish normally, or None when it did."""
+        """Why the run did not finish normally, or None when it did (secrets redacted)."""
+        reason = self._why_partial(session, exitstatus)
+        return None if reason is None else redact(reason)
+
+    def _why_partial(self, session, exitstatus) -> str | None:
         n = len(self.table.rows) if self.table is not None else 0
         exc = self.interrupted
         if isinstance(exc, KeyboardInterrupt) and str(exc).startswith(USAGE_STOP):

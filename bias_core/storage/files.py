@@ -11,6 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from bias_core.storage.redaction import redact
+
 
 def sha256_file(path: Path | str) -> str:
     """SHA-256 of a file's bytes, always read in full (no memo)."""
@@ -30,8 +32,10 @@ def atomic_write_text(path: Path | str, text: str, durable: bool = False) -> Pat
 
     Readers see the old file or the new one, never half of one. ``durable`` also fsyncs, for
     files a crash must not lose (run reports); cache entries can be recomputed and skip it.
+    A registered secret (an API key) is redacted from ``text`` first (storage/redaction.py).
     """
     path = Path(path)
+    text = redact(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -39,6 +39,7 @@ import numpy as np
 from bias_core.errors import AuditUsageError
 from bias_core.gating.regression.spec import PairedSpec
 from bias_core.storage.files import append_whole
+from bias_core.storage.redaction import redact
 
 FORMAT = "bias-core-items"
 FORMAT_VERSION = 1
@@ -238,7 +239,8 @@ def items_from_result(probe: Any, result: Any, spec: PairedSpec, metric: str | N
 
 # ----- writing ---------------------------------------------------------------------------------------
 def _line(obj: Mapping[str, Any]) -> bytes:
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (redact(text) + "\n").encode("utf-8")  # a secret (an API key) never reaches the file
 
 
 def _member(lines: Iterable[bytes]) -> bytes:

@@ -20,6 +20,7 @@ from bias_core.gating.regression.pairing import pairs_text
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE, PASS
 from bias_core.stats.paired import PairedComparison
 from bias_core.storage.files import append_whole, atomic_write_text
+from bias_core.storage.redaction import redact
 from bias_core.storage.visible import visible
 
 #: Above a summary appended to a file another run wrote during this one.
@@ -183,6 +184,6 @@ def write_summary(markdown: str, path: str | os.PathLike[str] | None = None,
         written.append(path)
     step = env.get("GITHUB_STEP_SUMMARY")
     if step:
-        append_whole(step, markdown.encode("utf-8"))  # earlier steps' text stays whole
+        append_whole(step, redact(markdown).encode("utf-8"))  # earlier steps' text stays whole
         written.append(Path(step))
     return written

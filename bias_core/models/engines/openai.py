@@ -33,17 +33,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
 
 from bias_core.errors import AuditUsageError
 from bias_core.models.decoding import DecodingConfig
-from bias_core.models.engines import EngineEntry, answers
-from bias_core.models.engines.http_client import EndpointClient, EndpointError, check_url
+from bias_core.models.engines import EngineEntry, answers, http_client
+from bias_core.models.engines.http_client import EndpointAuthError, EndpointClient, EndpointError, check_url
 from bias_core.models.engines.prompt_logprobs import PromptLogprobEngine, row_seed
 from bias_core.models.protocol import EngineInfo
 from bias_core.storage.files import atomic_write_text
+from bias_core.storage.redaction import register_secret
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_TIMEOUT = 120.0
@@ -61,7 +63,9 @@ NO_PROMPT_LOGPROBS = (
 
 
 def _api_key(opts: Any) -> str | None:
-    return os.environ.get(opts.api_key_env) if opts.api_key_env else None
+    key = os.environ.get(opts.api_key_env) if opts.api_key_env else None
+    register_secret(key)  # in every process that reads it: nothing written from here on holds it
+    return key
 
 
 def check(opts: Any) -> None:
@@ -73,6 +77,11 @@ def check(opts: Any) -> None:
     if opts.api_key_env is not None and not os.environ.get(opts.api_key_env):
         raise AuditUsageError(f"--api-key-env {opts.api_key_env}: that environment variable is not set (or empty). "
                               "Fix: export it with the key, or drop --api-key-env for a server without one.")
+    _api_key(opts)
+    for flag, value, example in (("--request-timeout", opts.request_timeout, "60"),
+                                 ("--max-response-mb", opts.max_response_mb, "16")):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise AuditUsageError(f"{flag} {value}: must be a positive, finite number. Fix: e.g. {flag} {example}.")
     for flag, given in (("--load-in-4bit", opts.load_in_4bit), ("--device-map", opts.device_map),
                         ("--adapter", opts.adapter), ("--dtype " + str(opts.dtype), opts.dtype != "auto"),
                         ("--precision " + str(opts.precision), opts.precision in ("exact", "half"))):
@@ -301,12 +310,16 @@ def load(spec: Any, opts: Any) -> OpenAIEngine:
 
     tokenizer, source, fingerprint, tokenizer_fp = local_tokenizer(spec, opts)
     client = EndpointClient(opts.engine_url, _api_key(opts), timeout=opts.request_timeout or DEFAULT_TIMEOUT,
-                            max_concurrency=opts.max_concurrency or DEFAULT_CONCURRENCY, progress=opts.progress)
+                            max_concurrency=opts.max_concurrency or DEFAULT_CONCURRENCY, progress=opts.progress,
+                            max_response_mb=opts.max_response_mb or http_client.DEFAULT_MAX_RESPONSE_MB,
+                            api_key_env=opts.api_key_env)
     try:
         served = _served_model(client, opts.served_model)
         engine = OpenAIEngine(client, served, tokenizer, spec.name, fingerprint, tokenizer_fp,
                               max_length=_max_length(source), vocab_size=_config_int(source, "vocab_size"))
         engine.check_server(opts.cache_dir if opts.use_cache else None)
+    except EndpointAuthError as exc:  # at load, before any test: the key, not the server, is wrong
+        raise AuditUsageError(str(exc)) from None
     except EngineUnavailable as exc:  # at load, before any test: the URL is wrong or the server is down
         raise AuditUsageError(f"--engine-url: {exc}") from None
     return engine
@@ -331,5 +344,6 @@ def describe(opts: Any) -> dict[str, str]:
 
 
 ENGINE = EngineEntry(name="openai", load=load, check=check, describe=describe,
-                     options=("engine_url", "api_key_env", "served_model", "max_concurrency", "request_timeout"),
+                     options=("engine_url", "api_key_env", "served_model", "max_concurrency", "request_timeout",
+                              "max_response_mb"),
                      summary="any OpenAI-compatible server with prompt log-probabilities (/v1/completions, echo)")

@@ -26,7 +26,10 @@ def add_engine_options(group: Any) -> None:
     group.addoption("--tensor-parallel-size", default=None, help="--engine vllm: GPUs one model is split over")
     group.addoption("--pipeline-parallel-size", default=None, help="--engine vllm: pipeline stages (nodes, with Ray)")
     group.addoption("--max-concurrency", default=None, help="--engine openai: requests in flight at once (default: 8)")
-    group.addoption("--request-timeout", default=None, help="--engine openai: seconds one request may take (default: 120)")
+    group.addoption("--request-timeout", default=None,
+                    help="--engine openai: seconds one try of a request may take, connection to last byte (default: 120)")
+    group.addoption("--max-response-mb", default=None,
+                    help="--engine openai: the largest answer read from the server, in MiB (default: 16)")
 
 
 def _number(option: str, value: Any, kind: Callable[[str], Any]) -> Any:
@@ -35,7 +38,8 @@ def _number(option: str, value: Any, kind: Callable[[str], Any]) -> Any:
     try:
         return kind(value)
     except (TypeError, ValueError):
-        what, example = ("a positive integer", "2") if kind is int else ("a positive number of seconds", "60")
+        what, example = ("a positive integer", "2") if kind is int else \
+            ("a positive number of MiB", "16") if option.endswith("-mb") else ("a positive number of seconds", "60")
         raise AuditUsageError(f"{option} {value}: must be {what}. Fix: e.g. {option} {example}.") from None
 
 
@@ -47,5 +51,6 @@ def engine_fields(opt: Callable[[str], Any]) -> dict[str, Any]:
             "pipeline_parallel_size": _number("--pipeline-parallel-size", opt("--pipeline-parallel-size"), int),
             "max_concurrency": _number("--max-concurrency", opt("--max-concurrency"), int),
             "request_timeout": _number("--request-timeout", opt("--request-timeout"), float),
+            "max_response_mb": _number("--max-response-mb", opt("--max-response-mb"), float),
             "adapters_expected": any(opt(o, None) for o in ("--adapter", "--baseline-adapter", "--mitigation",
                                                              "--mitigation-sweep"))}

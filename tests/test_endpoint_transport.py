@@ -1,0 +1,239 @@
+"""The endpoint engine's transport (bias_core/models/engines/http_client.py) against a stub server
+that delivers its answers badly (tests/openai_stub_server.py): --request-timeout is a deadline for
+each try whatever the server sends, answers are read only up to --max-response-mb, resets and
+answers cut short are retried, and a call's failure stops its other requests at once.
+
+No assertion here is about how fast a machine is: each checks a mechanism (how many tries the
+server saw, whether the client hung up before the end, how much memory the client held), and the
+few wall-clock bounds are far above what a loaded machine needs and far below what the broken
+behaviour takes (a stub that drips or stays silent gives up only after 120 s)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from bias_core.errors import AuditUsageError, EngineUnavailable
+from bias_core.models import LoadOptions, check_options, load_model, resolve_model
+from bias_core.models.engines.http_client import MAX_WAIT, EndpointAnswerError, EndpointAuthError, EndpointClient, worst_case_seconds
+from bias_core.models.engines.options import engine_fields
+
+from conftest import load_tiny
+from openai_stub_server import Chain, Drip, Fault, Oversize, Refuse, Reset, Silent, StubServer
+
+MODELS = "/v1/models"  # answered without running the model: the transport alone is under test
+LISTING = {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    from tiny_model import build_tiny_causal_lm
+
+    folder = build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-transport"), seed=0)
+    return folder, load_tiny(folder, "cpu", cache_dir=tmp_path_factory.mktemp("ref-cache"))
+
+
+@pytest.fixture
+def server(reference):
+    _, ref = reference
+    with StubServer(ref.engine.model, ref.engine.tokenizer) as stub:
+        yield stub
+
+
+def client(url: str, **kw) -> EndpointClient:
+    kw.setdefault("retries", 1)
+    kw.setdefault("backoff", 0.0)
+    kw.setdefault("progress", False)
+    return EndpointClient(url, **kw)
+
+
+def eventually(check, within: float = 30.0) -> bool:
+    """``check()`` became true within ``within`` seconds (a server thread noticing a hang-up)."""
+    end = time.monotonic() + within
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+# ----- the deadline ------------------------------------------------------------------------------------
+def test_a_body_dripped_forever_is_cut_at_the_deadline_of_every_try(server):
+    server.transport = drip = Drip(every=0.05, forever=True, path=MODELS)
+    start = time.monotonic()
+    with pytest.raises(EngineUnavailable, match=r"in 2 tries \(2 x no whole answer within --request-timeout 0.5 s"):
+        client(server.url, timeout=0.5).get(MODELS)
+    assert time.monotonic() - start < 60  # each try would last the stub's 120 s without the deadline
+    assert drip.seen == 2 and eventually(lambda: drip.hung_up == 2)  # the client hung up on both
+
+
+def test_a_slow_body_with_its_length_is_cut_and_the_retry_answers(server):
+    # ~70 bytes at one per 0.1 s: 7 s, against a deadline of 0.5 s; per-read timeouts never fire
+    server.transport = drip = Drip(every=0.1, path=MODELS, times=1)
+    assert client(server.url, timeout=0.5).get(MODELS) == LISTING
+    assert drip.seen == 1 and eventually(lambda: drip.hung_up == 1)
+    assert [r["path"] for r in server.requests] == [MODELS, MODELS]
+
+
+def test_a_server_that_never_answers_is_cut_at_the_deadline(server):
+    server.transport = silent = Silent(path=MODELS)
+    with pytest.raises(EngineUnavailable, match="2 x no whole answer within --request-timeout 0.3 s"):
+        client(server.url, timeout=0.3).get(MODELS)
+    assert eventually(lambda: silent.hung_up == 2)
+
+
+def test_the_worst_case_of_a_request_is_the_documented_formula(server):
+    assert worst_case_seconds(120, 4) == 5 * 120 + 4 * MAX_WAIT == 720  # docs/engines.md
+    server.transport = Silent(path=MODELS)
+    start = time.monotonic()
+    with pytest.raises(EngineUnavailable, match="in 3 tries"):
+        client(server.url, timeout=0.3, retries=2, backoff=0.1).get(MODELS)
+    assert time.monotonic() - start <= worst_case_seconds(0.3, 2)
+
+
+def test_a_failed_request_stops_the_others_of_its_call_at_once(server):
+    """Four requests in flight: one is refused (401), three wait on a silent server with a 100 s
+    deadline. The call ends with the refusal and the three are cut, not waited for."""
+    silent = Silent(path=MODELS)
+    server.transport = Chain(Refuse(401, path=MODELS, times=1), silent)
+    c = client(server.url, timeout=100, max_concurrency=4)
+    start = time.monotonic()
+    with pytest.raises(EndpointAuthError, match="401"):
+        c.map(lambda i: c.get(MODELS), list(range(8)))
+    assert time.monotonic() - start < 60
+    assert eventually(lambda: silent.seen >= 1 and silent.hung_up == silent.seen)
+
+
+# ----- resets and answers cut short -------------------------------------------------------------------
+@pytest.mark.parametrize("rst", [True, False], ids=["reset", "closed-short"])
+def test_an_answer_cut_half_way_is_retried(server, rst):
+    server.transport = cut = Reset(0.5, rst=rst, path=MODELS, times=1)
+    assert client(server.url).get(MODELS) == LISTING
+    assert cut.seen == 1 and len(server.requests) == 2
+
+
+def test_an_answer_cut_every_time_is_engine_unavailable_after_the_retries(server):
+    server.transport = Reset(0.5, path=MODELS)
+    with pytest.raises(EngineUnavailable, match=r"in 5 tries \(5 x the connection ended after \d+ bytes of the answer"):
+        client(server.url, retries=4).get(MODELS)
+    assert len(server.requests) == 5
+
+
+def test_a_reset_mid_run_is_retried_and_the_numbers_stay(server, reference, tmp_path):
+    folder, ref = reference
+    lm = load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_url=server.url, progress=False,
+                                                            cache_dir=tmp_path, use_cache=False, max_concurrency=1))
+    server.transport = cut = Reset(0.5, times=2)
+    pairs = [("My friend is a nurse, and", " she"), ("The pilot said that", " he")]
+    np.testing.assert_allclose(lm.loglikelihood(pairs), ref.loglikelihood(pairs), atol=1e-4)
+    assert cut.seen == 2
+
+
+# ----- the size cap --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("chunked, seen", [(False, r"20\.0 MB announced"), (True, "more than that received")],
+                         ids=["content-length", "chunked"])
+def test_an_answer_over_the_size_cap_is_refused_while_it_streams(server, chunked, seen):
+    server.transport = big = Oversize(20, chunked=chunked, path=MODELS)
+    tracemalloc.start()
+    try:
+        with pytest.raises(EndpointAnswerError, match=f"larger than --max-response-mb 1 \\({seen}\\)"):
+            client(server.url, max_response_mb=1).get(MODELS)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 2**20  # what was read: at most the cap and one piece, never the 20 MiB
+    assert big.seen == 1  # a size is not retried
+    assert eventually(lambda: big.hung_up == 1)  # the client stopped reading: the server could not finish
+
+
+def test_an_answer_over_the_size_cap_at_load_is_named_as_such(server, reference, tmp_path):
+    folder, _ = reference
+    server.transport = Oversize(20)
+    with pytest.raises(AuditUsageError, match=r"larger than --max-response-mb 16 \(20\.0 MB announced\)") as failure:
+        load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_url=server.url, progress=False,
+                                                           cache_dir=tmp_path, use_cache=False))
+    assert "log-probabilit" not in str(failure.value)
+
+
+class _Gzipped(Fault):
+    def send(self, handler, status, data):
+        import gzip
+
+        body = gzip.compress(data)
+        handler.send_response(status)
+        handler.send_header("Content-Encoding", "gzip")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+
+def test_an_answer_compressed_without_being_asked_is_refused(server):
+    server.transport = _Gzipped(path=MODELS)
+    with pytest.raises(EndpointAnswerError, match="Content-Encoding 'gzip', which was not asked for"):
+        client(server.url).get(MODELS)
+    assert server.requests[0]["headers"]["Accept-Encoding"] == "identity"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"max_response_mb": 0.0}, "--max-response-mb 0.0: must be a positive, finite number"),
+    ({"max_response_mb": float("inf")}, "--max-response-mb inf: must be a positive, finite number"),
+    ({"request_timeout": float("inf")}, "--request-timeout inf: must be a positive, finite number"),
+    ({"request_timeout": float("nan")}, "--request-timeout nan"),
+])
+def test_the_deadline_and_the_size_cap_are_checked_before_any_model_loads(options, message):
+    with pytest.raises(AuditUsageError, match=message):
+        check_options(LoadOptions(engine="openai", engine_url="http://h:1", **options))
+    with pytest.raises(AuditUsageError, match="--max-response-mb lots: must be a positive number of MiB"):
+        engine_fields(lambda name, default=None: "lots" if name == "--max-response-mb" else default)
+    with pytest.raises(AuditUsageError, match="not an option of --engine transformers"):
+        check_options(LoadOptions(max_response_mb=4.0))
+
+
+# ----- kept-alive connections ------------------------------------------------------------------------------
+def test_connections_the_server_closed_while_idle_are_not_a_failed_try():
+    """An HTTP/1.1 server that keeps each connection for one answer and then closes it without
+    saying so: the client finds the idle connection closed and opens another (no try is lost),
+    and reuses connections the server keeps."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen, connections = [], []
+
+    class OneShot(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def setup(self):
+            super().setup()
+            connections.append(self.client_address)
+
+        def do_GET(self):
+            seen.append(self.path)
+            data = json.dumps(LISTING).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = self.path.endswith("close")
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), OneShot)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        c = client(f"http://127.0.0.1:{httpd.server_address[1]}", retries=0)
+        for _ in range(5):
+            assert c.get("/close") == LISTING  # retries=0: a stale connection would have failed
+        assert len(seen) == 5 and len(connections) == 5
+        for _ in range(5):
+            assert c.get("/keep") == LISTING
+        assert len(connections) == 6  # one connection for the five kept-alive answers
+        c.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
