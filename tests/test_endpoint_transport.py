@@ -66,8 +66,13 @@ def eventually(check, within: float = 30.0) -> bool:
 def test_a_body_dripped_forever_is_cut_at_the_deadline_of_every_try(server):
     server.transport = drip = Drip(every=0.05, forever=True, path=MODELS)
     start = time.monotonic()
-    with pytest.raises(EngineUnavailable, match=r"in 2 tries \(2 x no whole answer within --request-timeout 0.5 s"):
+    with pytest.raises(EngineUnavailable, match=r"in 2 tries \(") as raised:
         client(server.url, timeout=0.5).get(MODELS)
+    # both tries were cut by the deadline: named once as "2 x ..." when both had received as many
+    # bytes, else once each (how many bytes arrive before the cut depends on the machine's load)
+    message = str(raised.value)
+    cut = "no whole answer within --request-timeout 0.5 s"
+    assert message.count(f"2 x {cut}") == 1 or message.count(cut) == 2, message
     assert time.monotonic() - start < 60  # each try would last the stub's 120 s without the deadline
     assert drip.seen == 2 and eventually(lambda: drip.hung_up == 2)  # the client hung up on both
 
