@@ -172,7 +172,8 @@ def test_no_endpoint_failure_message_holds_the_key(reference, tmp_path, monkeypa
                 _endpoint(folder, server.url, tmp_path, timeout)
         else:
             lm = _endpoint(folder, server.url, tmp_path, timeout)
-            lm.engine.client.timeout = 1.0
+            if fault == "timeout":  # the other faults answer after the stub computed (seconds on a loaded machine)
+                lm.engine.client.timeout = 1.0
             server.transport = make()
             with pytest.raises((AuditUsageError, EngineUnavailable)) as failure:
                 lm.loglikelihood([("My friend is a nurse, and", " she")])
