@@ -78,9 +78,10 @@ def test_a_body_dripped_forever_is_cut_at_the_deadline_of_every_try(server):
 
 
 def test_a_slow_body_with_its_length_is_cut_and_the_retry_answers(server):
-    # ~70 bytes at one per 0.1 s: 7 s, against a deadline of 0.5 s; per-read timeouts never fire
-    server.transport = drip = Drip(every=0.1, path=MODELS, times=1)
-    assert client(server.url, timeout=0.5).get(MODELS) == LISTING
+    # ~70 bytes at one per 0.5 s: 35 s, against a deadline of 3 s (room for the retry's whole answer
+    # on a loaded machine); per-read timeouts never fire
+    server.transport = drip = Drip(every=0.5, path=MODELS, times=1)
+    assert client(server.url, timeout=3.0).get(MODELS) == LISTING
     assert drip.seen == 1 and eventually(lambda: drip.hung_up == 1)
     assert [r["path"] for r in server.requests] == [MODELS, MODELS]
 
