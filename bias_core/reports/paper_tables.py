@@ -117,11 +117,15 @@ def _num(v: Any) -> float | None:
 
 @dataclass(frozen=True)
 class Got:
-    """A number of the run, or the cell that says why there is none; ``note``: where it came from."""
+    """A number of the run, or the cell that says why there is none; ``note``: where it came from;
+    ``sampled``: of a sample of the probe's items (†); ``part``: "2/4" when only part of a merged
+    column's probes were there."""
 
     value: float | None
     cell: Cell | None = None
     note: str = ""
+    sampled: bool = False
+    part: str = ""
 
 
 class Run:
@@ -165,7 +169,8 @@ class Run:
             value = None
         if value is None:
             return Got(None, absent("no value", why or "the row records no number for this cell"))
-        return Got(value, note=sampled_note(row))
+        note = sampled_note(row)
+        return Got(value, note=note, sampled=bool(note))
 
     @functools.cached_property
     def tradeoff(self) -> dict[str, dict[str, str]]:
@@ -185,9 +190,16 @@ class Run:
         return info if isinstance(info, dict) else {}
 
 
+def breakdown_of(row: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The row's breakdown, {} when it has none (or something else in its place)."""
+    b = (row or {}).get("breakdown")
+    return b if isinstance(b, Mapping) else {}
+
+
 def sampled_note(row: Mapping[str, Any]) -> str:
     """"sampled: 512 of 2,610 items" when the row's value is of a sample of its probe's items."""
-    sampling = (row.get("breakdown") or {}).get("sampling") or {}
+    sampling = breakdown_of(row).get("sampling")
+    sampling = sampling if isinstance(sampling, Mapping) else {}
     pool, used = _num(sampling.get("pool")), _num(sampling.get("items_used", row.get("items_used")))
     if pool is not None and used is not None and used < pool:
         return f"sampled: {int(used):,} of {int(pool):,} items ({sampling.get('stop_reason') or '--sample'})"
@@ -196,7 +208,7 @@ def sampled_note(row: Mapping[str, Any]) -> str:
 
 def breakdown(*path: str) -> Callable[[Mapping[str, Any]], Any]:
     def pick(row: Mapping[str, Any]) -> Any:
-        value: Any = row.get("breakdown") or {}
+        value: Any = breakdown_of(row)
         for key in path:
             value = value[key]
         return value
@@ -208,7 +220,8 @@ def shown(got: Got, fmt: Callable[[float], str], strong: bool = False, note: str
     if got.value is None:
         return got.cell or absent()
     notes = "; ".join(n for n in (note, got.note) if n)
-    return Cell(fmt(got.value) + (SAMPLED if got.note else ""), notes, strong=strong)
+    text = fmt(got.value) + (SAMPLED if got.sampled else "") + (f" ({got.part})" if got.part else "")
+    return Cell(text, notes, strong=strong)
 
 
 def fixed(digits: int, sign: bool = False) -> Callable[[float], str]:
@@ -228,12 +241,15 @@ def ln_add(v: float) -> str:
 def mean_of(gots: Sequence[Got], what: str = "topics") -> Got:
     """The mean of the numbers among ``gots`` (the template topics), saying how many were there."""
     have = [g for g in gots if g.value is not None]
-    if not have:
-        return gots[0] if gots else Got(None, absent())
+    if not have:  # say the most telling reason: a skip or an unrecorded breakdown over "not run"
+        telling = [g for g in gots if g.cell is not None and g.cell.text != "not run"]
+        return (telling or list(gots) or [Got(None, absent())])[0]
     notes = [n for n in dict.fromkeys(g.note for g in have) if n]
-    if len(have) < len(gots):
+    part = f"{len(have)}/{len(gots)}" if len(have) < len(gots) else ""
+    if part:
         notes.insert(0, f"only {len(have)} of {len(gots)} {what}")
-    return Got(sum(g.value for g in have) / len(have), note="; ".join(notes))  # type: ignore[misc]
+    return Got(sum(g.value for g in have) / len(have), note="; ".join(notes),  # type: ignore[misc]
+               sampled=any(g.sampled for g in have), part=part)
 
 
 def paper_cell(printed: Mapping[tuple[str, str], str] | None, slot: tuple[str, str], why: str = "") -> Cell:
@@ -265,8 +281,8 @@ def disclosure_value(run: Run, probe: str, metric: str, variant: str) -> Got:
     if variant != ORIGINAL:
         if variant == "hyperparameter" and metric in UNCHANGED_BY_DECODING and run.has_variant(variant):
             got = disclosure_value(run, probe, metric, ORIGINAL)
-            return Got(got.value, got.cell, "; ".join(n for n in ("the original's: decoding leaves the logits it reads "
-                                                                   "unchanged", got.note) if n))
+            why = "the original's: decoding leaves the logits it reads unchanged"
+            return Got(got.value, got.cell, "; ".join(n for n in (why, got.note) if n), got.sampled)
         return run.get(run.row(probe, f"{metric}_reduction", variant), breakdown("mitigated"))
     got = run.get(run.row(probe, metric))
     if got.value is None:
@@ -309,7 +325,7 @@ def dong_mitigation(run: Run, key: str) -> Layout:
     ]
     if key == "dong-9":
         layout.notes.append("Template: the mean of the four topic probes (40 prompts each, so the mean over the "
-                            "paper's 160 pooled prompts); fewer topics are named in the cell's note.")
+                            "paper's 160 pooled prompts); a cell of fewer topics says how many, e.g. (2/4).")
     if any(b == STAND_IN[0] for b, _ in blocks):
         layout.notes.append("Natural (offline stand-in): the project's 150 predicates standing in for STS-B and "
                             "SNLI offline; not the paper's data.")
@@ -325,7 +341,7 @@ T10_INPUTS = (("Template-based", TEMPLATES), ("LLM-generated (1)", ("llm-generat
 
 def gas_by_gender(run: Run, probes: Sequence[str]) -> list[Cell]:
     """GAS (F), GAS (M), Δ of the original model over ``probes``' continuations, pooled (counts summed)."""
-    counts, notes, why = [], [], None
+    counts, gots, why = [], [], None
     for probe in probes:
         row = run.row(probe, "GAS")
         got = run.get(row, breakdown("by_gender", "n_female"))
@@ -333,21 +349,23 @@ def gas_by_gender(run: Run, probes: Sequence[str]) -> list[Cell]:
             if row is not None and got.cell is not None and got.cell.text == "no value":
                 got = Got(None, absent("not recorded", "this run's GAS row has no by_gender breakdown "
                                                        "(recorded since the Table 10 metric was added)"))
-            why = why or got.cell
+            why = got.cell if why is None or why.text == "not run" else why
             continue
-        counts.append((int(got.value), int(row["breakdown"]["by_gender"]["n_male"])))  # type: ignore[index]
-        notes.append(got.note)
+        n_male = run.get(row, breakdown("by_gender", "n_male"))
+        if n_male.value is None:
+            why = n_male.cell if why is None or why.text == "not run" else why
+            continue
+        counts.append((int(got.value), int(n_male.value)))
+        gots.append(got)
     if not counts:
         return [why or absent()] * 3
     n_f, n_m = sum(c[0] for c in counts), sum(c[1] for c in counts)
     if n_f + n_m == 0:
         return [absent("undefined", "no continuation named a gendered word")] * 3
-    note = "; ".join(n for n in dict.fromkeys(notes) if n)
-    if len(counts) < len(probes):
-        note = "; ".join(n for n in (f"only {len(counts)} of {len(probes)} topics", note) if n)
-    mark = SAMPLED if any(notes) else ""
-    counted = f"N_f = {n_f}, N_m = {n_m}" + (f"; {note}" if note else "")
-    return [Cell(f"{v:.3f}{mark}", counted) for v in (n_f / (n_f + n_m), n_m / (n_f + n_m), abs(n_f - n_m) / (n_f + n_m))]
+    pooled = mean_of(gots + [Got(None, why)] * (len(probes) - len(gots)))  # its notes, † and part
+    note = f"N_f = {n_f}, N_m = {n_m}" + (f"; {pooled.note}" if pooled.note else "")
+    sides = (n_f / (n_f + n_m), n_m / (n_f + n_m), abs(n_f - n_m) / (n_f + n_m))
+    return [shown(Got(v, note=note, sampled=pooled.sampled, part=pooled.part), fixed(3)) for v in sides]
 
 
 def dong_table10(run: Run) -> Layout:
@@ -381,7 +399,7 @@ TABLE12_COLUMN = {"BERT-base": "bert-base", "BERT-large": "bert-large", "BART-ba
 
 def made_as(row: Mapping[str, Any]) -> str:
     """The variant a mitigation row measured ("cds@0.9"), from its breakdown; "" if none is named."""
-    info = (row.get("breakdown") or {}).get("variant")
+    info = breakdown_of(row).get("variant")
     made = info.get("variant") if isinstance(info, Mapping) else None
     return made if isinstance(made, str) else ""
 
@@ -439,7 +457,7 @@ def da_table7(run: Run) -> Layout:
         ideal = 50.0 if metric == "stereo_score" else 0.0
         row = run.row(probe, metric)
         p = _num((row or {}).get("p_value"))
-        sided = ((row or {}).get("breakdown") or {}).get("p_value_alternative")
+        sided = breakdown_of(row).get("p_value_alternative")
         cells = [shown(run.get(row), fixed(2) if ideal else fixed(3, sign=True), strong=p is not None and p < 0.01,
                        note=f"p = {p:.2g}" + (f" ({sided})" if sided else "") if p is not None else "")]
         cells += [_after(run, method, strengths, axis, ideal) for _, method in DA_METHODS]
@@ -557,7 +575,9 @@ def gendercare_table6(run: Run) -> Layout:
         cells = [shown(o, lambda v: f"{v * scale:.3f}"), shown(m, lambda v: f"{v * scale:.3f}")]
         if o.value is None or m.value is None:
             return cells + [o.cell or m.cell or absent()]
-        return cells + [Cell(f"{(m.value - o.value) / abs(o.value) * 100:+.1f}%") if o.value else absent("undefined", "original is 0")]
+        before, after = o.value * scale, m.value * scale  # the change of the paper's quantity
+        return cells + [Cell(f"{(after - before) / abs(before) * 100:+.1f}%") if before else
+                        absent("undefined", "the original is 0")]
 
     for polarity in ("negative", "positive"):
         row = run.row("bold-gender", f"bold_{prefix}_{polarity}_gap_reduction", CDA)
@@ -588,7 +608,7 @@ def gbm_table2(run: Run) -> Layout:
     for sentiment in ("negative", "positive"):
         male, female = (run.get(row, breakdown("proportions", sentiment, c)) for c in ("male", "female"))
         neutral = Got(None if male.value is None or female.value is None else 1.0 - male.value - female.value,
-                      male.cell, male.note)
+                      male.cell or female.cell, male.note, male.sampled)
         cells += [shown(g, fixed(3)) for g in (male, female, neutral)]
     cells.append(shown(run.get(row), fixed(3)))
     layout.rows.append(((f"this run: {run.model}",), cells))

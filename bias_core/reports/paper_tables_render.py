@@ -126,7 +126,13 @@ def paper_tables_sections(rows: Sequence[Mapping[str, Any]], run_info: Mapping[s
     if not rows:
         return []
     run = Run(rows, run_info, run_dir)
-    tables = layouts(run)
+    try:
+        tables = layouts(run)
+    except Exception as exc:  # rows this layout cannot read must not cost the rest of the report
+        why = f"The paper tables could not be built from this run's rows: {type(exc).__name__}: {exc}"
+        if write_markdown and run_dir is not None:
+            atomic_write_text(Path(run_dir) / MARKDOWN_FILE, f"# {SECTION_TITLE}\n\n{_md(why)}\n", durable=True)
+        return [(SECTION_ID, SECTION_TITLE, f'<p class="note">{esc(why)}</p>')]
     if write_markdown and run_dir is not None:
         atomic_write_text(Path(run_dir) / MARKDOWN_FILE, markdown(tables, run.model), durable=True)
     return [(SECTION_ID, SECTION_TITLE, section_html(tables))]
