@@ -143,6 +143,7 @@ def test_dong_tables_take_each_cell_from_its_row_on_the_papers_scale():
     template = _cell(tables, "dong-9", ("Template", "Original"), 0)
     assert template.text == "0.300 (2/4)" and "only 2 of 4 topics" in template.note  # mean of the two topics present
     assert _cell(tables, "dong-9", ("Template", "Original"), 2).text == "-3.912 (2/4)"  # ln of the mean ADD, ln 0.02
+    assert _cell(tables, "dong-9", ("Template", "Hyperparameter"), 2).text == "not run"  # it ran on natural-stsb only
 
 
 def test_dong_table_10_pools_the_counts_and_sits_beside_the_papers_row():

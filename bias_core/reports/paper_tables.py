@@ -152,8 +152,9 @@ class Run:
         """Variants with a row of one of ``metrics``, in the order first seen."""
         return list(dict.fromkeys(v for v, _, m in self.rows if v != ORIGINAL and m in metrics))
 
-    def has_variant(self, variant: str) -> bool:
-        return any(v == variant for v, _, _ in self.rows)
+    def has_variant(self, variant: str, probe: str | None = None) -> bool:
+        """Whether the variant has a row (on ``probe``, when given)."""
+        return any(v == variant and probe in (None, p) for v, p, _ in self.rows)
 
     def get(self, row: Mapping[str, Any] | None, pick: Callable[[Mapping[str, Any]], Any] | None = None) -> Got:
         """``pick(row)`` (default the row's value) as a number, or why there is none."""
@@ -279,7 +280,7 @@ def disclosure_value(run: Run, probe: str, metric: str, variant: str) -> Got:
     """A disclosure metric of the original model (its audit row, else the original side of a
     mitigation's paired reduction) or of a mitigated variant (its reduction's mitigated side)."""
     if variant != ORIGINAL:
-        if variant == "hyperparameter" and metric in UNCHANGED_BY_DECODING and run.has_variant(variant):
+        if variant == "hyperparameter" and metric in UNCHANGED_BY_DECODING and run.has_variant(variant, probe):
             got = disclosure_value(run, probe, metric, ORIGINAL)
             why = "the original's: decoding leaves the logits it reads unchanged"
             return Got(got.value, got.cell, "; ".join(n for n in (why, got.note) if n), got.sampled)
