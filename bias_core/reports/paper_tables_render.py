@@ -29,10 +29,11 @@ INTRO = ("Each seed paper's tables laid out with this run's numbers, on the pape
          "paper_tables.md in the run folder.")
 
 
-def _column_groups(layout: Layout) -> list[str]:
+def _column_groups(layout: Layout, short: bool = False) -> list[str]:
+    """Each column's group label; ``short``: "run" for the run's group, whose model the title names."""
     out: list[str] = []
     for label, span in layout.groups:
-        out += [label] * span
+        out += ["run" if short and label.startswith("this run: ") else label] * span
     return out + [""] * (len(layout.columns) - len(out))
 
 
@@ -48,7 +49,7 @@ def table_html(layout: Layout, label: str | None = None, anchor: str | None = No
                    + "</tr>")
     out.append("<tr>" + "".join(f"<th>{esc(label)}</th>" for label in layout.labels)
                + "".join(f'<th class="num">{esc(c)}</th>' for c in layout.columns) + "</tr></thead><tbody>")
-    groups = _column_groups(layout)
+    groups = _column_groups(layout, short=True)  # the cards' labels below 700 px
     previous: tuple[str, ...] = ()
     for labels, cells in layout.rows:
         heads = [label if i == len(labels) - 1 or previous[:i + 1] != labels[:i + 1] else ""
@@ -90,8 +91,7 @@ def _md(text: str) -> str:
 
 
 def table_markdown(layout: Layout) -> list[str]:
-    # the title names the run's model; "run" keeps the repeated column names short
-    groups = ["run" if g.startswith("this run: ") else g for g in _column_groups(layout)]
+    groups = _column_groups(layout, short=True)
     head = list(layout.labels) + [f"{g} {c}".strip() for g, c in zip(groups, layout.columns)]
     lines = ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
     for labels, cells in layout.rows:
