@@ -76,7 +76,9 @@ def test_strict_turns_inconclusive_into_failure(audit_dir):
 def test_reports_written_with_junit_properties(audit_dir):
     audit_dir.runpytest("-p", "no:cacheprovider")
     run = _run_dir(audit_dir)
-    assert {p.name for p in run.iterdir()} >= {"junit.xml", "report.html", "results.json", "results.csv"}
+    assert {p.name for p in run.iterdir()} >= {"junit.xml", "report.html", "results.json", "results.csv",
+                                               "paper_tables.md"}
+    assert "| Template | Original | not run | 0.300 (3/4) |" in (run / "paper_tables.md").read_text()  # GLD's mean
     cases = {c.get("name"): c for c in ET.parse(run / "junit.xml").getroot().iter("testcase")}
     props = {k: {p.get("name"): p.get("value") for p in c.iter("property")} for k, c in cases.items()}
     assert props["test_synthetic[template-color-GLD]"]["verdict"] == "inconclusive"

@@ -18,7 +18,7 @@ from bias_core.reports import ResultsTable, render_html
 from bias_core.reports.caveats import row_caveats
 from bias_core.reports.examples import example_table
 from bias_core.reports.render import main as render_main
-from bias_core.reports.render import render_run
+from bias_core.reports.render import render_run, run_sections
 from bias_core.suites.base import Suite
 
 
@@ -214,7 +214,8 @@ def test_render_rebuilds_the_report_from_results_json(tmp_path, capsys):
     table.write(complete=True)
     out = render_run(tmp_path / "run", generated="T")
     doc = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert out.read_text() == render_html(doc["results"], doc["run"], generated="T")
+    sections = run_sections(doc["results"], tmp_path / "run", run_info=doc["run"])  # the paper tables
+    assert out.read_text() == render_html(doc["results"], doc["run"], generated="T", extra_sections=sections)
     assert render_main([str(tmp_path / "run"), "--out", str(tmp_path / "x.html")]) == 0
     assert "PASSED: the gate passed" in (tmp_path / "x.html").read_text()
     assert render_main([str(tmp_path / "nowhere")]) == 2

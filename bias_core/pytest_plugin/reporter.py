@@ -129,7 +129,8 @@ class Reporter:
         self.table.set_run_info(info)
         log.attempt("results.json, results.csv", lambda: self.table.write(complete=reason is None, partial_reason=reason))
         log.attempt("report.html", lambda: self.table.write_html(
-            extra_sections=run_sections(self.table.rows, Path(self.run["run_dir"]), write_csv=True)))
+            extra_sections=run_sections(self.table.rows, Path(self.run["run_dir"]), write_csv=True,
+                                        run_info=self.table.header)))
 
     def _drop_auto_junit(self) -> None:
         # Its "generated xml file" line would point at the folder just removed.

@@ -11,7 +11,7 @@ Read top to bottom, it answers "may this model ship?" first:
    under the threshold, caveats as warnings on the row, each scale in a legend and a tooltip;
 4. how verdicts are reached, in plain words, once;
 5. one chart per metric; the most biased examples per test; the mitigation table (if any);
-   the raw breakdowns.
+   the run in the seed papers' table layouts (``paper_tables_render``); the raw breakdowns.
 
 Below 700 px wide the tables turn into one card per row; printed, every section is expanded and
 no figure breaks across pages. All text from rows is HTML-escaped, and control characters (a
@@ -471,6 +471,14 @@ table.kv{border-collapse:collapse;margin:4px 0;font-size:12.5px;width:auto}
 table.kv th,table.kv td{border:1px solid #e2e2e2;padding:2px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 .bd{overflow-wrap:anywhere}
 table.mitigation-table{font-size:13px}
+.paper-table{margin:8px 0 18px}
+table.paper{font-size:13px;width:auto;margin:4px 0}
+.paper-table h4{font-size:14px;margin:14px 0 4px}
+table.paper th,table.paper td{padding:4px 7px}
+table.paper th.group{text-align:center;border-left:1px solid var(--line)}
+table.paper td.missing{color:var(--muted);font-style:italic;font-size:12px;white-space:normal}
+ul.pt-notes{margin:4px 0;padding-left:18px;color:var(--muted);font-size:12px}
+details.printed{font-size:13px}
 footer{color:var(--muted);font-size:12px;margin-top:32px}
 @media (max-width:700px){
  main{padding:10px 10px 32px}
@@ -487,6 +495,10 @@ footer{color:var(--muted);font-size:12px;margin-top:32px}
  table.results td.c-test{flex:1 1 100%;max-width:none}
  table.results td.c-verdict{order:-1;flex:1 1 100%}
  td[data-label]::before{content:attr(data-label) ": ";color:var(--muted);font-size:12px}
+ table.paper,table.paper tbody,table.paper tr,table.paper td,table.paper th{display:block;width:auto}
+ table.paper thead{display:none}
+ table.paper tr{border-bottom:1px solid var(--line);padding:4px 0}
+ table.paper td,table.paper th{border:0;padding:1px 6px;text-align:left;white-space:normal}
  table.examples tr{border-bottom:1px solid var(--line);padding:4px 0}
  table.examples td{border:0;padding:1px 4px;text-align:left;white-space:normal}
  table.kv,table.kv tbody,table.kv thead,table.kv tr,table.kv th,table.kv td{display:block;width:auto}

@@ -4,7 +4,8 @@
 
 Useful after upgrading bias_core (a newer report layout for an old run), for a run that was
 interrupted before its report was written, and to compare two runs ("Δ vs previous" columns).
-The report is the one the plugin writes at session end, mitigation table included.
+The report is the one the plugin writes at session end, mitigation table and paper tables
+included; without --out, the run folder's paper_tables.md is rebuilt too.
 """
 
 from __future__ import annotations
@@ -52,11 +53,18 @@ def _corpus_note(rows: list[dict]) -> str:
                    f"{escape(label)}</p>" for label, stand_in in used.items())
 
 
-def run_sections(rows: list[dict], run_dir: Path, write_csv: bool = False) -> list[tuple[str, str, str]]:
+def run_sections(rows: list[dict], run_dir: Path, write_csv: bool = False, run_info: dict | None = None,
+                 write_markdown: bool | None = None) -> list[tuple[str, str, str]]:
     """The report's sections beyond the results table: the mitigation table (written to
-    ``mitigation_table.csv`` too with ``write_csv``) and the trade-off figures of a sweep."""
+    ``mitigation_table.csv`` too with ``write_csv``), the trade-off figures of a sweep and the
+    run in the papers' layouts (written to ``paper_tables.md`` too with ``write_markdown``,
+    which defaults to ``write_csv``)."""
+    from bias_core.reports.paper_tables_render import paper_tables_sections
+
     csv_path = Path(run_dir) / "mitigation_table.csv" if write_csv else None
-    return mitigation_sections(rows, csv_path) + tradeoff_sections(run_dir)
+    markdown = write_csv if write_markdown is None else write_markdown
+    return (mitigation_sections(rows, csv_path) + tradeoff_sections(run_dir)
+            + paper_tables_sections(rows, run_info, run_dir, write_markdown=markdown))
 
 
 def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
@@ -111,7 +119,8 @@ def tradeoff_sections(run_dir: str | Path) -> list[tuple[str, str, str]]:
 
 def render_run(run_dir: str | Path, out: str | Path | None = None, previous: str | Path | None = None,
                generated: str | None = None) -> Path:
-    """Write ``report.html`` (or ``out``) for the run folder ``run_dir`` from its results.json."""
+    """Write ``report.html`` (or ``out``) for the run folder ``run_dir`` from its results.json;
+    without ``out``, also the folder's ``paper_tables.md``."""
     run_dir = Path(run_dir)
     src = run_dir / RESULTS_JSON if run_dir.is_dir() else run_dir
     if not src.is_file():
@@ -122,8 +131,10 @@ def render_run(run_dir: str | Path, out: str | Path | None = None, previous: str
     rows = doc["results"]
     comparison = compare_result_tables(previous, src) if previous is not None else None
     target = Path(out) if out is not None else src.parent / "report.html"
+    # paper_tables.md is rebuilt beside the report only when the report goes to the run folder
+    sections = run_sections(rows, src.parent, run_info=doc.get("run") or {}, write_markdown=out is None)
     return write_html(rows, doc.get("run") or {}, target, comparison=comparison, generated=generated,
-                      extra_sections=run_sections(rows, src.parent))
+                      extra_sections=sections)
 
 
 def main(argv: list[str] | None = None) -> int:
