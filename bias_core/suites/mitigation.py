@@ -17,7 +17,7 @@ from typing import Any
 from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
-from bias_core.mitigation.evaluation.gendercare_reaudit import BOLD_PROBE, BOLD_SAMPLE
+from bias_core.probes import bold
 from bias_core.probes.genderpair import DEFAULT_SAMPLE as GENDERPAIR_SAMPLE
 from bias_core.suites import GROUP_PROBES, regard_prefix
 from bias_core.suites import MITIGATION_GUARDS as GUARDS
@@ -36,7 +36,7 @@ class MitigationAudit(Suite):
     genderpair_sample: int | None = GENDERPAIR_SAMPLE
     toxicity: str = "auto"
     regard: str = "auto"
-    bold_sample: int | None = BOLD_SAMPLE
+    bold_sample: int | None = bold.SAMPLE
     _variants: dict[str, Any] = field(default_factory=dict, repr=False)
     _suites: dict[str, Any] = field(default_factory=dict, repr=False)
     _grids: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -132,7 +132,7 @@ class MitigationAudit(Suite):
         spec, probe = catalogue.spec(metric), GUARDS[metric]
         if spec.of is None:
             offered = {"lm_original": lambda: self.lm, "lm_mitigated": lambda: variant.lm,
-                       "texts": lambda: self.probe(probe), "seed": lambda: self.seed}
+                       "probe": lambda: self.probe(probe), "seed": lambda: self.seed}
             result = call_with(spec.runner_function(), offered, f"{metric}'s runner")
         else:
             before = self.original_association.result(probe, spec.of)
@@ -214,5 +214,5 @@ class MitigationAudit(Suite):
         from bias_core.mitigation.evaluation.gendercare_reaudit import bold_regard
 
         return self._remembered(self._bold, name, lambda: bold_regard(
-            self.lm if name is None else self.variant(name).lm, self.probe(BOLD_PROBE), self._regard_scorer(),
+            self.lm if name is None else self.variant(name).lm, self.probe(bold.NAME), self._regard_scorer(),
             REGARD_COLUMNS, seed=self.seed))

@@ -135,6 +135,7 @@ class TradeoffSweep:
     def _measure(self, handle: Any, base: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
         from bias_core.mitigation.evaluation import guards as g
         from bias_core.mitigation.evaluation.tradeoff_curves import BIAS_METRICS
+        from bias_core.probes.heldout import load_heldout_text
         from bias_core.suites.association import AssociationAudit
 
         options = {k: v for k, v in (("causal_likelihood", self.causal_likelihood), ("articles", self.articles)) if v}
@@ -149,7 +150,7 @@ class TradeoffSweep:
             results["lm_score"] = suite.result("stereoset-gender", "lm_score")
         except OPTIONAL_FAILURES as exc:
             results["lm_score"] = exc
-        texts = g.load_heldout_text()
+        texts = load_heldout_text().prompts
         nll = g.perplexity(handle, texts)
         if base is None:  # the base model: what every point's guards compare against
             self._base = {"nll": nll, "results": results}
