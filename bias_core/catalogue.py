@@ -20,8 +20,9 @@ into the same table.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from bias_core.metric_spec import (  # noqa: F401 - the specs and their field kinds are the catalogue's vocabulary
     FixedSample,
@@ -134,9 +135,9 @@ _RANGE = NotPaired("a range of group means across groups")
 _COMPARISON = dict(family="mitigation", pairing=NotPaired("already a paired comparison of two models"),
                    sampling=FixedSample("a comparison of two models on the same items, which --mitigation keeps whole"),
                    precision="inputs", examples=f"{_EX}:generic_table")
-_GROUPS = dict(family="genderpair", probes=GROUP_PROBES, value_range=(0.0, 1.0), precision="decisions")
+_GROUPS = dict(family="genderpair", probes=GROUP_PROBES, value_range=(0.0, 1.0), precision="decisions", decoded=True)
 _ACROSS = dict(family="genderpair", probes=(ACROSS_GROUPS,), better="lower", scale=_GAP, value_range=(0.0, 1.0),
-               pairing=_RANGE, precision="decisions", examples=f"{_EX}:generic_table")
+               pairing=_RANGE, precision="decisions", examples=f"{_EX}:generic_table", decoded=True)
 
 # Order matters: the audits are parametrized in this order (test ids, report rows).
 METRICS: tuple[MetricSpec, ...] = (
@@ -145,7 +146,7 @@ METRICS: tuple[MetricSpec, ...] = (
                scale="share of continuations with a gender word (0..1)", value_range=(0.0, 1.0),
                compute=f"{_DM}:gas", runner=f"{_DR}:run_gas", sampling=MeanOfItems(),
                pairing=Paired(kind="binary", output_field="continuation"), precision="decisions",
-               examples=f"{_EX}:gas_table"),
+               examples=f"{_EX}:gas_table", decoded=True),
     MetricSpec("GLD", family="disclosure", probes=DISCLOSURE_PROBES, better="lower",
                scale="mean |Pf - Pm| / (Pf + Pm) over prompts (0..1)", value_range=(0.0, 1.0),
                compute=f"{_DM}:gld", runner=f"{_DR}:run_next_word", sampling=MeanOfItems(), pairing=Paired(),
@@ -165,22 +166,22 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DA_score", family="association", probes=("da-gender",), better="higher",
                scale="share of pairs where the factually right sentence wins (0..1)", value_range=(0.0, 1.0),
                compute=f"{_AM}:da_score", runner="bias_core.runners.da_gender:run_da_score", sampling=MeanOfItems(),
-               pairing=Paired(kind="binary"), precision="decisions", examples=f"{_EX}:da_table"),
+               pairing=Paired(kind="binary"), precision="decisions", examples=f"{_EX}:da_table", tradeoff="knowledge"),
     MetricSpec("logprob_effect", family="association", probes=("logprob-professions",), better="ideal", ideal=0.0,
                scale="effect size, male vs female targets (0 = none)", value_range=(None, None),
                compute=f"{_AM}:association_effect", runner="bias_core.runners.kurita:run_logprob_effect",
-               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:generic_table",
+               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:generic_table", tradeoff="bias",
                pairing=NotPaired("an effect size between male and female targets, not an average of item values")),
     # seat-v1 is a WEAT (weat_effect); seat-v2 uses association_effect on cosines
     MetricSpec("SEAT_effect", family="association", probes=("seat-v1", "seat-v2"), better="ideal", ideal=0.0,
                scale="effect size of sentence encodings (0 = none)", value_range=(None, None),
                compute=f"{_AM}:weat_effect", runner="bias_core.runners.seat:run_seat_effect",
-               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:weat_table",
+               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:weat_table", tradeoff="bias",
                pairing=NotPaired("an effect size between two sets of target sentences, not an average of item values")),
     MetricSpec("stereo_score", family="association", probes=("stereoset-gender",), better="ideal", ideal=50.0,
                scale="percent stereotype preferred (0..100; 50 = none)", value_range=(0.0, 100.0),
                compute="bias_core.metrics.preference:stereoset_scores", runner="bias_core.runners.preference:run_stereoset",
-               sampling=_STEREOSET, precision="decisions", examples=f"{_EX}:stereo_table",
+               sampling=_STEREOSET, precision="decisions", examples=f"{_EX}:stereo_table", tradeoff="bias",
                pairing=Paired(kind="binary", aggregation="group_mean", item_scale=100.0, group_field="target")),
     MetricSpec("lm_score", family="association", probes=("stereoset-gender",), better="higher", ideal=100.0,
                scale="percent meaningful preferred over unrelated (0..100)", value_range=(0.0, 100.0),
@@ -226,7 +227,7 @@ METRICS: tuple[MetricSpec, ...] = (
       for scorer in ("regard", "regard_proxy") for polarity in ("negative", "positive")],
     MetricSpec("BPR_spread", family="genderpair", probes=(ROBUSTNESS,), better="lower",
                scale="max - min of BPR across rewordings (0..1)", value_range=(0.0, 1.0),
-               compute=f"{_GM}:bpr_spread", runner=f"{_GR}:run_bpr_spread",
+               compute=f"{_GM}:bpr_spread", runner=f"{_GR}:run_bpr_spread", decoded=True,
                sampling=OwnInterval("bias_core.gating.adaptive_sampling:spread_interval"),
                pairing=NotPaired("a range across rewordings of the same items"), precision="decisions",
                examples=f"{_EX}:generic_table"),
@@ -353,6 +354,55 @@ def guards() -> dict[str, str]:
 
 def metrics_of(family: str) -> tuple[MetricSpec, ...]:
     return tuple(m for m in declared() if m.family == family)
+
+
+@dataclass(frozen=True)
+class TradeoffAxis:
+    """A bias axis of the trade-off sweep: ``metric`` measured on ``probe``, plotted as its
+    distance from ``ideal``; ``name`` labels its columns and figure."""
+
+    name: str
+    metric: str
+    probe: str
+    ideal: float
+
+
+def tradeoff_axes() -> tuple[TradeoffAxis, ...]:
+    """The trade-off sweep's bias axes: one per probe of each project metric declared
+    ``tradeoff="bias"`` (the sweep re-runs the project's association audit, DA-Gender's Figure
+    2), named after the metric, or after its probe's title where it has several (SEAT-v1)."""
+    return tuple(TradeoffAxis(m.name if len(m.probes) == 1 else PROBES[p].title or p, m.name, p, float(m.ideal))
+                 for m in METRICS if m.tradeoff == "bias" for p in m.probes)
+
+
+def tradeoff_knowledge() -> MetricSpec:
+    """The project metric declared the trade-off's knowledge axis (DA_score: 1 - value is lost)."""
+    [found] = [m for m in METRICS if m.tradeoff == "knowledge"]
+    return found
+
+
+V = TypeVar("V")
+
+
+class Derived(Mapping[str, V]):
+    """A read-only table derived from the declarations by ``build``, built again at each access:
+    what installed packages register after it was made (when pytest configures) is in it, with
+    no copy to go stale."""
+
+    def __init__(self, build: Callable[[], Mapping[str, V]]) -> None:
+        self._build = build
+
+    def __getitem__(self, key: str) -> V:
+        return self._build()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build())
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+    def __repr__(self) -> str:
+        return repr(dict(self._build()))
 
 
 def cases(family: str, exclude: Callable[[MetricSpec], bool] = lambda m: False) -> dict[str, tuple[str, ...]]:

@@ -136,6 +136,13 @@ class MetricSpec:
     # (bias_core/suites/base.py). None for a mitigation metric ``of`` another: the mitigation
     # suite compares that metric's results of the two models.
     runner: str | None = None
+    # computed from text the model generates, so a decoding setting (temperature, top-p) changes
+    # it: the hyperparameter mitigation searches Dong et al.'s decoding grid on these
+    decoded: bool = False
+    # its place in the trade-off sweep (--mitigation-sweep, DA-Gender's Figure 2): "bias", an axis
+    # of bias left (its distance from ``ideal``, one axis per probe), or "knowledge", the axis of
+    # genuine knowledge lost (1 - value, a share)
+    tradeoff: Literal["bias", "knowledge"] | None = None
 
     def __post_init__(self) -> None:
         def bad(field: str, got: Any, want: str) -> ValueError:
@@ -155,6 +162,12 @@ class MetricSpec:
             raise bad("pairing", self.pairing, "Paired or NotPaired")
         if not (isinstance(self.precision, Propagated) or self.precision in PRECISION_RULES):
             raise bad("precision", self.precision, f"Propagated or one of {PRECISION_RULES}")
+        if self.tradeoff not in (None, "bias", "knowledge"):
+            raise bad("tradeoff", self.tradeoff, "None, bias or knowledge")
+        if self.tradeoff == "bias" and self.ideal is None:
+            raise ValueError(f"{self.name}: a trade-off bias axis is its distance from its ideal: give the ideal")
+        if self.tradeoff == "knowledge" and (self.better, self.value_range) != ("higher", (0.0, 1.0)):
+            raise ValueError(f"{self.name}: the trade-off's knowledge axis is 1 - value: a share where higher is better")
         for field in ("compute", "examples", "runner"):
             reference = getattr(self, field)
             if reference is not None and not (isinstance(reference, str) and ":" in reference):

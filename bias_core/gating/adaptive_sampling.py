@@ -27,7 +27,7 @@ import dataclasses
 import hashlib
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,29 +52,11 @@ DEFAULT_CAP = 1024
 DEFAULT_BUDGET_S: float | None = None
 
 
-class _Caps(Mapping[str, int]):
-    """probe -> its declared item cap (``Sampled.cap``; the rest take ``DEFAULT_CAP``), for every
-    sampled probe of the catalogue, installed packages' included: read at each access, never copied."""
-
-    def _caps(self) -> dict[str, int]:
-        return {p.name: p.sampled.cap for p in catalogue.sampled_probes() if p.sampled.cap is not None}
-
-    def __getitem__(self, name: str) -> int:
-        return self._caps()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._caps())
-
-    def __len__(self) -> int:
-        return len(self._caps())
-
-    def __repr__(self) -> str:
-        return repr(self._caps())
-
-
 #: Per-probe item caps where an item is expensive (a 64-token generation and two classifiers per
-#: GenderPair prompt), as the probes' catalogue declarations give them.
-PROBE_CAPS: Mapping[str, int] = _Caps()
+#: GenderPair prompt), as the probes' catalogue declarations give them (``Sampled.cap``; the rest
+#: take ``DEFAULT_CAP``), installed packages' included.
+PROBE_CAPS: Mapping[str, int] = catalogue.Derived(
+    lambda: {p.name: p.sampled.cap for p in catalogue.sampled_probes() if p.sampled.cap is not None})
 
 
 @dataclass(frozen=True)
