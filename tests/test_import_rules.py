@@ -227,6 +227,8 @@ MAY_IMPORT = {
     # the HTML report rebuilds the trade-off figures and the mitigation table from a run's files
     "bias_core.reports": {"bias_core", "bias_core.errors", "bias_core.storage", "bias_core.catalogue",
                           "bias_core.metrics", "bias_core.gating", "bias_core.mitigation", "bias_core.suites"},
+    # writes a new metric's files from the catalogue's declarations (python -m bias_core.scaffold)
+    "bias_core.scaffold": {"bias_core.errors", "bias_core.metric_spec", "bias_core.catalogue"},
     "bias_core.pytest_plugin": {"*"},  # ties everything together; nothing but bias_core.plugin imports it
     "bias_core.plugin": {"bias_core.pytest_plugin"},
 }
