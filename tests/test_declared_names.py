@@ -15,6 +15,7 @@ may be written:
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from bias_core import catalogue
@@ -67,20 +68,23 @@ def written_names(source: str, names: set[str]) -> list[tuple[int, str]]:
     return [(line, name) for line, _, name in found]
 
 
+@functools.lru_cache(maxsize=4)
+def _written(package: Path, names: frozenset[str]) -> tuple[tuple[str, int, str], ...]:
+    """(file, line, name) of every name written outside the declarations, each file parsed once."""
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel != DECLARED_IN[0] and not rel.startswith(DECLARED_IN[1]):
+            out += [(rel, line, name) for line, name in written_names(path.read_text(encoding="utf-8"), set(names))]
+    return tuple(out)
+
+
 def stray_names(package: Path, metrics: set[str], probes: set[str], functions: dict[str, set[str]],
                 allowed: dict[tuple[str, str], str]) -> list[str]:
     """"file:line: name" for each metric or probe name written where it is not declared, not
     made by a function the catalogue names there, and not allowed."""
-    out = []
-    for path in sorted(package.rglob("*.py")):
-        rel = path.relative_to(package).as_posix()
-        if rel == DECLARED_IN[0] or rel.startswith(DECLARED_IN[1]):
-            continue
-        for line, name in written_names(path.read_text(encoding="utf-8"), metrics | probes):
-            if name in functions.get(rel, set()) or (rel, name) in allowed or ("*", name) in allowed:
-                continue
-            out.append(f"{rel}:{line}: {name}")
-    return out
+    return [f"{rel}:{line}: {name}" for rel, line, name in _written(package, frozenset(metrics | probes))
+            if name not in functions.get(rel, set()) and (rel, name) not in allowed and ("*", name) not in allowed]
 
 
 def test_no_metric_or_probe_name_is_written_outside_the_catalogue_and_the_data_loaders():
