@@ -63,14 +63,15 @@ class DataDirFile:
     """A published file read from ``--data-dir``: the places in the folder it may sit (tried in
     order; the layouts of the papers' repositories and of bias-bench differ), what it is, the
     SHA-256 of the published copy (None: none known here; the counts are still checked), the
-    published ``counts``, where to restore it from, and ``count``, its reader's counts of a copy."""
+    published ``counts``, where to restore it from, and ``count``, its reader's counts of a copy.
+    ``counts`` and ``count`` None (with no hash): not checked, read as given."""
 
     candidates: tuple[str, ...]
     what: str
     sha256: str | None
-    counts: Counts
+    counts: Counts | None
     source: str
-    count: Counter
+    count: Counter | None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -211,7 +212,9 @@ def check_published(path: Path, file: PublishedFile) -> str | None:
     """Check a data file against the published copy ``file`` declares, counted by its reader.
     Raises DataFileError for a broken or cut copy; returns a notice for a valid copy that is not
     byte-identical (None when nothing is to be said, or when this process has checked the same
-    file before)."""
+    file before), and always None for a file declared unchecked (no counts)."""
+    if file.counts is None or file.count is None:
+        return None
     path = Path(path)
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
