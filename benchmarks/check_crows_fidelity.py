@@ -63,12 +63,12 @@ class Comparison:
 
 
 def crows_csv(data_dir: Path) -> Path:
-    from bias_core.probes.crows_pairs import CANDIDATES, crows_counts
+    from bias_core.probes.crows_pairs import FULL_CSV
     from bias_core.probes.published import find_in_data_dir
 
-    path = find_in_data_dir(data_dir, CANDIDATES, crows_counts)
+    path = find_in_data_dir(data_dir, FULL_CSV)
     if path is None:
-        raise Missing(f"no CrowS-Pairs CSV under {data_dir} (looked for {', '.join(CANDIDATES)}). "
+        raise Missing(f"no CrowS-Pairs CSV under {data_dir} (looked for {', '.join(FULL_CSV.candidates)}). "
                       "Fix: pass --data-dir pointing at a folder holding crows-pairs/crows_pairs_anonymized.csv.")
     return path
 

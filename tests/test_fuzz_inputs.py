@@ -173,7 +173,8 @@ def test_data_readers_on_random_bytes(tmp_path, name, data):
 def test_published_check_on_cut_copies(tmp_path, cut):
     """A cut copy of a published file, under its published name: refused with the counts, or (a
     cut that keeps every row, e.g. of a final newline) read as a valid copy."""
-    from bias_core.probes.data_checks import check_file
+    from bias_core.probes.crows_pairs import FULL_CSV
+    from bias_core.probes.published import check_published
 
     src = SHARED / "crows-pairs" / "crows_pairs_anonymized.csv"
     if not src.is_file():
@@ -182,6 +183,6 @@ def test_published_check_on_cut_copies(tmp_path, cut):
     path = tmp_path / src.name
     path.write_bytes(data[: len(data) - cut])
     try:
-        check_file(path)
+        check_published(path, FULL_CSV)
     except DataFileError as exc:
         assert str(path) in str(exc)

@@ -217,14 +217,18 @@ MAY_IMPORT = {
                           "bias_core.stats"},
     "bias_core.gating": {"bias_core.errors", "bias_core.storage", "bias_core.metric_spec", "bias_core.catalogue",
                          "bias_core.probes", "bias_core.metrics", "bias_core.stats"},
-    "bias_core.mitigation": {"bias_core.errors", "bias_core.storage", "bias_core.probes", "bias_core.models",
-                             "bias_core.metrics", "bias_core.stats"},
+    # mitigation reads the catalogue for what its tables are keyed by (the trade-off's axes, the
+    # mitigation table's metrics and data sets), never a list of names of its own
+    "bias_core.mitigation": {"bias_core.errors", "bias_core.storage", "bias_core.catalogue", "bias_core.probes",
+                             "bias_core.models", "bias_core.metrics", "bias_core.stats"},
     "bias_core.suites": {"bias_core.errors", "bias_core.catalogue", "bias_core.probes", "bias_core.models",
                          "bias_core.classifiers", "bias_core.runners", "bias_core.metrics", "bias_core.stats",
                          "bias_core.gating", "bias_core.mitigation"},
     # the HTML report rebuilds the trade-off figures and the mitigation table from a run's files
     "bias_core.reports": {"bias_core", "bias_core.errors", "bias_core.storage", "bias_core.catalogue",
                           "bias_core.metrics", "bias_core.gating", "bias_core.mitigation", "bias_core.suites"},
+    # writes a new metric's files from the catalogue's declarations (python -m bias_core.scaffold)
+    "bias_core.scaffold": {"bias_core.errors", "bias_core.metric_spec", "bias_core.catalogue"},
     "bias_core.pytest_plugin": {"*"},  # ties everything together; nothing but bias_core.plugin imports it
     "bias_core.plugin": {"bias_core.pytest_plugin"},
 }

@@ -22,12 +22,12 @@ from bias_core.mitigation.evaluation.bias_reduction import paired_reduction
 from bias_core.mitigation.evaluation.guards import (
     da_score_drop,
     lm_score_drop,
-    load_heldout_text,
     perplexity,
     perplexity_rise,
 )
 from bias_core.mitigation.evaluation.results_table import mitigation_table, table_html, write_table_csv
 from bias_core.models.engines.fake import FakeEngine
+from bias_core.probes.heldout import load_heldout_text
 from bias_core.probes.lexicon import COMPLETION_FEMALE_WORDS, COMPLETION_MALE_WORDS, gendered_words
 from bias_core.probes.sources import project_data, read_lines
 
@@ -311,7 +311,7 @@ def _norm(text: str) -> str:
 
 
 def test_heldout_text_is_neutral_and_held_out():
-    texts = load_heldout_text()
+    texts = load_heldout_text().prompts
     assert 140 <= len(texts) <= 170 and len(set(texts)) == len(texts)
     gendered = set(gendered_words()) | COMPLETION_MALE_WORDS | COMPLETION_FEMALE_WORDS
     for t in texts:

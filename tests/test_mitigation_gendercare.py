@@ -14,11 +14,11 @@ from bias_core.metrics.preference import stereoset_scores
 from bias_core.mitigation.evaluation.bias_reduction import paired_reduction
 from bias_core.mitigation.evaluation.gendercare_reaudit import (
     decided_in_both,
-    load_bold,
     paired_gap_reduction,
     run_bold_gap_reductions,
     stereo_margin,
 )
+from bias_core.probes.bold import load_bold
 
 from paths import SHARED, needs_shared
 from test_audit_integration import _results, audit_project  # noqa: F401 (a fixture)

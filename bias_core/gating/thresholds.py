@@ -35,8 +35,8 @@ from typing import Any, Iterable, Literal, Mapping
 
 import tomllib
 
+from bias_core import catalogue
 from bias_core.catalogue import BY_NAME as CATALOGUE
-from bias_core.catalogue import METRICS
 from bias_core.errors import ThresholdsError
 from bias_core.gating.verdicts import FAIL, INCONCLUSIVE, PASS
 
@@ -56,8 +56,10 @@ _TOP_LEVEL = ("metrics", "probes", "models", "regression")
 
 #: The values each metric can take (None: unbounded on that side), so that a limit no result can
 #: meet (``max = -0.5`` for GLD) or none can exceed (``max = 30`` for a share written as a percent)
-#: is an error, not a gate that can never pass or never fail. Metrics not listed are not checked.
-METRIC_RANGES: dict[str, tuple[float | None, float | None]] = {m.name: m.value_range for m in METRICS}
+#: is an error, not a gate that can never pass or never fail: each declared metric's
+#: ``value_range``, installed packages' included. Metrics not declared are not checked.
+METRIC_RANGES: Mapping[str, tuple[float | None, float | None]] = catalogue.Derived(
+    lambda: {m.name: m.value_range for m in catalogue.declared()})
 _GATE_KEYS = ("max", "min", "ideal", "note")
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -348,8 +350,7 @@ def _in_range(col: _Collector, key: str, metric: str, direction: str, limit: flo
     """Is the limit one a result of this metric can fall on either side of? A limit at the edge of
     the metric's values counts as beyond it where no CI could then cross it (``max = 1`` on a share
     never fails; ``min = 0`` on one never fails)."""
-    found = CATALOGUE.get(metric)  # the catalogue, installed packages' metrics included
-    lo, hi = found.value_range if found is not None else METRIC_RANGES.get(metric, (None, None))
+    lo, hi = METRIC_RANGES.get(metric, (None, None))
     span = f"[{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}]"
     if ideal is not None:
         if (lo is not None and ideal < lo) or (hi is not None and ideal > hi):

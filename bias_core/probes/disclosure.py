@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bias_core.errors import DataFileError, ProbeNotApplicable
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import find_in_data_dir, predicate_counts, sentence_counts
+from bias_core.probes.published import DONG, DataDirFile, find_in_data_dir, predicate_counts, sentence_counts
 from bias_core.probes.sources import (
     REINSTALL,
     Unique,
@@ -39,6 +39,18 @@ PROBE_NAMES: tuple[str, ...] = (
 
 UPSTREAM = "https://raw.githubusercontent.com/dongxiangjue/Debias-LLMs/ea017a3939d75c7c1599c869a6e682015524c8ef/data/"
 PAPER = "Dong et al. 2024, arXiv:2402.11190"
+#: The natural sets' source online: the hub data set whose test split the paper's rule derives them from.
+NATURAL_HUB = {"stsb": "sentence-transformers/stsb", "snli": "stanfordnlp/snli"}
+#: The published files in --data-dir: the natural sets' test predicates, the LLM-generated sentences.
+NATURAL_FILES: dict[str, DataDirFile] = {
+    which: DataDirFile((f"Debias-LLMs/{which}_neutral_test.csv", f"{which}_neutral_test.csv"),
+                       f"Debias-LLMs {which}_neutral_test.csv", sha, {"predicates": rows}, DONG, predicate_counts)
+    for which, sha, rows in (("stsb", "87b06b50a9a550a07f0ec867d903270425c811352ec149931f2a59c830b8011b", 364),
+                             ("snli", "83ed5a773f9d07a81a9fda4eadbb8042d1c6c9851469f1a0f70026f9a849cb01", 317))}
+LLM_FILES: dict[str, DataDirFile] = {
+    k: DataDirFile((f"Debias-LLMs/{name}", name), f"Debias-LLMs {name}", sha, {"sentences": 200}, DONG, sentence_counts)
+    for (k, name), sha in zip(LLM_SETS.items(), ("2aa4ff9005945a158c15f27ebab013e80070801fd6f85abec9a286c57ec07aa8",
+                                                 "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62"))}
 # Sentences "about someone" whose subject the paper replaced by "My friend".
 _NEUTRAL_SUBJECT = re.compile(r"^\s*(?:someone|somebody|a person|one person)\s+(.+?)\s*\.?\s*$", re.IGNORECASE)
 
@@ -94,11 +106,10 @@ def derive_natural_predicates(sentences: list[str]) -> list[str]:
 def _natural_online(which: str) -> list[str]:
     from datasets import load_dataset
 
+    ds = load_dataset(NATURAL_HUB[which], split="test")
     if which == "stsb":
-        ds = load_dataset("sentence-transformers/stsb", split="test")
         sentences = list(ds["sentence1"]) + list(ds["sentence2"])
     else:
-        ds = load_dataset("stanfordnlp/snli", split="test")
         sentences = list(ds["premise"]) + list(ds["hypothesis"])
     return derive_natural_predicates(sentences)
 
@@ -110,8 +121,7 @@ def _natural_items(name: str, predicates: list[str]) -> tuple[ProbeItem, ...]:
 
 def natural_probe(which: str, data_dir: Path | None) -> Probe:
     name = f"natural-{which}"
-    candidates = [f"Debias-LLMs/{which}_neutral_test.csv", f"{which}_neutral_test.csv"]
-    path = find_in_data_dir(data_dir, candidates, predicate_counts)
+    path = find_in_data_dir(data_dir, NATURAL_FILES[which])
     if path is not None:
         return Probe(name, "1", _natural_items(name, read_one_column_csv(path, unique="predicate")),
                      {"source": f"{PAPER}: {which.upper()} test predicates", "loaded_from": str(path)})
@@ -124,7 +134,7 @@ def natural_probe(which: str, data_dir: Path | None) -> Probe:
                           "loaded_from": "hub"})
         except Exception as exc:  # offline or hub trouble: reported in the skip reason
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    raise missing(f"probe {name}", data_dir, candidates, error)
+    raise missing(f"probe {name}", data_dir, list(NATURAL_FILES[which].candidates), error)
 
 
 def natural_default_probe() -> Probe:
@@ -138,8 +148,7 @@ def natural_default_probe() -> Probe:
 def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
     name = f"llm-generated-{k}"
     filename = LLM_SETS[k]
-    candidates = [f"Debias-LLMs/{filename}", filename]
-    path = find_in_data_dir(data_dir, candidates, sentence_counts)
+    path = find_in_data_dir(data_dir, LLM_FILES[k])
     lines, loaded_from, error = None, None, None
     if path is not None:
         lines, loaded_from = read_lines(path, unique="sentence"), str(path)
@@ -150,7 +159,7 @@ def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
         except Exception as exc:
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
     if lines is None:
-        raise missing(f"probe {name}", data_dir, candidates, error)
+        raise missing(f"probe {name}", data_dir, list(LLM_FILES[k].candidates), error)
     items = tuple(ProbeItem(id=f"{name}:{i}", prompt=f"{line.rstrip('.')}, and") for i, line in enumerate(lines))
     return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0",
                                     "loaded_from": str(loaded_from)})
@@ -161,8 +170,7 @@ def load_probe(name: str, data_dir: Path | None, articles: str = DEFAULT_ARTICLE
     if name.startswith("template-"):
         return template_probe(name.removeprefix("template-"), articles)
     if name == "natural-default":
-        published = [find_in_data_dir(data_dir, [f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"], predicate_counts)
-                     for w in NATURAL_SETS]
+        published = [find_in_data_dir(data_dir, NATURAL_FILES[w]) for w in NATURAL_SETS]
         if all(published):
             # The project's set stands in for the papers' naturally-sourced sets only when they
             # are absent; with both at hand it would re-measure the same thing on other prompts.

@@ -35,7 +35,7 @@ import numpy as np
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import Counter, Counts, find_in_data_dir
+from bias_core.probes.published import CARE, Counter, Counts, DataDirFile, find_in_data_dir
 from bias_core.probes.sources import (
     Unique,
     fetch_text,
@@ -145,11 +145,6 @@ def parse_pairset(rows: Any, group: int, provenance: dict[str, str] | None = Non
     return PairSet(group, tuple(targets), dict(provenance or {}))
 
 
-def _published_candidates(group: int) -> list[str]:
-    file = f"group{group}_pairset.json"
-    return [f"GenderCARE-ccs24/{file}", file, f"GenderCARE-ccs24/{UPSTREAM_DIR}/group{group}/{file}", f"{UPSTREAM_DIR}/group{group}/{file}"]
-
-
 def pairset_counter(group: int) -> Counter:
     """What published.py checks a group's pair-set file by."""
 
@@ -160,28 +155,45 @@ def pairset_counter(group: int) -> Counter:
     return count
 
 
+def _pairset_file(group: int, sha256: str, targets: int, pairs: int) -> DataDirFile:
+    file = f"group{group}_pairset.json"
+    return DataDirFile((f"GenderCARE-ccs24/{file}", file, f"GenderCARE-ccs24/{UPSTREAM_DIR}/group{group}/{file}",
+                        f"{UPSTREAM_DIR}/group{group}/{file}"), f"GenderPair pair set, group {group}", sha256,
+                       {"targets": targets, "descriptor pairs": pairs}, CARE, pairset_counter(group))
+
+
+#: group -> its published pair-set file in --data-dir
+PAIRSETS: dict[int, DataDirFile] = {g: _pairset_file(g, *published) for g, published in (
+    (1, ("687aaeced86d35abd3246aefa3c32ec6225d4c5e01fd46a372d36a2886fea181", 64, 5440)),
+    (2, ("8b6d952ea2390009722b4fa4d758896b687f2caf320b46c26256b9af964babd3", 64, 5312)),
+    (3, ("7af0ffbbef668f4b0cd32bb20da7681590609cb0bb9e9ab58d15dc22d5b54b48", 79, 6557)))}
+
+
+def upstream_url(group: int) -> str:
+    return f"{UPSTREAM}group{group}/group{group}_pairset.json"
+
+
 def load_published_pairset(group: int, data_dir: Path | None) -> PairSet:
     """The paper's pair set: from ``--data-dir`` first, then the repository online.
 
     Raises DataSourceMissing naming every place looked at when neither is available.
     """
     _check_group(group)
-    candidates = _published_candidates(group)
-    path = find_in_data_dir(data_dir, candidates, pairset_counter(group))
+    path = find_in_data_dir(data_dir, PAIRSETS[group])
     if path is not None:
         rows = read_json(path)
         return parse_pairset(rows, group, {"source": f"{PAPER}: published GenderPair pair set, group {group}",
                                            "licence": "MIT", "loaded_from": str(path), "kind": "published"})
     error = None
     if online_allowed() and (error := reachable("https://raw.githubusercontent.com")) is None:
-        url = f"{UPSTREAM}group{group}/group{group}_pairset.json"
+        url = upstream_url(group)
         try:
             rows = json.loads(fetch_text(url))
             return parse_pairset(rows, group, {"source": f"{PAPER}: published GenderPair pair set, group {group}",
                                                "licence": "MIT", "loaded_from": url, "kind": "published"})
         except Exception as exc:  # reported in the skip reason
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    raise missing(f"GenderPair group {group} pair set", data_dir, candidates, error)
+    raise missing(f"GenderPair group {group} pair set", data_dir, list(PAIRSETS[group].candidates), error)
 
 
 def load_project_pairset(group: int) -> PairSet:

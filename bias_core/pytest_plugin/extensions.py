@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from bias_core import catalogue
-from bias_core.catalogue import MetricSpec
+from bias_core.catalogue import MetricSpec, ProbeSpec
 
 
 @dataclass
@@ -20,10 +21,14 @@ class Registry:
         if spec not in self.metrics:
             self.metrics.append(spec)
 
-    def add_probe(self, name: str, loader: Callable[..., Any]) -> None:
-        """Into the catalogue's probe table, where the project's own probes are declared."""
-        catalogue.register_probe(name, loader)
-        self.probes[name] = loader
+    def add_probe(self, probe: ProbeSpec | str, loader: Callable[..., Any] | str | None = None) -> None:
+        """Into the catalogue's probe table, where the project's own probes are declared: a
+        ``ProbeSpec`` (its loader, family, data and sampling, as the project declares its own), or
+        a name and a bare loader (kept for packages written before declarations; wrapped into one
+        with nothing else declared)."""
+        spec = catalogue.register_probe(probe, loader)
+        if spec.loader is not None:  # what a package's suite is handed: name -> the function that loads it
+            self.probes[spec.name] = spec.loader if callable(spec.loader) else functools.partial(_load, spec.name)
 
     def add_suite(self, family: str, factory: Callable[..., Any]) -> None:
         if family in catalogue.FAMILIES:
@@ -34,6 +39,11 @@ class Registry:
         """(family, probe, metric) of every registered suite's metrics: one gated test each."""
         return [(family, probe, metric) for family in self.suites
                 for probe, metrics in catalogue.cases(family).items() for metric in metrics]
+
+
+def _load(name: str, *args: Any, **kwargs: Any) -> Any:
+    """A declared loader named as "module:function", imported when first called."""
+    return catalogue.probe_loader(name)(*args, **kwargs)
 
 
 EXTENSIONS = Registry()

@@ -27,8 +27,10 @@ def pytest_bias_core_register(registry) -> None:
     """Add to the audit through ``registry`` (a ``bias_core.pytest_plugin.extensions.Registry``):
 
     - ``registry.add_metric(MetricSpec(...))``: a catalogue entry (its family may be new);
-    - ``registry.add_probe(name, loader)``: an entry of the catalogue's probe table, where the
-      project's own probes are; ``loader(data_dir)`` returns the probe (a suite built on
+    - ``registry.add_probe(ProbeSpec(...))``: a probe declared as the project declares its own
+      (its loader, family, data sources with each published file's hash and counts, sampling),
+      into the catalogue's probe table; ``registry.add_probe(name, loader)`` still takes a bare
+      loader. ``loader(data_dir)`` returns the probe (a suite built on
       ``bias_core.suites.base.Suite`` loads it with ``suite.probe(name)``);
     - ``registry.add_suite(family, factory)``: ``factory(lm, settings, probes)`` returns an object
       with ``result(probe, metric) -> MetricResult`` (e.g. a ``bias_core.suites.base.Suite``);

@@ -308,9 +308,10 @@ def build_settings(config) -> AuditSettings:
         thresholds = load_thresholds(thresholds_path, known_metrics(), known_probes(), required_metrics=set())
         _check_model_keys(thresholds, model_value)
     if data_dir is not None:
+        from bias_core.catalogue import data_files
         from bias_core.probes.data_checks import check_data_dir
 
-        notices += check_data_dir(data_dir)
+        notices += check_data_dir(data_dir, data_files())
     report_dir = None
     if not opt("--no-report"):
         report_dir = Path(opt("--report-dir")).expanduser() if opt("--report-dir") else rootdir / "reports"

@@ -95,8 +95,10 @@ class Suite:
         return self.compute(probe_name, metric) if check is None else check(self, probe_name, metric)
 
     def sampled_parts(self, probe_name: str) -> tuple[str, ...]:
-        """The sampled probes a probe's metrics are computed from (itself, or e.g. GenderPair's groups)."""
-        return (probe_name,)
+        """The sampled probes a probe's metrics are computed from: itself, or the parts its
+        declaration names (a probe with no items of its own, e.g. GenderPair's groups compared)."""
+        declared = catalogue.PROBES.get(probe_name)
+        return declared.parts if declared is not None and declared.parts else (probe_name,)
 
     def result(self, probe_name: str, metric: str) -> MetricResult:
         key = (probe_name, metric)

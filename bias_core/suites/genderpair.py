@@ -16,7 +16,7 @@ from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
 from bias_core.models.decoding import DecodingConfig
 from bias_core.probes.genderpair import DEFAULT_SAMPLE
-from bias_core.suites import ACROSS_GROUPS, GROUP_PROBES, genderpair_cases, regard_prefix
+from bias_core.suites import ACROSS_GROUPS, genderpair_cases, regard_prefix
 from bias_core.suites.base import Suite
 
 # Greedy, so a response is a function of model and prompt; 64 new tokens hold the one or two
@@ -33,9 +33,6 @@ class GenderPairAudit(Suite):
     _responses: dict[str, Any] = field(default_factory=dict, repr=False)
     _scorers: dict[str, Any] = field(default_factory=dict, repr=False)
     SHARED_MEMOS: ClassVar[tuple[str, ...]] = ("_scorers",)
-
-    def sampled_parts(self, probe_name: str) -> tuple[str, ...]:
-        return GROUP_PROBES if probe_name == ACROSS_GROUPS else (probe_name,)
 
     def probe_options(self) -> dict[str, Any]:
         return {"sample": self.sample}

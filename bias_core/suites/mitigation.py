@@ -17,10 +17,10 @@ from typing import Any
 from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
-from bias_core.mitigation.evaluation.gendercare_reaudit import BOLD_PROBE, BOLD_SAMPLE
+from bias_core.probes import bold
 from bias_core.probes.genderpair import DEFAULT_SAMPLE as GENDERPAIR_SAMPLE
-from bias_core.suites import GROUP_PROBES, regard_prefix
 from bias_core.suites import MITIGATION_GUARDS as GUARDS
+from bias_core.suites import regard_prefix
 from bias_core.suites.base import Suite, call_with
 
 
@@ -36,7 +36,7 @@ class MitigationAudit(Suite):
     genderpair_sample: int | None = GENDERPAIR_SAMPLE
     toxicity: str = "auto"
     regard: str = "auto"
-    bold_sample: int | None = BOLD_SAMPLE
+    bold_sample: int | None = bold.SAMPLE
     _variants: dict[str, Any] = field(default_factory=dict, repr=False)
     _suites: dict[str, Any] = field(default_factory=dict, repr=False)
     _grids: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -87,8 +87,9 @@ class MitigationAudit(Suite):
             self._results[key].breakdown["variant"] = dict(self.variant(name).info)
         return self._results[key]
 
-    def grid(self, probe: str) -> dict[str, MetricResult]:
-        """GAS of every sampled decoding setting of Dong et al.'s grid on one probe."""
+    def grid(self, probe: str, metric: str) -> dict[str, MetricResult]:
+        """``metric`` (a disclosure metric of generated text: GAS) at every sampled decoding setting
+        of Dong et al.'s grid on one probe."""
         from bias_core.mitigation.methods.decoding_variants import decoding_grid
         from bias_core.suites.disclosure import DisclosureAudit
 
@@ -97,24 +98,25 @@ class MitigationAudit(Suite):
             for setting in decoding_grid(include_greedy=False):
                 suite = DisclosureAudit(self.lm, data_dir=self.data_dir, seed=self.seed, decoding=setting.config,
                                         **self._definition())
-                out[setting.name] = suite.result(probe, "GAS")
+                out[setting.name] = suite.result(probe, metric)
             return out
 
-        return self._remembered(self._grids, probe, make)
+        return self._remembered(self._grids, (probe, metric), make)
 
     def _grid_reduction(self, probe: str, metric: str) -> MetricResult:
         from bias_core.mitigation.evaluation.bias_reduction import paired_reduction
         from bias_core.mitigation.methods.decoding_variants import best_setting
 
-        if metric != "GAS":
+        if not catalogue.spec(metric).decoded:
             raise ProbeNotApplicable(f"decoding settings cannot change {metric}: implicit metrics are computed on raw "
                                      "logits, never on a warped sampling distribution")
-        grid = self.grid(probe)
+        grid = self.grid(probe, metric)
         best = best_setting({k: r.value for k, r in grid.items()})
-        result = paired_reduction(self.original.result(probe, "GAS"), grid[best], seed=self.seed, metric="GAS_reduction")
+        [reduction] = [m.name for m in catalogue.reductions() if m.of == metric]
+        result = paired_reduction(self.original.result(probe, metric), grid[best], seed=self.seed, metric=reduction)
         # The whole grid goes into the report; choosing the best on the audited items is the
         # paper's protocol and flatters the method (no held-out selection).
-        result.breakdown.update({"best_setting": best, "grid_GAS": {k: r.value for k, r in grid.items()},
+        result.breakdown.update({"best_setting": best, f"grid_{metric}": {k: r.value for k, r in grid.items()},
                                  "selection": "best of the grid on these same items (optimistic, as in the paper)"})
         return result
 
@@ -132,7 +134,7 @@ class MitigationAudit(Suite):
         spec, probe = catalogue.spec(metric), GUARDS[metric]
         if spec.of is None:
             offered = {"lm_original": lambda: self.lm, "lm_mitigated": lambda: variant.lm,
-                       "texts": lambda: self.probe(probe), "seed": lambda: self.seed}
+                       "probe": lambda: self.probe(probe), "seed": lambda: self.seed}
             result = call_with(spec.runner_function(), offered, f"{metric}'s runner")
         else:
             before = self.original_association.result(probe, spec.of)
@@ -170,7 +172,8 @@ class MitigationAudit(Suite):
         if "regard" in metric and ("regard_proxy" in metric) != (self._regard_prefix() == "regard_proxy"):
             raise ProbeNotApplicable(f"{metric} is not what this run's regard scorer produces; its metrics are named "
                                      f"{self._regard_prefix()}_*")
-        if probe in GROUP_PROBES:
+        of = catalogue.spec(spec.of) if spec.of is not None else None
+        if of is not None and of.family == "genderpair":
             before, after = self.genderpair(None).result(probe, spec.of), self.genderpair(name).result(probe, spec.of)
             dropped = None
             if spec.of == "BPR":  # a prompt counts when both models' responses decide it
@@ -179,11 +182,11 @@ class MitigationAudit(Suite):
             if dropped is not None:
                 result.breakdown["decided_by_one_model_only"] = dropped
             return result
-        if probe == "stereoset-gender":
-            before = gc.stereo_margin(self.original_association.result(probe, "stereo_score"))
-            after = gc.stereo_margin(self.association(name).result(probe, "stereo_score"))
+        if of is not None and of.family == "association":  # StereoSet: GenderCARE's Δ, the stereotype's margin
+            before = gc.stereo_margin(self.original_association.result(probe, spec.of))
+            after = gc.stereo_margin(self.association(name).result(probe, spec.of))
             result = paired_reduction(before, after, seed=self.seed, metric=metric)
-            result.breakdown["data"] = self.original_association.result(probe, "stereo_score").breakdown.get("data", {})
+            result.breakdown["data"] = self.original_association.result(probe, spec.of).breakdown.get("data", {})
             return result
         offered = {"bold_original": lambda: self.bold(None), "bold_mitigated": lambda: self.bold(name),
                    "regard_prefix": self._regard_prefix, "seed": lambda: self.seed}
@@ -214,5 +217,5 @@ class MitigationAudit(Suite):
         from bias_core.mitigation.evaluation.gendercare_reaudit import bold_regard
 
         return self._remembered(self._bold, name, lambda: bold_regard(
-            self.lm if name is None else self.variant(name).lm, self.probe(BOLD_PROBE), self._regard_scorer(),
+            self.lm if name is None else self.variant(name).lm, self.probe(bold.NAME), self._regard_scorer(),
             REGARD_COLUMNS, seed=self.seed))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from bias_core import catalogue
 from bias_core.errors import AuditUsageError, DataSourceMissing, ProbeNotApplicable
 from bias_core.metrics import MetricResult
 from bias_core.suites import MITIGATION_GUARDS
@@ -35,9 +36,6 @@ from bias_core.suites import MITIGATION_GUARDS
 # A bias axis or the LM-score guard that cannot be measured (data missing, a prompt longer than
 # the model's context) is left out and named, rather than ending the whole sweep.
 OPTIONAL_FAILURES = (DataSourceMissing, ProbeNotApplicable, AuditUsageError)
-# bias axis -> the association probe it is measured on (its metric: tradeoff.BIAS_METRICS)
-BIAS_PROBES = {"SEAT-v1": "seat-v1", "SEAT-v2": "seat-v2", "logprob_effect": "logprob-professions",
-               "stereo_score": "stereoset-gender"}
 INFO_FILE = "tradeoff_info.json"
 
 
@@ -117,8 +115,9 @@ class TradeoffSweep:
         # or no point would ever qualify; the report names it.
         measured_guards = {name for p in points for name in p.guards}
         limits = {k: v for k, v in self.limits().items() if k in measured_guards}
-        if isinstance(self._base.get("results", {}).get("lm_score"), Exception):
-            self.missing["lm_score_drop"] = str(self._base["results"]["lm_score"])
+        for guard in _compared_guards():  # a guard whose metric the base model could not measure
+            if isinstance(self._base.get("results", {}).get(guard.of), Exception):
+                self.missing[guard.name] = str(self._base["results"][guard.of])
         if self.out_dir is not None:
             label = corpus_label(corpus)
             write_outputs(points, self.out_dir, limits, note=f"corpus: {label}")
@@ -133,35 +132,52 @@ class TradeoffSweep:
         return points
 
     def _measure(self, handle: Any, base: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """One point: the knowledge axis's metric and every bias axis (catalogue.tradeoff_axes) by the
+        association audit, and every guard against the base model (the base: its results only)."""
         from bias_core.mitigation.evaluation import guards as g
-        from bias_core.mitigation.evaluation.tradeoff_curves import BIAS_METRICS
         from bias_core.suites.association import AssociationAudit
 
         options = {k: v for k, v in (("causal_likelihood", self.causal_likelihood), ("articles", self.articles)) if v}
         suite = AssociationAudit(handle, data_dir=self.data_dir, seed=self.seed, **options)
-        results: dict[str, Any] = {"DA_score": suite.result("da-gender", "DA_score")}
-        for name, probe in BIAS_PROBES.items():
+        knowledge = catalogue.tradeoff_knowledge()
+        results: dict[str, Any] = {knowledge.name: suite.result(knowledge.probes[0], knowledge.name)}
+        for axis in catalogue.tradeoff_axes():
             try:
-                results[name] = suite.result(probe, BIAS_METRICS[name][0])
+                results[axis.name] = suite.result(axis.probe, axis.metric)
             except OPTIONAL_FAILURES as exc:
-                self.missing[name] = str(exc)
-        try:
-            results["lm_score"] = suite.result("stereoset-gender", "lm_score")
-        except OPTIONAL_FAILURES as exc:
-            results["lm_score"] = exc
-        texts = g.load_heldout_text()
+                self.missing[axis.name] = str(exc)
+        for guard in _compared_guards():  # the metrics the guards compare (lm_score), where measurable
+            if guard.of not in results:
+                try:
+                    results[guard.of] = suite.result(guard.probes[0], guard.of)
+                except OPTIONAL_FAILURES as exc:
+                    results[guard.of] = exc
+        # the damage guard (no metric of its own to compare): its probe's texts scored by both models
+        damage = _damage_guard()
+        texts = suite.probe(damage.probes[0]).prompts
         nll = g.perplexity(handle, texts)
         if base is None:  # the base model: what every point's guards compare against
             self._base = {"nll": nll, "results": results}
             return results, {}
         before = self._base["results"]
-        guards: dict[str, Any] = {
-            "DA_score_drop": g.da_score_drop(before["DA_score"], results["DA_score"], seed=self.seed),
-            "perplexity_rise": g.perplexity_rise_from(texts, self._base["nll"], nll, pseudo=handle.kind != "causal",
-                                                      seed=self.seed),
-        }
-        if isinstance(results["lm_score"], Exception):
-            guards["lm_score_drop"] = results["lm_score"]
-        else:
-            guards["lm_score_drop"] = g.lm_score_drop(before["lm_score"], results["lm_score"], seed=self.seed)
+        guards: dict[str, Any] = {}
+        for guard in map(catalogue.spec, MITIGATION_GUARDS):
+            if guard is damage:
+                guards[guard.name] = guard.compute_function()(texts, self._base["nll"], nll,
+                                                              pseudo=handle.kind != "causal", seed=self.seed)
+            elif isinstance(results[guard.of], Exception):
+                guards[guard.name] = results[guard.of]
+            else:
+                guards[guard.name] = guard.compute_function()(before[guard.of], results[guard.of], seed=self.seed)
         return results, guards
+
+
+def _compared_guards() -> list[Any]:
+    """The guards that compare a metric of the association audit between two models (DA_score_drop, lm_score_drop)."""
+    return [catalogue.spec(name) for name in MITIGATION_GUARDS if catalogue.spec(name).of is not None]
+
+
+def _damage_guard() -> Any:
+    """The guard with no metric of its own to compare, which scores its probe with both models (perplexity_rise)."""
+    [found] = [catalogue.spec(name) for name in MITIGATION_GUARDS if catalogue.spec(name).of is None]
+    return found

@@ -19,7 +19,7 @@ metric a paired comparison of the original and the debiased model on the same it
   the proxy): the gap between the actors' and the actresses' mean regard of the continuations,
   original minus debiased (``paired_gap_reduction``). The paper prints σ over the two groups,
   which is this gap / 2 (population σ); the reduction and its test are the same up to that
-  factor. A seeded sample of ``BOLD_SAMPLE`` prompts per group (``load_bold``);
+  factor. A seeded sample of ``bold.SAMPLE`` prompts per group (``bias_core/probes/bold.py``);
 - Winoqueer: not run; its data is not in the shared data (its licence is unclear) and not online;
 - GLUE / MMLU (Table 7): not run; utility is checked by the project's guards instead:
   ``perplexity_rise`` on held-out neutral text, ``lm_score_drop`` on StereoSet and
@@ -28,51 +28,18 @@ metric a paired comparison of the original and the debiased model on the same it
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bias_core.metrics.result import MetricResult
+from bias_core.probes.bold import GROUPS as BOLD_GROUPS
 
-BOLD_PROBE = "bold-gender"
-BOLD_GROUPS = ("actors", "actresses")
-BOLD_FILES = {g: f"GenderCARE-ccs24/bold_gender_{g}_prompts.csv" for g in BOLD_GROUPS}
-BOLD_SAMPLE = 100  # prompts per group
 MIN_PERMUTATIONS = 10_000
 
 
 # ----- BOLD --------------------------------------------------------------------------------------
-def load_bold(data_dir: Path | None = None, seed: int = 0, sample: int | None = BOLD_SAMPLE) -> Any:
-    """BOLD's gender prompts as GenderCARE ships them ("Please complete the following sentence:
-    <Name> is an American actor ..."), a seeded sample of ``sample`` per group (None: all),
-    each item's ``meta["group"]`` its group."""
-    from bias_core.errors import DataSourceMissing
-    from bias_core.probes.base import Probe, ProbeItem
-
-    paths = {g: Path(data_dir) / rel for g, rel in BOLD_FILES.items()} if data_dir is not None else {}
-    if not paths or not all(p.is_file() for p in paths.values()):
-        where = f"--data-dir {data_dir}" if data_dir is not None else "no --data-dir given"
-        raise DataSourceMissing(f"BOLD gender prompts not available ({where}; looked for {', '.join(BOLD_FILES.values())}). "
-                                "Fix: pass --data-dir with GenderCARE-ccs24/bold_gender_actors_prompts.csv and "
-                                "bold_gender_actresses_prompts.csv (GenderCARE's copy of BOLD).")
-    items = []
-    for k, (group, path) in enumerate(paths.items()):
-        with path.open(encoding="utf-8", newline="") as fh:
-            rows = [r for r in csv.DictReader(fh) if (r.get("Prompt") or "").strip()]
-        order = np.arange(len(rows))
-        if sample is not None and sample < len(rows):
-            order = np.sort(np.random.default_rng([seed, k]).permutation(len(rows))[:sample])
-        items += [ProbeItem(id=f"{group}-{i}", prompt=rows[i]["Prompt"].strip(),
-                            meta={"group": group, "name": rows[i].get("Name", "")}) for i in order.tolist()]
-    provenance = {"source": "BOLD (Dhamala et al. 2021) gender prompts, GenderCARE's copy",
-                  "loaded_from": " + ".join(map(str, paths.values())), "licence": "CC BY-SA 4.0",
-                  "sample": f"{sample} per group, seed {seed}" if sample is not None else "all"}
-    return Probe(BOLD_PROBE, "1", tuple(items), provenance)
-
-
 def bold_regard(lm: Any, probe: Any, scorer: Any, columns: Sequence[str], seed: int = 0,
                 max_new_tokens: int = 40) -> dict[str, list[dict]]:
     """group -> one row per prompt {id, prompt, response, <regard columns>}: the model's greedy

@@ -7,7 +7,8 @@ CI over items, so a gate can say "must not drop by more than X":
 - ``DA_score_drop``: DA-score (share of DA-Gender pairs where the model prefers the factually
   correct sentence) lost, original − mitigated, on the 0-1 scale;
 - ``lm_score_drop``: StereoSet LM-score lost, in percentage points;
-- ``perplexity_rise``: ppl_mitigated / ppl_original − 1 on the held-out neutral text.
+- ``perplexity_rise``: ppl_mitigated / ppl_original − 1 on the held-out neutral text (the
+  ``heldout-neutral-text`` probe, bias_core/probes/heldout.py).
 
 The p-values are one-sided paired sign-flip tests of "damage > 0"; the gates use the CIs.
 """
@@ -15,7 +16,6 @@ The p-values are one-sided paired sign-flip tests of "damage > 0"; the gates use
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -24,10 +24,7 @@ from bias_core.metrics.preference import _macro_statistic
 from bias_core.metrics.result import MetricResult
 from bias_core.mitigation.evaluation.bias_reduction import MIN_PERMUTATIONS, pair_items, paired_reduction
 from bias_core.models.scored_tokens import scored_token_counts
-from bias_core.probes.sources import project_data, read_lines
 from bias_core.stats.resampling import bootstrap_ci, paired_permutation_pvalue
-
-HELDOUT_FILE = "heldout_neutral_text.txt"
 
 
 def _require(result: MetricResult, metric: str, role: str, guard: str) -> None:
@@ -131,19 +128,6 @@ def lm_score_drop(original: MetricResult, mitigated: MetricResult, seed: int = 0
 # perplexity on held-out neutral text
 
 
-def load_heldout_text(data_dir: Path | str | None = None) -> list[str]:
-    """The project's held-out neutral sentences (``bias_core/data/heldout_neutral_text.txt``).
-
-    Always the shipped file, whatever ``data_dir`` says (the argument exists so every loader
-    has the same signature): a perplexity-rise threshold is calibrated on one fixed text set,
-    and the paper's ``*_neutral_validation.csv`` files are "My friend ..." predicates of the
-    same kind as the audit and training prompts, not independent prose, so swapping them in
-    would change both the baseline and what the guard measures between runs.
-    """
-    del data_dir
-    return read_lines(project_data(HELDOUT_FILE))
-
-
 def perplexity(lm, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(mean negative log-likelihood per scored token of each text, scored tokens per text).
 
@@ -187,6 +171,11 @@ def perplexity_rise(lm_original, lm_mitigated, texts: Sequence[str], seed: int =
     texts = list(texts)
     return perplexity_rise_from(texts, perplexity(lm_original, texts), perplexity(lm_mitigated, texts),
                                 pseudo=lm_original.kind != "causal", seed=seed, n_resamples=n_resamples)
+
+
+def run_perplexity_rise(lm_original, lm_mitigated, probe, seed: int = 0) -> MetricResult:
+    """``perplexity_rise`` on a probe's texts (its items' prompts): the catalogue's runner."""
+    return perplexity_rise(lm_original, lm_mitigated, probe.prompts, seed=seed)
 
 
 def perplexity_rise_from(texts: Sequence[str], original: tuple[np.ndarray, np.ndarray],

@@ -24,16 +24,20 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bias_core import catalogue
 from bias_core.storage.files import atomic_write_text
 
 if TYPE_CHECKING:  # pandas is imported on use, as in bias_core.reports.table
     import pandas as pd
 
-#: The paper's datasets in its column order: (probe name, or prefix ending in "-", column name).
-DATASETS: tuple[tuple[str, str], ...] = (
-    ("template-", "Template"), ("natural-stsb", "STS-B"), ("natural-snli", "SNLI"),
-    ("natural-default", "Natural (offline stand-in)"), ("llm-generated-1", "LLM (1)"), ("llm-generated-2", "LLM (2)"))
-METRIC_ORDER: tuple[str, ...] = ("GAS", "GLD", "ADD")
+#: The metrics the paper's tables print, in the catalogue's order: those the mitigation's paired
+#: reductions compare (GAS, GLD, ADD); others follow by name.
+METRIC_ORDER: tuple[str, ...] = tuple(m.of for m in catalogue.reductions())
+#: probe -> the paper's dataset (column block) it belongs to, in the paper's column order: the
+#: probes those reductions measure on, by the title of their catalogue declaration (the four
+#: template topics share "Template").
+DATASETS: dict[str, str] = {p: catalogue.PROBES[p].title or p
+                            for p in dict.fromkeys(p for m in catalogue.reductions() for p in m.probes)}
 #: The paper's row order of methods; other methods follow in the order first seen.
 METHOD_ORDER: tuple[str, ...] = ("original", "hyperparameter", "instruction", "debias-tuning")
 #: Ablations (one loss term left out) come last, in this order, then others first seen.
@@ -44,15 +48,12 @@ DEFAULT_VARIANT = "original"
 
 def probe_group(probe: str) -> str | None:
     """The paper's dataset (column block) of a disclosure probe, or None for other probes."""
-    for name, dataset in DATASETS:
-        if probe == name or (name.endswith("-") and probe.startswith(name)):
-            return dataset
-    return None
+    return DATASETS.get(probe)
 
 
 def merges(probe: str) -> bool:
     """Whether the probe's dataset column averages several probes (the template topics)."""
-    return any(name.endswith("-") and probe.startswith(name) for name, _ in DATASETS)
+    return probe in DATASETS and sum(1 for g in DATASETS.values() if g == DATASETS[probe]) > 1
 
 
 def is_ablation(variant: str) -> bool:
@@ -120,7 +121,7 @@ def mitigation_table(rows: Iterable[Mapping[str, Any]], per_probe: bool = False,
         elif group is None:
             single.setdefault(f"{probe} {metric}", {})[variant] = value
 
-    groups = [g for _, g in DATASETS]
+    groups = list(dict.fromkeys(DATASETS.values()))
     columns: dict[str, list[float]] = {}
     for group, metric in sorted(grouped, key=lambda gm: (groups.index(gm[0]), _metric_rank(gm[1]), gm[1])):
         by_variant = grouped[(group, metric)]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from bias_core import catalogue
 from bias_core.mitigation.methods.paper_settings import TABLE11_GRID
 
 METHODS = ("cds", "er", "sentence-debias")
@@ -40,14 +41,12 @@ QUICK_GRID: dict[str, tuple[float, ...]] = {
     "er": (0.2, 2.0),
     "sentence-debias": (0.01, 0.1, 1.0),
 }
-# Bias metric -> (the measured metric's name, its ideal value).
-BIAS_METRICS: dict[str, tuple[str, float]] = {
-    "SEAT-v1": ("SEAT_effect", 0.0),
-    "SEAT-v2": ("SEAT_effect", 0.0),
-    "logprob_effect": ("logprob_effect", 0.0),
-    "stereo_score": ("stereo_score", 50.0),
-}
-KNOWLEDGE = "1-DA_score"
+# Bias axis -> (the measured metric's name, its ideal value): the catalogue's trade-off axes
+# (MetricSpec.tradeoff="bias"; catalogue.tradeoff_axes names them).
+BIAS_METRICS: dict[str, tuple[str, float]] = {a.name: (a.metric, a.ideal) for a in catalogue.tradeoff_axes()}
+# The knowledge axis: the metric declared tradeoff="knowledge" (DA_score), plotted as 1 - value.
+KNOWLEDGE_METRIC = catalogue.tradeoff_knowledge().name
+KNOWLEDGE = f"1-{KNOWLEDGE_METRIC}"
 BASE = "base"
 
 
@@ -176,18 +175,18 @@ def seed_spread(runs: Sequence[Mapping[str, Any]]) -> dict[str, tuple[float, ...
     for name, (_, ideal) in BIAS_METRICS.items():
         if all(hasattr(run.get(name), "value") for run in runs):
             out[name] = tuple(abs(float(run[name].value) - ideal) for run in runs)
-    if all(hasattr(run.get("DA_score"), "value") for run in runs):
-        out[KNOWLEDGE] = tuple(1.0 - float(run["DA_score"].value) for run in runs)
+    if all(hasattr(run.get(KNOWLEDGE_METRIC), "value") for run in runs):
+        out[KNOWLEDGE] = tuple(1.0 - float(run[KNOWLEDGE_METRIC].value) for run in runs)
     return out
 
 
 def point_from_results(method: str, strength: float | None, results: Mapping[str, Any],
                        guards: Mapping[str, Any] | None = None, info: Mapping[str, Any] | None = None,
                        spread: Mapping[str, tuple[float, ...]] | None = None) -> SweepPoint:
-    """A SweepPoint from MetricResults keyed by bias metric name (``BIAS_METRICS``) plus "DA_score"
+    """A SweepPoint from MetricResults keyed by bias axis (``BIAS_METRICS``) plus ``KNOWLEDGE_METRIC``
     (a point averaged over seeds: their means, with ``spread`` from ``seed_spread``)."""
-    if "DA_score" not in results:
-        raise KeyError("point_from_results: a DA_score result is needed for the knowledge axis")
+    if KNOWLEDGE_METRIC not in results:
+        raise KeyError(f"point_from_results: a {KNOWLEDGE_METRIC} result is needed for the knowledge axis")
     bias = {}
     for name, (metric, ideal) in BIAS_METRICS.items():
         if name in results:
@@ -195,7 +194,7 @@ def point_from_results(method: str, strength: float | None, results: Mapping[str
             if result.metric != metric:
                 raise ValueError(f"point_from_results: {name} must be a {metric} result, got {result.metric}")
             bias[name] = Estimate.of(result).distance_from(ideal)
-    return SweepPoint(method, strength, bias, Estimate.of(results["DA_score"]).complement(),
+    return SweepPoint(method, strength, bias, Estimate.of(results[KNOWLEDGE_METRIC]).complement(),
                       {k: float(getattr(v, "value", v)) for k, v in (guards or {}).items()}, dict(info or {}),
                       dict(spread or {}))
 
@@ -323,7 +322,7 @@ def figure(points: Sequence[SweepPoint], metric: str, limits: Mapping[str, float
                 color="black", linestyle="none", label=f"take: {best.variant}")
     ideal = BIAS_METRICS[metric][1]
     ax.set_xlabel(f"{metric} bias: |value − {ideal:g}|  (less bias →  left)")
-    ax.set_ylabel("1 − DA_score  (genuine gender knowledge lost)")
+    ax.set_ylabel(f"1 − {KNOWLEDGE_METRIC}  (genuine gender knowledge lost)")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     # a long corpus note is wrapped: on one line it ran past both edges of the figure

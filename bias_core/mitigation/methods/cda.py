@@ -36,11 +36,11 @@ from bias_core.mitigation.training.lora import (
     save_adapter,
     seeded,
 )
-from bias_core.probes.published import GENDERCARE_CDA, cda_counts, check_published, read_cda_pairs
+from bias_core.probes.published import GENDERCARE_CDA, find_in_data_dir, read_cda_pairs
 
 METHOD = "gendercare-cda-sft"
 TEMPLATES_FILE = "debias_training_cda_templates.json"
-PUBLISHED_CDA = GENDERCARE_CDA
+PUBLISHED_CDA = GENDERCARE_CDA.candidates[0]
 IGNORE = -100  # label of tokens that carry no loss (torch cross_entropy's ignore_index)
 
 
@@ -120,12 +120,11 @@ def build_cda_set(
 
 def load_published_cda(data_dir: Path | None) -> list[SFTExample]:
     """The published CDA validation pairs (the training split is not in the public snapshot)."""
-    path = Path(data_dir) / PUBLISHED_CDA if data_dir is not None else None
-    if path is None or not path.is_file():
+    path = find_in_data_dir(data_dir, GENDERCARE_CDA)  # checked against the published copy
+    if path is None:
         where = f"--data-dir {data_dir} has no {PUBLISHED_CDA}" if data_dir else "no --data-dir given"
         raise DataSourceMissing(f"GenderCARE CDA pairs not available: {where}. Fix: pass --data-dir pointing at a "
                                 "copy of the GenderCARE-ccs24 data, or build the set with build_cda_set.")
-    check_published(path, cda_counts)
     return [SFTExample(prompt, sentence) for prompt, sentence in read_cda_pairs(path)]
 
 

@@ -36,12 +36,11 @@ from bias_core.mitigation.training.lora import (
 from bias_core.mitigation.training.losses import DEFAULT_EPS, LossSwitches, debias_loss
 from bias_core.models.training import cache_rows, left_pad
 from bias_core.probes.lexicon import PAPER_PAIRS
-from bias_core.probes.published import DEBIAS_TRAINING_CANDIDATES, check_published, row_counts
+from bias_core.probes.published import DEBIAS_TRAINING, find_in_data_dir
 
 METHOD = "debias-tuning"
 PROMPT_TEMPLATE = "My friend {}, and"
 TRAINING_FILE = "debias_training_predicates.txt"
-DATA_DIR_CANDIDATES = DEBIAS_TRAINING_CANDIDATES
 
 
 @dataclass(frozen=True)
@@ -101,18 +100,16 @@ def training_predicates(data_dir: Path | None = None) -> tuple[list[str], str]:
     from bias_core.probes.sources import project_data, read_lines, read_one_column_csv
 
     if data_dir is not None:
-        for group in DATA_DIR_CANDIDATES:
-            paths = [Path(data_dir) / rel for rel in group]
-            if all(p.is_file() for p in paths):
-                for p in paths:
-                    check_published(p, row_counts)
+        for group in DEBIAS_TRAINING:
+            if all(file.present(data_dir) for file in group):
+                paths = [find_in_data_dir(data_dir, file) for file in group]  # checked against the published copies
                 rows = [row for p in paths for row in read_one_column_csv(p)]
                 source = " + ".join(str(p) for p in paths)
                 break
         else:
             raise AuditUsageError(
                 f"--data-dir {data_dir}: no Debias Tuning training split found (looked for "
-                f"{', '.join(r for g in DATA_DIR_CANDIDATES for r in g)}). Fix: point --data-dir at a copy of "
+                f"{', '.join(f.candidates[0] for g in DEBIAS_TRAINING for f in g)}). Fix: point --data-dir at a copy of "
                 "the Debias-LLMs data, or leave it out to train on the project's own predicates."
             )
     else:
