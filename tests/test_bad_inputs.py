@@ -1391,6 +1391,8 @@ OPTION_CASES_A = {
     "baseline-missing": (["--baseline", "./no/such/run"], ["--baseline ./no/such/run", "no such run folder", "Fix:"]),
     "baseline-adapter-alone": (["--baseline-adapter", "x"], ["--baseline-adapter needs --baseline MODEL"]),
     "summary-md-folder": (["--summary-md", "audits"], ["--summary-md audits", "is a folder"]),
+    "baseline-max-missing-whole": (["--baseline-max-missing", "1"],
+                                   ["--baseline-max-missing 1", "up to (not including) 1", "Fix:"]),
 }
 # Options with no value to get wrong, and one whose bad value the run works around, saying so.
 FLAG_OPTIONS = {"--load-in-4bit", "--no-cache", "--strict-gates", "--no-report", "--trust-remote-code",
