@@ -158,3 +158,19 @@ def test_the_command_line_values_are_converted_by_the_declaring_engine():
 def test_an_option_that_is_not_a_long_lowercase_option_is_refused_when_declared(flag):
     with pytest.raises(ValueError, match="not a long option"):
         EngineOption(flag, "h")
+
+
+NUMERIC = [(name, option) for found in declared(builtin_only=True).values() for name, option in found
+           if option.type in (int, float)]
+
+
+@pytest.mark.parametrize("engine, option", NUMERIC, ids=[option.flag for _, option in NUMERIC])
+def test_every_numeric_builtin_option_refuses_text_and_zero_naming_a_value_that_works(engine, option):
+    """The class: each count or amount a built-in engine takes (five of them) refuses a word and 0."""
+    with pytest.raises(AuditUsageError, match=rf"^{option.flag} many: must be .*\. Fix: e\.g\. {option.flag} [0-9]+\.$"):
+        engine_fields(lambda name, default=None: {"--engine": engine, option.flag: "many"}.get(name, default))
+    with pytest.raises(AuditUsageError, match=rf"^{option.flag} 0(\.0)?: must be a positive.*Fix: e\.g\. {option.flag} "):
+        engine_option_values(get_engine(engine), {option.key: "0"})
+    example = option.parse(option.example)  # the value the message offers is one the engine takes
+    assert example > 0 and engine_option_values(get_engine(engine), {option.key: option.example})[option.key] == example
+    assert len(NUMERIC) == 5

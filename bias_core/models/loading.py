@@ -69,28 +69,29 @@ def cuda_available() -> bool:
 
 
 def check_options(opts: LoadOptions) -> LoadOptions:
-    """Usage errors that need no model, raised before anything loads: the engine's options (its
-    own, typed and in range; another engine's refused), what the engine cannot honour, then the
-    options every engine shares. Returns ``opts`` with every option of its engine filled in."""
+    """Usage errors that need no model, raised before anything loads: each option's own value
+    (the engine's options typed and in range, another engine's refused; device, dtype,
+    precision, batch size), then what the engine cannot honour (its ``check``), then the
+    combinations. Returns ``opts`` with every option of its engine filled in."""
     entry = get_engine(opts.engine)
     opts = with_engine_options(opts)
-    if entry.check is not None:
-        entry.check(opts)
     if opts.device not in DEVICES:
         raise AuditUsageError(f"--device {opts.device}: choose one of {', '.join(DEVICES)}.")
     if opts.dtype not in DTYPES:
         raise AuditUsageError(f"--dtype {opts.dtype}: choose one of {', '.join(DTYPES)}.")
     check_precision(opts.precision)
-    if opts.precision in ("exact", "half") and (opts.dtype != "auto" or opts.load_in_4bit):
-        raise AuditUsageError(
-            f"--precision {opts.precision} with {'--load-in-4bit' if opts.load_in_4bit else '--dtype ' + opts.dtype}: "
-            "the precision mode chooses the dtypes itself. Fix: drop one of the two options "
-            "(--dtype/--load-in-4bit alone compute in that dtype, unchecked).")
     if opts.batch_size is not None and opts.batch_size < 1:
         raise AuditUsageError(f"--batch-size {opts.batch_size}: must be a positive integer or 'auto'.")
     if opts.device == "cuda" and not cuda_available():
         raise AuditUsageError("--device cuda: no CUDA GPU is visible (torch.cuda.is_available() is False). "
                               "Fix: use --device cpu or auto.")
+    if entry.check is not None:  # what this engine cannot honour, before the combinations below
+        entry.check(opts)
+    if opts.precision in ("exact", "half") and (opts.dtype != "auto" or opts.load_in_4bit):
+        raise AuditUsageError(
+            f"--precision {opts.precision} with {'--load-in-4bit' if opts.load_in_4bit else '--dtype ' + opts.dtype}: "
+            "the precision mode chooses the dtypes itself. Fix: drop one of the two options "
+            "(--dtype/--load-in-4bit alone compute in that dtype, unchecked).")
     if opts.adapter is not None:
         from bias_core.models.weights.adapter import check_adapter_dir
 

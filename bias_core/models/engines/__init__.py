@@ -85,17 +85,25 @@ class EngineOption:
         """This option's value in ``opts`` (``LoadOptions``): as given, else the default."""
         return opts.engine_options.get(self.key, self.default)
 
-    def parse(self, value: Any) -> Any:
-        """``value`` (the command line's text, or a typed value) as this option's type, checked:
-        else a usage error naming the option, the value and an example."""
-        fix = f" Fix: e.g. {self.flag} {self.example}." if self.example else ""
+    def convert(self, value: Any) -> Any:
+        """``value`` (the command line's text, or a typed value) as this option's type, else a
+        usage error naming the option, the value and an example."""
         typed = _convert(self.type, value)
         if typed is None:
-            raise AuditUsageError(f"{self.flag} {value}: must be {self.what}.{fix}")
+            raise AuditUsageError(f"{self.flag} {value}: must be {self.what}.{self._fix}")
+        return typed
+
+    def parse(self, value: Any) -> Any:
+        """``convert``, then ``check``: the value this engine receives, or a usage error."""
+        typed = self.convert(value)
         problem = self.check(typed) if self.check is not None else None
         if problem:
-            raise AuditUsageError(f"{self.flag} {typed}: {problem}.{fix}")
+            raise AuditUsageError(f"{self.flag} {typed}: {problem}.{self._fix}")
         return typed
+
+    @property
+    def _fix(self) -> str:
+        return f" Fix: e.g. {self.flag} {self.example}." if self.example else ""
 
 
 def _convert(kind: type, value: Any) -> Any:

@@ -83,7 +83,7 @@ def engine_fields(opt: Callable[..., Any]) -> dict[str, Any]:
         if value is None:
             continue
         option = next((o for name, o in owners if name == engine), owners[0][1])
-        given[option.key] = option.parse(value)
+        given[option.key] = option.convert(value)  # its range once the engine is known to take it
     return {"engine": engine, "engine_options": given,
             "adapters_expected": any(opt(o, None) for o in ("--adapter", "--baseline-adapter", "--mitigation",
                                                              "--mitigation-sweep"))}
