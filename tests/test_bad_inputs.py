@@ -1024,7 +1024,7 @@ def test_25_vllm_checkpoint_check_passes_a_whole_checkpoint(tiny_copy, tmp_path,
     """The check reads no weight and passes the tiny model as it is: vLLM's start is reached."""
     from bias_core.models import LoadOptions
     from bias_core.models.engines import vllm as vllm_engine
-    from bias_core.models.loading import check_checkpoint_fills
+    from bias_core.models.engines.transformers import check_checkpoint_fills
     from bias_core.models.registry import resolve_model
 
     spec, opts = resolve_model(str(tiny_copy)), LoadOptions(cache_dir=tmp_path / "c", progress=False, engine="vllm")

@@ -39,8 +39,8 @@ def stub(reference, **faults) -> StubServer:
 def endpoint(folder, url, tmp_path, **options):
     options.setdefault("cache_dir", tmp_path / "cache")
     options.setdefault("use_cache", False)
-    options.setdefault("max_concurrency", 1)
-    return load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_url=url, progress=False,
+    own = {"engine_url": url, "max_concurrency": options.pop("max_concurrency", 1)}
+    return load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_options=own, progress=False,
                                                               **options))
 
 

@@ -151,8 +151,8 @@ NOT_OPTIONS = AUTH | {"500-echo", "200-not-json", "timeout"}
 
 def _endpoint(folder, url, tmp_path, timeout):
     return load_model(resolve_model(str(folder)), LoadOptions(
-        engine="openai", engine_url=url, progress=False, cache_dir=tmp_path / "cache", use_cache=False,
-        max_concurrency=1, api_key_env=KEY_ENV, request_timeout=timeout))
+        engine="openai", progress=False, cache_dir=tmp_path / "cache", use_cache=False,
+        engine_options={"engine_url": url, "max_concurrency": 1, "api_key_env": KEY_ENV, "request_timeout": timeout}))
 
 
 @pytest.mark.parametrize("when", ["load", "mid-run"])
@@ -192,7 +192,8 @@ def test_a_refusal_without_a_key_says_to_pass_one(reference, tmp_path, monkeypat
     with StubServer(ref.engine.model, ref.engine.tokenizer) as server:
         server.transport = Refuse(401, path=None)
         with pytest.raises(AuditUsageError, match="asks for an API key and none was sent.*Fix: pass --api-key-env NAME"):
-            load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_url=server.url, progress=False,
+            load_model(resolve_model(str(folder)), LoadOptions(engine="openai", progress=False,
+                                                               engine_options={"engine_url": server.url},
                                                                cache_dir=tmp_path, use_cache=False))
 
 

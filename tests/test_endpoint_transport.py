@@ -132,8 +132,10 @@ def test_an_answer_cut_every_time_is_engine_unavailable_after_the_retries(server
 
 def test_a_reset_mid_run_is_retried_and_the_numbers_stay(server, reference, tmp_path):
     folder, ref = reference
-    lm = load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_url=server.url, progress=False,
-                                                            cache_dir=tmp_path, use_cache=False, max_concurrency=1))
+    lm = load_model(resolve_model(str(folder)), LoadOptions(engine="openai", progress=False, cache_dir=tmp_path,
+                                                            use_cache=False,
+                                                            engine_options={"engine_url": server.url,
+                                                                            "max_concurrency": 1}))
     server.transport = cut = Reset(0.5, times=2)
     pairs = [("My friend is a nurse, and", " she"), ("The pilot said that", " he")]
     np.testing.assert_allclose(lm.loglikelihood(pairs), ref.loglikelihood(pairs), atol=1e-4)
@@ -161,7 +163,8 @@ def test_an_answer_over_the_size_cap_at_load_is_named_as_such(server, reference,
     folder, _ = reference
     server.transport = Oversize(20)
     with pytest.raises(AuditUsageError, match=r"larger than --max-response-mb 16 \(20\.0 MB announced\)") as failure:
-        load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_url=server.url, progress=False,
+        load_model(resolve_model(str(folder)), LoadOptions(engine="openai", progress=False,
+                                                           engine_options={"engine_url": server.url},
                                                            cache_dir=tmp_path, use_cache=False))
     assert "log-probabilit" not in str(failure.value)
 
@@ -193,11 +196,11 @@ def test_an_answer_compressed_without_being_asked_is_refused(server):
 ])
 def test_the_deadline_and_the_size_cap_are_checked_before_any_model_loads(options, message):
     with pytest.raises(AuditUsageError, match=message):
-        check_options(LoadOptions(engine="openai", engine_url="http://h:1", **options))
+        check_options(LoadOptions(engine="openai", engine_options={"engine_url": "http://h:1", **options}))
     with pytest.raises(AuditUsageError, match="--max-response-mb lots: must be a positive number of MiB"):
         engine_fields(lambda name, default=None: "lots" if name == "--max-response-mb" else default)
     with pytest.raises(AuditUsageError, match="not an option of --engine transformers"):
-        check_options(LoadOptions(max_response_mb=4.0))
+        check_options(LoadOptions(engine_options={"max_response_mb": 4.0}))
 
 
 # ----- kept-alive connections ------------------------------------------------------------------------------

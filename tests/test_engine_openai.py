@@ -34,26 +34,31 @@ def stub(reference, **faults) -> StubServer:
     return StubServer(reference.engine.model, reference.engine.tokenizer, **faults)
 
 
+ENDPOINT = {"max_concurrency", "api_key_env"}  # the endpoint engine's own options these tests pass
+
+
 def endpoint(folder, url, tmp_path, **options):
     options.setdefault("cache_dir", tmp_path / "cache")
     options.setdefault("use_cache", False)
-    options.setdefault("max_concurrency", 2)
-    return load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_url=url, progress=False,
+    own = {"engine_url": url, "max_concurrency": 2, **{k: options.pop(k) for k in list(options) if k in ENDPOINT}}
+    return load_model(resolve_model(str(folder)), LoadOptions(engine="openai", engine_options=own, progress=False,
                                                               **options))
 
 
 # ----- options: usage errors before anything loads ---------------------------------------------------
 @pytest.mark.parametrize("options, message", [
     ({"engine": "openai"}, "needs --engine-url"),
-    ({"engine": "openai", "engine_url": "127.0.0.1:8000"}, "not an http"),
-    ({"engine": "openai", "engine_url": "http://user:pw@host:8000"}, "credentials"),
-    ({"engine": "openai", "engine_url": "http://h:1", "api_key_env": "BIAS_CORE_TEST_UNSET_KEY"}, "not set"),
-    ({"engine": "openai", "engine_url": "http://h:1", "precision": "exact"}, "the server decides"),
-    ({"engine": "openai", "engine_url": "http://h:1", "adapter": "x"}, "the server decides"),
-    ({"engine": "openai", "engine_url": "http://h:1", "tensor_parallel_size": 2}, "not an option of --engine openai"),
-    ({"engine_url": "http://h:1"}, "not an option of --engine transformers"),
+    ({"engine": "openai", "engine_options": {"engine_url": "127.0.0.1:8000"}}, "not an http"),
+    ({"engine": "openai", "engine_options": {"engine_url": "http://user:pw@host:8000"}}, "credentials"),
+    ({"engine": "openai", "engine_options": {"engine_url": "http://h:1", "api_key_env": "BIAS_CORE_TEST_UNSET_KEY"}},
+     "not set"),
+    ({"engine": "openai", "engine_options": {"engine_url": "http://h:1"}, "precision": "exact"}, "the server decides"),
+    ({"engine": "openai", "engine_options": {"engine_url": "http://h:1"}, "adapter": "x"}, "the server decides"),
+    ({"engine": "openai", "engine_options": {"engine_url": "http://h:1", "tensor_parallel_size": 2}},
+     "not an option of --engine openai"),
+    ({"engine_options": {"engine_url": "http://h:1"}}, "not an option of --engine transformers"),
     ({"engine": "ollama"}, "unknown engine.*transformers, vllm, openai"),
-    ({"engine": "openai", "engine_url": "http://h:1", "max_concurrency": 0}, "positive integer"),
+    ({"engine": "openai", "engine_options": {"engine_url": "http://h:1", "max_concurrency": 0}}, "positive integer"),
 ])
 def test_engine_options_are_checked_before_any_model_loads(options, message, monkeypatch):
     monkeypatch.delenv("BIAS_CORE_TEST_UNSET_KEY", raising=False)

@@ -177,7 +177,7 @@ def test_the_endpoint_engine_against_a_real_vllm_server_gives_vllms_numbers(vllm
 
     folder, _, _ = _weights_dir(resolve_model("smollm2-135m"), LoadOptions(cache_dir=bias_core_cache_dir()))
     with vllm_server(vllm_python, Path(folder), tmp_path / "server.log") as url:
-        lm = load_model(resolve_model("smollm2-135m"), LoadOptions(engine="openai", engine_url=url, use_cache=False,
+        lm = load_model(resolve_model("smollm2-135m"), LoadOptions(engine="openai", engine_options={"engine_url": url}, use_cache=False,
                                                                    cache_dir=bias_core_cache_dir(), progress=False))
         assert lm.info().engine == "openai" and lm.engine.served == "smollm2-135m"
         got = numbers(lm)

@@ -14,8 +14,11 @@ from bias_core.models import LoadOptions, check_options
 from bias_core.models.engines import vllm as engine
 
 
-def opts(**kw) -> LoadOptions:
-    return LoadOptions(engine="vllm", **kw)
+def opts(tensor_parallel_size=None, pipeline_parallel_size=None, engine_options=(), **kw) -> LoadOptions:
+    """--engine vllm with these options (the vLLM ones as keywords, as on its command line)."""
+    given = {"tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size}
+    own = {**{k: v for k, v in given.items() if v is not None}, **dict(engine_options)}
+    return LoadOptions(engine="vllm", engine_options=own, **kw)
 
 
 def test_dtype_auto_is_the_reference_float32_on_cpu_and_the_models_own_on_gpus():
@@ -59,7 +62,7 @@ def test_without_vllm_the_engine_is_a_usage_error_naming_the_install(monkeypatch
 @pytest.mark.parametrize("options, message", [
     ({"precision": "exact"}, "--precision exact with --engine vllm"),
     ({"load_in_4bit": True}, "--load-in-4bit with --engine vllm"),
-    ({"engine_url": "http://h:1"}, "--engine-url: not an option of --engine vllm"),
+    ({"engine_options": {"engine_url": "http://h:1"}}, "--engine-url: not an option of --engine vllm"),
     ({"tensor_parallel_size": 0}, "--tensor-parallel-size 0: must be a positive integer"),
 ])
 def test_options_vllm_cannot_honour_are_refused_before_loading(monkeypatch, options, message):
@@ -72,7 +75,7 @@ def test_tensor_parallelism_is_an_option_of_vllm_only(monkeypatch):
     monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
     check_options(opts(tensor_parallel_size=2, pipeline_parallel_size=2))
     with pytest.raises(AuditUsageError, match="--tensor-parallel-size: not an option of --engine transformers"):
-        check_options(LoadOptions(tensor_parallel_size=2))
+        check_options(LoadOptions(engine_options={"tensor_parallel_size": 2}))
 
 
 def test_the_run_header_names_engine_dtype_and_parallelism(monkeypatch):

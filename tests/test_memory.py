@@ -100,7 +100,8 @@ def test_a_plan_changes_the_batches_not_the_results(tiny_lm):
 
 
 def test_cuda_auto_batch_comes_from_the_plan_and_batch_size_overrides_it(monkeypatch):
-    from bias_core.models.loading import LoadOptions, _gpu_settings, auto_batch_size
+    from bias_core.models.engines.transformers import _gpu_settings, auto_batch_size
+    from bias_core.models.loading import LoadOptions
 
     assert auto_batch_size(LoadOptions(), "cpu") == 128
     assert auto_batch_size(LoadOptions(), "cuda") == MAX_ROWS

@@ -14,7 +14,7 @@ from bias_core.gating.adaptive_sampling import DEFAULT_BUDGET_S, SampleOptions
 from bias_core.gating.thresholds import Thresholds, load_thresholds
 from bias_core.mitigation.evaluation.tradeoff_curves import parse_grid
 from bias_core.mitigation.methods.names import parse_mitigations
-from bias_core.models.engines.options import add_engine_options, engine_fields
+from bias_core.models.engines.options import add_engine_options, add_package_engine_options, engine_fields
 from bias_core.models.loading import LoadOptions, check_options
 from bias_core.models.progress import log_interval
 from bias_core.models.registry import DEFAULT_MODEL, MODEL_ALIASES, ModelSpec, resolve_model
@@ -112,6 +112,7 @@ def add_options(parser) -> None:
     from bias_core.pytest_plugin.regression_options import add_options as add_regression_options
 
     add_regression_options(group)  # --adapter, --baseline, --baseline-adapter, --summary-md
+    add_package_engine_options(group)  # last: one whose name is taken is refused, not a parser conflict
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 from bias_core.errors import AuditUsageError
 from bias_core.models.decoding import DecodingConfig
-from bias_core.models.engines import EngineEntry, answers, http_client
+from bias_core.models.engines import EngineEntry, EngineOption, answers, at_least_one, http_client, positive_finite
 from bias_core.models.engines.http_client import EndpointAuthError, EndpointClient, EndpointError, check_url
 from bias_core.models.engines.prompt_logprobs import PromptLogprobEngine, row_seed
 from bias_core.models.protocol import EngineInfo
@@ -55,6 +54,20 @@ TOKENIZER_PROBES = ("The nurse said that she was tired.", "  He paid 1,234 dolla
 CANARY = "My friend is a nurse, and she said that her job is hard."
 CANARY_PREFIX = "My friend is a nurse, and"  # its next tokens and greedy continuation are canaries too
 CANARY_TOP, CANARY_NEW_TOKENS = 5, 8
+URL = EngineOption("--engine-url",
+                   "the server's base URL, e.g. http://127.0.0.1:8000 (requests go there only)", what="a URL")
+API_KEY_ENV = EngineOption("--api-key-env", "the environment variable holding the API key (never the key itself)",
+                           what="an environment variable's name")
+SERVED_MODEL = EngineOption("--served-model", "the model name the server serves (default: its only model)",
+                            what="a model name")
+MAX_CONCURRENCY = EngineOption("--max-concurrency", "requests in flight at once (default: 8)", int, DEFAULT_CONCURRENCY,
+                               what="a positive integer", example="2", check=at_least_one)
+REQUEST_TIMEOUT = EngineOption("--request-timeout",
+                               "seconds one try of a request may take, connection to last byte (default: 120)", float,
+                               DEFAULT_TIMEOUT, what="a positive number of seconds", example="60", check=positive_finite)
+MAX_RESPONSE_MB = EngineOption("--max-response-mb", "the largest answer read from the server, in MiB (default: 16)",
+                               float, http_client.DEFAULT_MAX_RESPONSE_MB, what="a positive number of MiB", example="16",
+                               check=positive_finite)
 NO_PROMPT_LOGPROBS = (
     "Fix: serve the model with a server that echoes prompt log-probabilities for /v1/completions, e.g. vLLM "
     "(python -m vllm.entrypoints.openai.api_server --model DIR), or audit with --engine transformers or vllm. "
@@ -63,25 +76,23 @@ NO_PROMPT_LOGPROBS = (
 
 
 def _api_key(opts: Any) -> str | None:
-    key = os.environ.get(opts.api_key_env) if opts.api_key_env else None
+    name = API_KEY_ENV.of(opts)
+    key = os.environ.get(name) if name else None
     register_secret(key)  # in every process that reads it: nothing written from here on holds it
     return key
 
 
 def check(opts: Any) -> None:
     """Usage errors before anything loads: the URL, the key's variable, options the server owns."""
-    if not opts.engine_url:
+    if not URL.of(opts):
         raise AuditUsageError("--engine openai needs --engine-url, the server's base URL. Fix: e.g. "
                               "--engine-url http://127.0.0.1:8000.")
-    check_url(opts.engine_url)
-    if opts.api_key_env is not None and not os.environ.get(opts.api_key_env):
-        raise AuditUsageError(f"--api-key-env {opts.api_key_env}: that environment variable is not set (or empty). "
+    check_url(URL.of(opts))
+    key_env = API_KEY_ENV.of(opts)
+    if key_env is not None and not os.environ.get(key_env):
+        raise AuditUsageError(f"--api-key-env {key_env}: that environment variable is not set (or empty). "
                               "Fix: export it with the key, or drop --api-key-env for a server without one.")
     _api_key(opts)
-    for flag, value, example in (("--request-timeout", opts.request_timeout, "60"),
-                                 ("--max-response-mb", opts.max_response_mb, "16")):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise AuditUsageError(f"{flag} {value}: must be a positive, finite number. Fix: e.g. {flag} {example}.")
     for flag, given in (("--load-in-4bit", opts.load_in_4bit), ("--device-map", opts.device_map),
                         ("--adapter", opts.adapter), ("--dtype " + str(opts.dtype), opts.dtype != "auto"),
                         ("--precision " + str(opts.precision), opts.precision in ("exact", "half"))):
@@ -309,12 +320,11 @@ def load(spec: Any, opts: Any) -> OpenAIEngine:
     from bias_core.models.loading import local_tokenizer
 
     tokenizer, source, fingerprint, tokenizer_fp = local_tokenizer(spec, opts)
-    client = EndpointClient(opts.engine_url, _api_key(opts), timeout=opts.request_timeout or DEFAULT_TIMEOUT,
-                            max_concurrency=opts.max_concurrency or DEFAULT_CONCURRENCY, progress=opts.progress,
-                            max_response_mb=opts.max_response_mb or http_client.DEFAULT_MAX_RESPONSE_MB,
-                            api_key_env=opts.api_key_env)
+    client = EndpointClient(URL.of(opts), _api_key(opts), timeout=REQUEST_TIMEOUT.of(opts),
+                            max_concurrency=MAX_CONCURRENCY.of(opts), progress=opts.progress,
+                            max_response_mb=MAX_RESPONSE_MB.of(opts), api_key_env=API_KEY_ENV.of(opts))
     try:
-        served = _served_model(client, opts.served_model)
+        served = _served_model(client, SERVED_MODEL.of(opts))
         engine = OpenAIEngine(client, served, tokenizer, spec.name, fingerprint, tokenizer_fp,
                               max_length=_max_length(source), vocab_size=_config_int(source, "vocab_size"))
         engine.check_server(opts.cache_dir if opts.use_cache else None)
@@ -340,10 +350,9 @@ def _config_int(source: Path, key: str) -> int | None:
 
 
 def describe(opts: Any) -> dict[str, str]:
-    return {"engine": "openai v1", "device": f"remote ({check_url(opts.engine_url)})", "dtype": "as served"}
+    return {"engine": "openai v1", "device": f"remote ({check_url(URL.of(opts))})", "dtype": "as served"}
 
 
 ENGINE = EngineEntry(name="openai", load=load, check=check, describe=describe,
-                     options=("engine_url", "api_key_env", "served_model", "max_concurrency", "request_timeout",
-                              "max_response_mb"),
+                     options=(URL, API_KEY_ENV, SERVED_MODEL, MAX_CONCURRENCY, REQUEST_TIMEOUT, MAX_RESPONSE_MB),
                      summary="any OpenAI-compatible server with prompt log-probabilities (/v1/completions, echo)")

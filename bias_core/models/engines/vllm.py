@@ -28,7 +28,7 @@ from typing import Any
 
 from bias_core.errors import AuditUsageError
 from bias_core.models.decoding import DecodingConfig
-from bias_core.models.engines import EngineEntry
+from bias_core.models.engines import EngineEntry, EngineOption, at_least_one
 from bias_core.models.engines.prompt_logprobs import TOP_DEPTH, PromptLogprobEngine, row_seed
 from bias_core.models.protocol import EngineInfo
 
@@ -36,6 +36,10 @@ INSTALL = ('pip install "bias-core[vllm]" (vLLM for CUDA GPUs), or on x86-64 CPU
            "(scripts/setup.sh --dev builds .venv-vllm with it)")
 CPU_KV_CACHE_GIB = "1"  # VLLM_CPU_KVCACHE_SPACE when unset: enough for SmolLM2 and a shared machine
 LORA_RANKS = (8, 16, 32, 64, 128, 256)
+TENSOR_PARALLEL = EngineOption("--tensor-parallel-size", "GPUs one model is split over", int, default=1,
+                               what="a positive integer", example="2", check=at_least_one)
+PIPELINE_PARALLEL = EngineOption("--pipeline-parallel-size", "pipeline stages (nodes, with Ray)", int, default=1,
+                                 what="a positive integer", example="2", check=at_least_one)
 _SHARED: dict[tuple, Any] = {}  # one vLLM engine per base model and settings in this process
 _LORA_IDS: dict[str, int] = {}  # vLLM's LoRA id per adapter (tag): positive, one per adapter
 
@@ -98,8 +102,7 @@ def lora_rank(folder: str | None, unknown: bool = False) -> int:
 
 def engine_args(model_dir: str, opts: Any, gpus: int) -> dict[str, Any]:
     """The keyword arguments of ``vllm.LLM`` for this run (unit-tested: no multi-GPU machine here)."""
-    tp = opts.tensor_parallel_size or 1
-    pp = opts.pipeline_parallel_size or 1
+    tp, pp = TENSOR_PARALLEL.of(opts), PIPELINE_PARALLEL.of(opts)
     args: dict[str, Any] = {
         "model": model_dir, "tokenizer": model_dir, "dtype": resolve_dtype(opts, gpus),
         "tensor_parallel_size": tp, "pipeline_parallel_size": pp,
@@ -241,7 +244,8 @@ def _eos_ids(folder: Path, tokenizer: Any) -> list[int]:
 
 
 def load(spec: Any, opts: Any) -> VLLMEngine:
-    from bias_core.models.loading import _weights_dir, check_checkpoint_fills, tokenizer_fingerprint
+    from bias_core.models.engines.transformers import check_checkpoint_fills
+    from bias_core.models.loading import _weights_dir, tokenizer_fingerprint
     from bias_core.models.registry import detect_kind
 
     folder, fingerprint, weights_sha256 = _weights_dir(spec, opts, opts.option)
@@ -301,15 +305,15 @@ def shutdown_engines(join_timeout_s: float = 60.0) -> None:
 def _transformers_copy(spec: Any, opts: Any) -> Any:
     import dataclasses
 
-    from bias_core.models.loading import load_transformers
+    from bias_core.models.engines import transformers
 
-    return load_transformers(spec, dataclasses.replace(opts, engine="transformers", adapter=None, dtype="auto",
-                                                       tensor_parallel_size=None, pipeline_parallel_size=None))
+    return transformers.load(spec, dataclasses.replace(opts, engine="transformers", adapter=None, dtype="auto",
+                                                       engine_options={}))
 
 
 def describe(opts: Any) -> dict[str, str]:
     gpus = _cuda_devices()
-    tp, pp = opts.tensor_parallel_size or 1, opts.pipeline_parallel_size or 1
+    tp, pp = TENSOR_PARALLEL.of(opts), PIPELINE_PARALLEL.of(opts)
     out = {"engine": f"vllm {vllm_version() or ''}".strip(), "device": "cuda" if gpus else "cpu",
            "dtype": resolve_dtype(opts, gpus)}
     if tp * pp > 1:
@@ -318,5 +322,5 @@ def describe(opts: Any) -> dict[str, str]:
 
 
 ENGINE = EngineEntry(name="vllm", load=load, check=check, describe=describe,
-                     options=("tensor_parallel_size", "pipeline_parallel_size"),
+                     options=(TENSOR_PARALLEL, PIPELINE_PARALLEL),
                      summary="vLLM in this process (causal LMs; LoRA adapters; tensor/pipeline parallelism)")

@@ -37,14 +37,16 @@ def describe(opts: Any, workers: int = 0) -> dict[str, str]:
     """{"device": ..., "dtype": ...} a run with these LoadOptions uses, resolved ("auto" never
     shows): e.g. "cuda:0 (NVIDIA H100 80GB HBM3)" and "bfloat16", or "cpu" and "float32".
     Another engine than transformers says what it knows before loading (engine, dtype, URL)."""
-    from bias_core.models.loading import resolve_device, resolve_dtype
+    from bias_core.models.engines.transformers import resolve_dtype
+    from bias_core.models.loading import resolve_device
     from bias_core.models.precision.modes import effective_precision
 
     if getattr(opts, "engine", "transformers") != "transformers":
         from bias_core.models.engines import get_engine
+        from bias_core.models.engines.options import with_engine_options
 
         describe_opts = getattr(get_engine(opts.engine), "describe", None)
-        return describe_opts(opts) if describe_opts else {"engine": opts.engine}
+        return describe_opts(with_engine_options(opts)) if describe_opts else {"engine": opts.engine}
 
     device = resolve_device(opts)
     dtype = str(resolve_dtype(opts, device)).removeprefix("torch.")

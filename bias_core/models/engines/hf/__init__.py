@@ -1,5 +1,5 @@
-"""The transformers engine's model handles (the reference engine, registered in
-``engines/transformers.py`` and loaded by ``models/loading.py``).
+"""The transformers engine's model handles (the reference engine, registered and loaded
+in ``engines/transformers.py``).
 
 - ``causal``: a causal LM's scoring and generation; ``masked``: masked LMs and BART mask filling;
 - ``shared``: what both handles share beside scoring (cache identity, engine card, adapters,
