@@ -282,7 +282,8 @@ def test_the_report_section_is_present_and_escapes_the_runs_text(tmp_path):
     section = html[html.index('<section id="paper-tables">'):]
     section = section[:section.index("</section>")]
     assert '<a href="#paper-tables">' in html
-    assert '<table class="paper" id="pt-dong-1"' in section and "Table 10 as the paper prints it" in section
+    assert '<table class="paper" id="pt-dong-1"' in section
+    assert f'Table 10 as the paper prints it, every model: <a href="{MARKDOWN_FILE}">' in section
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2J|m" in section
     assert 'title="gone &quot;&lt;b&gt;x&lt;/b&gt;&quot; \\x07"' in section
     assert "\x1b" not in html and "\x07" not in html

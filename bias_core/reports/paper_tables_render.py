@@ -24,8 +24,8 @@ MARKDOWN_FILE = "paper_tables.md"
 PAPERS = ("dong2024", "da-gender", "gendercare", "gbm")
 INTRO = ("Each seed paper's tables laid out with this run's numbers, on the paper's scale (ln ADD, shares or "
          "percent as the paper prints them), and beside them the paper's own numbers for the same model where the "
-         "paper has that model; each paper's table as printed, every model, is under it. A cell without a number "
-         "says why (hover for the reason); † marks the value of a sample of the probe's items. Also in "
+         "paper has that model. A cell without a number says why (hover for the reason); † marks the value of a "
+         "sample of the probe's items. The same tables, and each paper's table as printed with every model, are in "
          "paper_tables.md in the run folder.")
 
 
@@ -67,7 +67,7 @@ def table_html(layout: Layout, label: str | None = None, anchor: str | None = No
 
 
 def section_html(tables: Sequence[Layout]) -> str:
-    """The section's body: per paper its citation, then each table with its notes and the printed table."""
+    """The section's body: per paper its citation, then each table with its notes and where the printed table is."""
     data = paper_data()
     out = [f'<p class="note">{esc(INTRO)}</p>']
     for paper in PAPERS:
@@ -79,9 +79,10 @@ def section_html(tables: Sequence[Layout]) -> str:
             out.append(f'<div class="paper-table"><h4>{esc(t.title)}</h4>{table_html(t, t.title, f"pt-{t.key}")}')
             out.append('<ul class="pt-notes">' + "".join(f"<li>{esc(n)}</li>" for n in t.notes) + "</ul>")
             if t.key in data["tables"]:
-                printed = printed_layout(t.key)
-                out.append(f'<details class="printed"><summary>{esc(printed.title.split(":")[0])} as the paper prints '
-                           f"it</summary>{table_html(printed, printed.title)}</details>")
+                # the published table with every model is reference data: in paper_tables.md, not in a
+                # report that must stay small enough to mail and open on a phone
+                out.append(f'<p class="note">{esc(printed_layout(t.key).title.split(":")[0])} as the paper prints it, '
+                           f'every model: <a href="{MARKDOWN_FILE}">{MARKDOWN_FILE}</a>.</p>')
             out.append("</div>")
     return "\n".join(out)
 
