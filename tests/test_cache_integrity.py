@@ -143,13 +143,12 @@ def _session(workerid: str | None):
     from types import SimpleNamespace
 
     from bias_core.pytest_plugin import cache_card
-    from bias_core.pytest_plugin.session_state import RUN, SETTINGS
+    from bias_core.pytest_plugin.session_state import register_run
 
-    config = SimpleNamespace(stash=pytest.Stash())
+    config = SimpleNamespace(pluginmanager=pytest.PytestPluginManager())
     if workerid is not None:
         config.workerinput = {"workerid": workerid}
-    config.stash[RUN] = {}
-    config.stash[SETTINGS] = SimpleNamespace(load=SimpleNamespace(use_cache=True))
+    register_run(config, SimpleNamespace(load=SimpleNamespace(use_cache=True)))
     cache_card.start(config)
     return config
 
