@@ -173,6 +173,7 @@ def test_a_package_plugin_receives_every_gated_row_through_the_hook(audit_dir, m
     assert sorted(tuple(r[k] for k in fields) for r in tapped) == sorted(tuple(r[k] for k in fields) for r in rows)
     assert sorted(r["verdict"] for r in tapped) == ["fail", "inconclusive", "pass"]
     assert all(r["tapped_by"] == "rowtap" for r in rows)
+    assert "tapped_by" in (_run_dir(audit_dir) / "results.csv").read_text().splitlines()[0].split(",")
 
 
 def test_malformed_thresholds_is_a_usage_error(pytester):
