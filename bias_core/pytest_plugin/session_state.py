@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 #: The name ``RunState`` is registered under: ``config.pluginmanager.get_plugin(RUN_PLUGIN)``.
 RUN_PLUGIN = "bias_core.run"
 
-# Per test, on the item: what one test made travels with its own node, not the session.
+# Per test, on the item (as precision_session's RECHECKS and regression_session's ITEMS and ROW):
+# what one test made stays with its own node, not with the session.
 ROW = pytest.StashKey[dict]()  # the audit row the gate built, read when the test's report is made
-RECHECKS = pytest.StashKey[dict]()  # the model's fp32 re-check counts when the test started
 
 #: An xdist worker's usage error reaches the controller as an interruption with this prefix.
 USAGE_STOP = "usage error: "
