@@ -158,7 +158,7 @@ def gate(request, audit_settings):
                          model_fingerprint=getattr(lm, "fingerprint", "")).as_dict()
         request.node.stash[ROW] = row
         # the release gate's per-item values, precision's fields, and any package's (hookspec.py)
-        request.config.hook.pytest_bias_core_gate_result(request=request, result=result, row=row)
+        request.node.ihook.pytest_bias_core_gate_result(request=request, result=result, row=row)
         for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source",
                     "precision", "precision_bound", "rechecked", "items_used", "stop_reason", "interval"):
             if key in row:
