@@ -14,12 +14,12 @@ NO_BASELINE = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no -
 
 def pytest_generate_tests(metafunc):
     from bias_core.pytest_plugin.regression_session import regression_cases
-    from bias_core.pytest_plugin.session_state import SETTINGS
+    from bias_core.pytest_plugin.session_state import run_state
 
     if metafunc.config.getoption("--baseline") is None:
         metafunc.parametrize(("family", "probe", "metric"), [NO_BASELINE])
         return
-    cases = regression_cases(metafunc.config.stash[SETTINGS])  # every family's pairable cases, packages' included
+    cases = regression_cases(run_state(metafunc.config).settings)  # every family's pairable cases, packages' included
     metafunc.parametrize(("family", "probe", "metric"), [pytest.param(f, p, m, id=f"{p}-{m}") for f, p, m in cases])
 
 

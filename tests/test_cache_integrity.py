@@ -143,13 +143,12 @@ def _session(workerid: str | None):
     from types import SimpleNamespace
 
     from bias_core.pytest_plugin import cache_card
-    from bias_core.pytest_plugin.session_state import RUN, SETTINGS
+    from bias_core.pytest_plugin.session_state import register_run
 
-    config = SimpleNamespace(stash=pytest.Stash())
+    config = SimpleNamespace(pluginmanager=pytest.PytestPluginManager())
     if workerid is not None:
         config.workerinput = {"workerid": workerid}
-    config.stash[RUN] = {}
-    config.stash[SETTINGS] = SimpleNamespace(load=SimpleNamespace(use_cache=True))
+    register_run(config, SimpleNamespace(load=SimpleNamespace(use_cache=True)))
     cache_card.start(config)
     return config
 
@@ -296,7 +295,10 @@ def test_audit_on_an_edited_cache_reports_the_rejected_entries(pytester, monkeyp
     second = pytester.runpytest_subprocess(*args)
     doc2 = _results(pytester)
     assert doc2["run"]["cache"]["rejected"] == 3, second.stdout.str()
-    assert doc2["run"]["cache"]["misses"] == 3 and doc2["run"]["cache"]["hits"] > 0
+    # Both workers may find an edited entry before either has stored it again (their tests run at
+    # once): 3 to 6 misses, and the first run's lookups all counted again, whichever worker made them.
+    card1, card2 = doc1["run"]["cache"], doc2["run"]["cache"]
+    assert 3 <= card2["misses"] <= 6 and card2["hits"] + card2["misses"] == card1["hits"] + card1["misses"]
     second.stdout.fnmatch_lines(["WARNING: 3 cache entries did not match their key or checksum and were recomputed."])
     assert {r["test_id"]: r["value"] for r in doc2["results"]} == {r["test_id"]: r["value"] for r in doc1["results"]}
     [run] = sorted((pytester.path / "reports").iterdir())[-1:]

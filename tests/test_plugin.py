@@ -123,6 +123,61 @@ def test_same_results_under_xdist(audit_dir):
     assert sorted(r["verdict"] for r in doc["results"]) == ["fail", "inconclusive", "pass"]
 
 
+def test_run_state_is_one_typed_object_on_the_plugin_manager(audit_dir):
+    """The session's state is one RunState, registered as a plugin (as xdist's DSession is): what
+    the run folder's files say about the run is what it holds."""
+    from bias_core.pytest_plugin.options import AuditSettings
+    from bias_core.pytest_plugin.regression_session import RegressionState
+    from bias_core.pytest_plugin.session_state import RUN_PLUGIN, CacheCounts, RunState, run_state
+
+    recorder = audit_dir.inline_run("-p", "no:cacheprovider")
+    [finish] = recorder.getcalls("pytest_sessionfinish")
+    config = finish.session.config
+    run = config.pluginmanager.get_plugin(RUN_PLUGIN)
+    assert RUN_PLUGIN == "bias_core.run" and isinstance(run, RunState) and run_state(config) is run
+    assert isinstance(run.settings, AuditSettings) and isinstance(run.cache, CacheCounts)
+    assert isinstance(run.regression, RegressionState) and run.regression.settings is run.settings
+    info = json.loads((_run_dir(audit_dir) / "results.json").read_text())["run"]
+    assert (run.run_id, run.run_dir, run.started) == (info["run_id"], _run_dir(audit_dir), info["started"])
+    assert run.model is None  # the synthetic audit never asked for the model
+    assert run.cache.start is not None  # counted from the session's start
+
+
+# A package's plugin: pytest hooks only, nothing of bias_core imported.
+ROW_TAP = """
+import json
+import os
+
+def pytest_bias_core_gate_result(row):
+    with open(os.environ["ROW_TAP"], "a") as out:
+        out.write(json.dumps(row) + "\\n")
+    row["tapped_by"] = "rowtap"
+"""
+
+
+@pytest.mark.parametrize("workers", [pytest.param(None, id="in-process"),
+                                     pytest.param("2", id="xdist", marks=pytest.mark.slow)])
+def test_a_package_plugin_receives_every_gated_row_through_the_hook(audit_dir, monkeypatch, workers):
+    """A plugin implementing pytest_bias_core_gate_result sees each gated row as the gate judged it
+    (under xdist, in the worker), and a field it adds reaches results.json from a worker too."""
+    audit_dir.makepyfile(rowtap=ROW_TAP)
+    monkeypatch.setenv("ROW_TAP", str(audit_dir.path / "tapped.jsonl"))
+    args = ("-p", "no:cacheprovider", "-p", "rowtap")
+    if workers is None:
+        audit_dir.syspathinsert()
+        result = audit_dir.runpytest(*args)
+    else:
+        result = audit_dir.runpytest_subprocess(*args, "-n", workers)
+    result.assert_outcomes(passed=1, failed=1)
+    tapped = [json.loads(line) for line in (audit_dir.path / "tapped.jsonl").read_text().splitlines()]
+    rows = json.loads((_run_dir(audit_dir) / "results.json").read_text())["results"]
+    fields = ("nodeid", "test_id", "probe", "metric", "value", "ci_low", "ci_high", "n", "limit", "verdict")
+    assert sorted(tuple(r[k] for k in fields) for r in tapped) == sorted(tuple(r[k] for k in fields) for r in rows)
+    assert sorted(r["verdict"] for r in tapped) == ["fail", "inconclusive", "pass"]
+    assert all(r["tapped_by"] == "rowtap" for r in rows)
+    assert "tapped_by" in (_run_dir(audit_dir) / "results.csv").read_text().splitlines()[0].split(",")
+
+
 def test_malformed_thresholds_is_a_usage_error(pytester):
     pytester.makefile(".toml", thresholds="[metrics.GLD]\nmax = 'high'\n")
     pytester.makepyfile(test_audit=AUDIT)

@@ -7,13 +7,17 @@
   run audited and how, for the header, JUnit and results.json;
 - ``options``: the command-line options, validated into one settings object before any model
   loads; ``regression_options``: the release gate's (``--baseline``, ``--margin``, ...);
-- ``session_state``: the stash keys of a session and the run's sample plan;
+- ``session_state``: the session's one typed ``RunState`` (settings, run id and folder, the
+  loaded model, the sample plan, the cache counts, the release gate's state), registered with the
+  plugin manager as ``bias_core.run``; the per-test stash keys; the run's sample plan;
 - ``suite_factory``: which suite audits a family (the project's own, or a package's);
-- ``hookspec`` and ``extensions``: the hook through which other packages add probes, metrics
-  and suites (entry-point group ``bias_core.suites``);
+- ``hookspec`` and ``extensions``: the hooks through which other packages add probes, metrics
+  and suites (entry-point group ``bias_core.suites``) and see each gated result;
 - ``result_row``: one typed result row; ``outputs``: report destinations checked up front and
   written so that a failure after the tests never loses the verdict;
-- ``regression_session``: the release gate inside an audit run.
+- ``regression_session``: the release gate inside an audit run; ``precision_session``:
+  ``--precision``'s fields of each row; both attach to ``gate`` through
+  ``pytest_bias_core_gate_result``.
 
 May import every other package of bias_core; nothing imports it but ``bias_core.plugin``.
 A new command-line option goes in ``options`` (or ``regression_options``); a new report

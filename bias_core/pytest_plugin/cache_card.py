@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bias_core.pytest_plugin.session_state import MODEL, RUN, SETTINGS
+from bias_core.pytest_plugin.session_state import find_run, run_state
 from bias_core.storage.result_cache import last_rejected, rejections, totals
 
 LOOKUPS = ("hits", "misses")
@@ -20,12 +20,12 @@ LOOKUPS = ("hits", "misses")
 
 def start(config) -> None:
     """Mark the session's start (pytest_sessionstart, in the controller and in each worker)."""
-    now = totals()
-    config.stash[RUN].update(cache_start=now, cache_sent=now["rejections"])
+    now, cache = totals(), run_state(config).cache
+    cache.start, cache.sent = now, now["rejections"]
 
 
 def _lookups(config) -> dict[str, int]:
-    before, now = config.stash[RUN].get("cache_start") or {}, totals()
+    before, now = run_state(config).cache.start or {}, totals()
     return {k: int(now[k]) - int(before.get(k, 0)) for k in LOOKUPS}
 
 
@@ -33,14 +33,15 @@ def for_report(config) -> dict[str, Any] | None:
     """In an xdist worker: its lookups so far and the entries rejected since its last report, for a
     test report; None in the controller, and where nothing changed since the last report."""
     worker = getattr(config, "workerinput", None)
-    run = config.stash.get(RUN, None)
-    if worker is None or run is None or "cache_start" not in run:
+    run = find_run(config)
+    if worker is None or run is None or run.cache.start is None:
         return None
-    new, lookups = rejections(run.get("cache_sent", 0)), _lookups(config)
-    if not new and lookups == run.get("cache_lookups_sent"):
+    cache = run.cache
+    new, lookups = rejections(cache.sent), _lookups(config)
+    if not new and lookups == cache.lookups_sent:
         return None
-    run["cache_sent"] = run.get("cache_sent", 0) + len(new)
-    run["cache_lookups_sent"] = lookups
+    cache.sent += len(new)
+    cache.lookups_sent = lookups
     return {"worker": str(worker.get("workerid", "")), **lookups, "rejected": [list(r) for r in new],
             "last_rejected": last_rejected() if new else ""}
 
@@ -49,30 +50,30 @@ def record(config, counts: Any) -> None:
     """In the controller: take in a worker's counts (from ``for_report``)."""
     if not isinstance(counts, dict) or not all(isinstance(counts.get(k), int) for k in LOOKUPS):
         return
-    run = config.stash[RUN]
-    run.setdefault("cache_workers", {})[str(counts.get("worker", ""))] = {k: counts[k] for k in LOOKUPS}
-    rejected = run.setdefault("cache_rejected", {})
+    cache = run_state(config).cache
+    cache.workers[str(counts.get("worker", ""))] = {k: counts[k] for k in LOOKUPS}
     for entry in counts.get("rejected") or ():
         if isinstance(entry, (list, tuple)) and len(entry) == 2:
-            rejected[str(entry[0])] = bool(entry[1])
+            cache.rejected[str(entry[0])] = bool(entry[1])
     if counts.get("last_rejected"):
-        run["cache_last_rejected"] = str(counts["last_rejected"])
+        cache.last_rejected = str(counts["last_rejected"])
 
 
 def card(config) -> dict[str, Any] | None:
     """The run card's ``cache``: lookups over this process and every worker heard from, the entries
     rejected (each once; ``rejected_old_format`` of them without a checksum), whether the cache was
     on and the last rejected entry ("path: why"); None where no cache was consulted."""
-    run = config.stash[RUN]
-    parts = [_lookups(config), *run.get("cache_workers", {}).values()]
+    run = run_state(config)
+    cache = run.cache
+    parts = [_lookups(config), *cache.workers.values()]
     out: dict[str, Any] = {k: sum(int(p[k]) for p in parts) for k in LOOKUPS}
-    lm = config.stash.get(MODEL, None)
+    lm = run.model
     if lm is None and not out["hits"] + out["misses"]:
         return None
-    own = rejections(int((run.get("cache_start") or {}).get("rejections", 0)))
-    rejected = {**run.get("cache_rejected", {}), **dict(own)}
+    own = rejections(int((cache.start or {}).get("rejections", 0)))
+    rejected = {**cache.rejected, **dict(own)}
     out["rejected"] = len(rejected)
     out["rejected_old_format"] = sum(rejected.values())
-    out["enabled"] = bool(lm.cache_stats()["enabled"]) if lm is not None else bool(config.stash[SETTINGS].load.use_cache)
-    out["last_rejected"] = (last_rejected() if own else "") or run.get("cache_last_rejected", "")
+    out["enabled"] = bool(lm.cache_stats()["enabled"]) if lm is not None else bool(run.settings.load.use_cache)
+    out["last_rejected"] = (last_rejected() if own else "") or cache.last_rejected
     return out

@@ -15,14 +15,15 @@ from bias_core.errors import AuditUsageError, NonFiniteScores
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.models.progress import interactive
 from bias_core.pytest_plugin.options import AuditSettings
-from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, terminal
+from bias_core.pytest_plugin.result_row import result_row
+from bias_core.pytest_plugin.session_state import ROW, run_state, terminal
 from bias_core.storage.redaction import redact
 from bias_core.storage.visible import visible
 
 
 @pytest.fixture(scope="session")
 def audit_settings(pytestconfig) -> AuditSettings:
-    return pytestconfig.stash[SETTINGS]
+    return run_state(pytestconfig).settings
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +36,7 @@ def audit_model(pytestconfig, audit_settings):
                 _quiet_libraries()
             lm = _load(spec, audit_settings)
             _say_load_notes(pytestconfig, lm)
-        pytestconfig.stash[MODEL] = lm
+        run_state(pytestconfig).model = lm
         return lm
     except AuditUsageError as exc:
         pytest.exit(visible(redact(f"usage error: {exc}")), returncode=pytest.ExitCode.USAGE_ERROR)
@@ -116,8 +117,8 @@ def tradeoff_sweep(pytestconfig, audit_model, audit_settings):
 
     settings = audit_settings
     lm = audit_model.fp32() if getattr(audit_model, "precision", None) == "exact" else audit_model  # as mitigation_audit
-    run = pytestconfig.stash[RUN]
-    out_dir = run["run_dir"] or (settings.report_dir / run["run_id"] if settings.report_dir else None)  # xdist workers
+    run = run_state(pytestconfig)
+    out_dir = run.run_dir or (settings.report_dir / run.run_id if settings.report_dir else None)  # xdist workers
     limit = None
     if settings.thresholds is not None:
         limit = lambda metric, probe: settings.thresholds.lookup(metric, probe, settings.model_value).limit  # noqa: E731
@@ -150,22 +151,15 @@ def gate(request, audit_settings):
                         f"{bounds[2]}], n={result.n}): no verdict can be given. Fix: check the model's outputs "
                         "and the probe's data.", pytrace=False)
         verdict = g.verdict(result.ci_low, result.ci_high)
-        fingerprint = getattr(request.config.stash.get(MODEL, None), "fingerprint", "")
-        from bias_core.pytest_plugin.result_row import result_row
-
-        row = result_row(run_id=request.config.stash[RUN]["run_id"], nodeid=request.node.nodeid, family=family,
+        run = run_state(request.config)
+        lm = run.model
+        row = result_row(run_id=run.run_id, nodeid=request.node.nodeid, family=family,
                          probe=probe, metric=metric, model=model, variant=variant, result=result, gate=g,
                          verdict=verdict, breakdown=_plain(result.breakdown), examples=_plain(result.most_biased(10)),
-                         model_fingerprint=fingerprint).as_dict()
+                         model_fingerprint=getattr(lm, "fingerprint", "")).as_dict()
         request.node.stash[ROW] = row
-        from bias_core.pytest_plugin.regression_session import record
-
-        record(request, result, family=family, probe=probe, metric=metric, variant=variant)
-        lm = request.config.stash.get(MODEL, None)
-        if lm is not None:
-            from bias_core.models.precision.modes import test_precision_fields
-
-            row.update(test_precision_fields(lm, request.node.stash.get(RECHECKS, {})))
+        # the release gate's per-item values, precision's fields, and any package's (hookspec.py)
+        request.node.ihook.pytest_bias_core_gate_result(request=request, result=result, row=row)
         for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source",
                     "precision", "precision_bound", "rechecked", "items_used", "stop_reason", "interval"):
             if key in row:

@@ -24,12 +24,12 @@ import pytest
 
 from bias_core.errors import AuditUsageError, DataSourceMissing, EngineUnavailable, NonFiniteScores, ProbeNotApplicable
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
-from bias_core.pytest_plugin import cache_card, run_card
+from bias_core.pytest_plugin import cache_card, precision_session, run_card
 from bias_core.pytest_plugin.fixtures import audit_params
 from bias_core.pytest_plugin.options import add_options, build_settings
 from bias_core.pytest_plugin.report_redaction import redact_report
 from bias_core.pytest_plugin.reporter import Reporter
-from bias_core.pytest_plugin.session_state import MODEL, RECHECKS, ROW, RUN, SETTINGS, USAGE_STOP
+from bias_core.pytest_plugin.session_state import ROW, USAGE_STOP, find_run, register_run, run_state
 from bias_core.storage.redaction import has_secrets, redact
 from bias_core.storage.visible import visible
 
@@ -109,14 +109,14 @@ def pytest_configure(config) -> None:
         settings = build_settings(config)
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[SETTINGS] = settings
-    from bias_core.pytest_plugin.regression_session import STATE as REGRESSION
+    run = register_run(config, settings)
+    config.pluginmanager.register(precision_session, "bias_core.pytest_plugin.precision_session")
     from bias_core.pytest_plugin.regression_session import configure as configure_regression
 
     configure_regression(config, settings)  # --baseline etc.: checked before any model loads
     worker = getattr(config, "workerinput", None)
     if worker is not None:
-        config.stash[RUN] = {"run_id": worker.get("bias_run_id", ""), "run_dir": None}
+        run.run_id = worker.get("bias_run_id", "")
         _share_cores(int(worker.get("workercount", 1)))
         from bias_core.models.placement.devices import take_worker_gpu
 
@@ -126,7 +126,7 @@ def pytest_configure(config) -> None:
         config.issue_config_time_warning(AuditWarning(notice), stacklevel=2)
     from bias_core.pytest_plugin import outputs
 
-    outputs.check_destinations(config, config.stash[REGRESSION].options.summary_md)
+    outputs.check_destinations(config, run.regression.options.summary_md if run.regression else None)
     try:
         if settings.report_dir is not None:
             run_id = _make_run_folder(settings.report_dir, settings.model_value)
@@ -142,16 +142,15 @@ def pytest_configure(config) -> None:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise
     _interrupt_on_sigterm(config)
-    config.stash[REGRESSION].run_dir = run_dir  # the per-item file goes beside results.json
-    config.stash[RUN] = {"run_id": run_id, "run_dir": run_dir, "auto_junit": False,
-                         "started": _dt.datetime.now().isoformat(timespec="seconds")}
+    run.run_id, run.run_dir = run_id, run_dir
+    run.started = _dt.datetime.now().isoformat(timespec="seconds")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistRunId(run_id), "bias_core.xdist_run_id")
         config.pluginmanager.register(_WorkerUsageError(), "bias_core.worker_usage_error")
     config.pluginmanager.register(outputs.OutputsPlugin(config), "bias_core.pytest_plugin.outputs")
     if run_dir is not None and not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(run_dir / "junit.xml")
-        config.stash[RUN]["auto_junit"] = True
+        run.auto_junit = True
     if getattr(config.option, "xmlpath", None):
         outputs.redirect_junit(config, Path(config.option.xmlpath).expanduser())
     if run_dir is not None:
@@ -159,9 +158,10 @@ def pytest_configure(config) -> None:
 
 
 def pytest_report_header(config) -> list[str] | None:
-    settings = config.stash.get(SETTINGS, None)
-    if settings is None:
+    run = find_run(config)
+    if run is None:
         return None
+    settings = run.settings
     target = run_card.target(config)
     batch = settings.load.batch_size or "auto"
     engine = f"engine {target['engine']}, " if target["engine"] != "transformers" else ""
@@ -177,12 +177,13 @@ def pytest_sessionstart(session) -> None:
     carries its own)."""
     from _pytest.junitxml import xml_key
 
-    if session.config.stash.get(RUN, None) is not None:
+    run = find_run(session.config)
+    if run is not None:
         cache_card.start(session.config)  # the run card counts the result cache from here
     xml = session.config.stash.get(xml_key, None)
-    settings = session.config.stash.get(SETTINGS, None)
-    if xml is None or settings is None:
+    if xml is None or run is None:
         return
+    settings = run.settings
     for name, value in run_card.target(session.config).items():
         xml.add_global_property(name, value)
     # the paper-or-project definition choices (docs/audits/: departures from the papers)
@@ -211,7 +212,8 @@ def pytest_collection_finish(session) -> None:
 
 
 def _gate_problem(session) -> str | None:
-    settings = session.config.stash.get(SETTINGS, None)
+    run = find_run(session.config)
+    settings = run.settings if run is not None else None
     audits = [item for item in session.items if item.get_closest_marker("audit")]
     if settings is None or not audits:
         return None
@@ -261,11 +263,6 @@ class _XdistRunId:
 # ----- test outcome hooks ----------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    lm = item.config.stash.get(MODEL, None)
-    if lm is not None:
-        from bias_core.models.precision.modes import rechecks_snapshot
-
-        item.stash[RECHECKS] = rechecks_snapshot(lm)  # the gate reports what this test re-checked
     try:
         return (yield)
     except DataSourceMissing as exc:
@@ -273,6 +270,8 @@ def pytest_runtest_call(item):
     except ProbeNotApplicable as exc:  # an engine lacking a capability too (models.protocol.EngineCannot)
         pytest.skip(visible(f"not applicable: {exc}"))
     except EngineUnavailable as exc:  # a server gone away: every later test would wait for it too
+        state = find_run(item.config)
+        lm = state.model if state is not None else None
         pytest.exit(visible(redact(f"engine error in {item.nodeid}: {exc} {_what_is_kept(lm)}")),
                     returncode=pytest.ExitCode.INTERRUPTED)
     except (NonFiniteScores, AuditUsageError) as exc:  # NaN outputs, a broken data file, a prompt too long...
@@ -313,8 +312,8 @@ def pytest_runtest_makereport(item, call):
         from bias_core.pytest_plugin.result_row import result_row
 
         report.bias_row = dict(result_row(
-            run_id=item.config.stash[RUN]["run_id"], nodeid=item.nodeid, **p, variant=variant,
-            model=item.config.stash[SETTINGS].model_value, verdict="skipped" if report.skipped else "error",
+            run_id=run_state(item.config).run_id, nodeid=item.nodeid, **p, variant=variant,
+            model=run_state(item.config).settings.model_value, verdict="skipped" if report.skipped else "error",
             reason=reason).as_dict(), duration_s=report.duration)
     return report
 

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,20 @@ REPORT_INCOMPLETE = 6
 #: takes 0.5-4 MB, benchmarks/RESULTS.md; report.html and results.json come on top).
 MIN_REPORT_FREE = 16 * 2**20
 
+
+@dataclass(eq=False)
+class _JunitRedirect:
+    """Where pytest's JUnit file goes: written to ``tmp``, moved to ``final`` once (``done``)."""
+
+    final: Path
+    tmp: Path
+    done: bool = False
+
+
+# This module's own state, in the config's stash: only its functions (output_log, redirect_junit,
+# junit_destination, finish_junit) touch it.
 OUTPUTS = pytest.StashKey["OutputLog"]()
-_JUNIT = pytest.StashKey[dict]()  # {"final", "tmp", "done"}: where pytest's JUnit file goes, and when
+_JUNIT = pytest.StashKey[_JunitRedirect]()
 FIX_SPACE = "free space there or point the option elsewhere"
 
 
@@ -147,13 +160,13 @@ def output_log(config) -> OutputLog:
 
 def redirect_junit(config, final: Path) -> None:
     """pytest's junitxml writes to a temporary file beside ``final`` (moved in by finish_junit)."""
-    config.stash[_JUNIT] = {"final": final, "tmp": final.parent / f".{final.name}.{os.getpid()}.tmp", "done": False}
-    config.option.xmlpath = str(config.stash[_JUNIT]["tmp"])
+    redirect = config.stash[_JUNIT] = _JunitRedirect(final, final.parent / f".{final.name}.{os.getpid()}.tmp")
+    config.option.xmlpath = str(redirect.tmp)
 
 
 def junit_destination(config) -> Path | None:
-    state = config.stash.get(_JUNIT, None)
-    return state["final"] if state else None
+    redirect = config.stash.get(_JUNIT, None)
+    return redirect.final if redirect else None
 
 
 def guard_writers(config) -> None:
@@ -188,11 +201,11 @@ def finish_junit(config, partial_reason: str | None) -> None:
 
     from bias_core.reports.junit import finish, write_unfinished
 
-    state = config.stash.get(_JUNIT, None)
-    if state is None or state["done"]:
+    redirect = config.stash.get(_JUNIT, None)
+    if redirect is None or redirect.done:
         return
-    state["done"] = True
-    log, tmp, final = output_log(config), state["tmp"], state["final"]
+    redirect.done = True
+    log, tmp, final = output_log(config), redirect.tmp, redirect.final
     xml = config.stash.get(xml_key, None)
     if xml is None:  # dropped (no audit ran) or never configured
         return

@@ -1,8 +1,8 @@
 """The regression gate inside a pytest audit run (registered by ``bias_core.plugin``).
 
 - Every audit test of a pairable metric hands its per-item block to its test report (``record``,
-  called by the gate); the controller appends it to the run folder's ``items.jsonl.gz``, so any
-  run can serve as a later run's stored baseline.
+  through the ``pytest_bias_core_gate_result`` hook the gate calls); the controller appends it to
+  the run folder's ``items.jsonl.gz``, so any run can serve as a later run's stored baseline.
 - ``--baseline RUN``: the stored run's configuration is checked when pytest configures, its
   probes once the tests are collected; both before any model loads (``BaselineMismatch``, exit 4).
 - ``--baseline MODEL [--baseline-adapter DIR]``: the baseline is loaded once per session and
@@ -51,24 +51,24 @@ from bias_core.gating.regression.spec import PAIRED
 from bias_core.gating.regression.summary import FileMark, mark_file
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.pytest_plugin.regression_options import RegressionOptions, parse_options
-from bias_core.pytest_plugin.session_state import MODEL, RUN, USAGE_STOP, terminal
-from bias_core.pytest_plugin.session_state import ROW as AUDIT_ROW
+from bias_core.pytest_plugin.session_state import USAGE_STOP, run_state, terminal
 from bias_core.stats.paired import PairedComparison, adjust, compare_to_baseline
 from bias_core.storage.visible import visible
 
 LARGE_FAMILY = 20  # more comparisons than this: Benjamini-Hochberg (FDR) instead of Holm (FWER)
 ALPHA = 0.05
 
-STATE = pytest.StashKey["RegressionState"]()
-ITEMS = pytest.StashKey[dict]()
-ROW = pytest.StashKey[dict]()
+# Per test, on the item (the session's state is ``RunState.regression``):
+ITEMS = pytest.StashKey[dict]()  # the audit test's per-item block, for its report
+ROW = pytest.StashKey[dict]()  # the regression test's row
 
 
 @dataclass
 class RegressionState:
+    """The release gate's part of the run (``RunState.regression``)."""
+
     options: RegressionOptions
     settings: Any
-    run_dir: Path | None = None
     candidate_run: RunConfig | None = None
     items_started: bool = False
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -197,16 +197,16 @@ def probe_of(suite: Any, name: str, settings: Any) -> Any:
 
 # ----- configure and collection: checks before any model loads -------------------------------
 def configure(config, settings) -> None:
-    """Parse and check the regression options (usage errors now); the controller sets
-    ``run_dir`` once the run folder exists."""
+    """Parse and check the regression options (usage errors now) into ``RunState.regression``, and
+    register the release gate's hooks and fixtures."""
     try:
         options = parse_options(config.getoption, settings.load.cache_dir)
         if options.stored is not None:
             check_configs(run_config(settings, compared=True), options.stored.run, where=f"--baseline {options.baseline}")
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[STATE] = RegressionState(options, settings, summary_mark=None if options.summary_md is None
-                                          else mark_file(options.summary_md))
+    run_state(config).regression = RegressionState(options, settings, summary_mark=None if options.summary_md is None
+                                                   else mark_file(options.summary_md))
     config.addinivalue_line("markers", "regression: a candidate-vs-baseline paired test (bias_core.gating.regression)")
     config.pluginmanager.register(_Hooks(config), "bias_core.gating.regression.hooks")
     config.pluginmanager.register(sys.modules[__name__], "bias_core.pytest_plugin.regression_fixtures")
@@ -270,14 +270,23 @@ def _probe_identities(settings, pairs) -> dict[str, tuple[str, str]]:
 
 
 # ----- per-item blocks of the audit tests ----------------------------------------------------------
-def record(request, result, *, family: str, probe: str, metric: str, variant: str | None = None) -> None:
-    """Called by the gate: the test's per-item block travels with its report to the controller."""
-    state = request.config.stash.get(STATE, None)
-    if state is None or variant or metric not in PAIRED or family not in gated_families():
+def _state(config) -> RegressionState:
+    state = run_state(config).regression
+    assert state is not None, "configure() sets it before any hook or fixture of the release gate runs"
+    return state
+
+
+def record(request, result, row: dict[str, Any]) -> None:
+    """The gate judged an audit test (``pytest_bias_core_gate_result``): its per-item block travels
+    with its report to the controller, and ``row`` names the items it came from."""
+    run = run_state(request.config)
+    state = run.regression
+    family, probe, metric = row["family"], row["probe"], row["metric"]
+    if state is None or row.get("variant") or metric not in PAIRED or family not in gated_families():
         return
     if "suite" not in request.fixturenames:
         return  # a result the suite did not make (e.g. a synthetic gate test): no probe to key items by
-    lm = request.config.stash.get(MODEL, None)
+    lm = run.model
     if state.candidate_run is None:
         state.candidate_run = run_config(state.settings, lm, compared=state.options.baseline is not None)
     suite = request.getfixturevalue("audit_suites")(family)
@@ -286,15 +295,12 @@ def record(request, result, *, family: str, probe: str, metric: str, variant: st
     except ValueError as exc:
         # The items do not add up to the metric's value (or are not the probe's): the number the
         # gate judged is not the one the items describe, so there is no verdict, only an error.
-        row = request.node.stash.get(AUDIT_ROW, None)
-        if row is not None:
-            row.update(verdict="error", reason=f"internal consistency check failed: {exc}")
+        row.update(verdict="error", reason=f"internal consistency check failed: {exc}")
         pytest.fail(f"ERROR in {probe} {metric}: internal consistency check failed: {exc}. No per-item values are "
                     f"stored and no verdict is given. Fix: {_consistency_fix(family, metric)}", pytrace=False)
     request.node.stash[ITEMS] = {"run": state.candidate_run.to_json(), "block": block_to_json(block)}
-    row = request.node.stash.get(AUDIT_ROW, None)
-    if row is not None:  # results.json names the items it came from: a later edit of either shows
-        row.update(probe_sha256=block.probe_sha256, items_sha256=block_sha256(block))
+    # results.json names the items it came from: a later edit of either shows
+    row.update(probe_sha256=block.probe_sha256, items_sha256=block_sha256(block))
 
 
 def _consistency_fix(family: str, metric: str) -> str:
@@ -322,7 +328,7 @@ def _usage_exit():
 def baseline_model(pytestconfig, audit_settings):
     """A live baseline (``--baseline MODEL``), loaded once per session with the audit's options."""
     from bias_core.models.loading import load_model
-    options = pytestconfig.stash[STATE].options
+    options = _state(pytestconfig).options
     with _usage_exit(), terminal(pytestconfig):
         return load_model(options.live, dataclasses.replace(audit_settings.load, adapter=options.live_adapter),
                           option="--baseline")
@@ -334,8 +340,7 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
     exception that stopped it (re-raised by its test: a skip for missing data)."""
     from bias_core.pytest_plugin.suite_factory import make_suite
 
-    state: RegressionState = request.config.stash[STATE]
-    options = state.options
+    options = _state(request.config).options
     keys = _selected(request.session)
     baseline_lm = request.getfixturevalue("baseline_model") if options.live is not None else None
     baseline_suites: dict[str, Any] = {}
@@ -361,7 +366,7 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
                                      audit_settings.thresholds.regression[metric])
         except Exception as exc:  # noqa: BLE001 - handed to the test, which reports it
             out[key] = exc
-    lm = request.config.stash.get(MODEL, None)
+    lm = run_state(request.config).model
     candidate_run = run_config(audit_settings, lm, compared=True)
     if options.stored is not None:
         baseline_run = options.stored.run
@@ -438,8 +443,8 @@ def regression_gate(request, regression_comparisons):
             pytest.fail(f"ERROR in regression-{probe}-{metric}: {found}", pytrace=False)
         if isinstance(found, BaseException):
             raise found
-        settings = request.config.stash[STATE].settings
-        row = dict(found, run_id=request.config.stash[RUN]["run_id"], nodeid=request.node.nodeid,
+        settings = _state(request.config).settings
+        row = dict(found, run_id=run_state(request.config).run_id, nodeid=request.node.nodeid,
                    model=settings.model_value)
         request.node.stash[ROW] = row
         if row["verdict"] == "error":
@@ -470,9 +475,15 @@ class _Hooks:
         if key is not None:
             item.extra_keyword_matches.add(key[0])  # -k disclosure selects its regression tests too
 
+    # first: a block that does not add up fails the test before any other implementation reads the
+    # row, and its fields come before precision's in the row, as they always have
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_bias_core_gate_result(self, request, result, row) -> None:
+        record(request, result, row)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session) -> None:
-        problem = _collection_problem(session, self.config.stash[STATE])
+        problem = _collection_problem(session, _state(self.config))
         if problem is None:
             return
         if getattr(self.config, "workerinput", None) is None:
@@ -503,36 +514,37 @@ class _Hooks:
     def _skipped_row(self, item, report) -> dict[str, Any]:
         family, probe, metric = _params(item)
         reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else str(report.longrepr)[-500:]
-        return {"kind": "regression", "run_id": self.config.stash[RUN]["run_id"], "nodeid": item.nodeid,
+        return {"kind": "regression", "run_id": run_state(self.config).run_id, "nodeid": item.nodeid,
                 "test_id": f"regression-{probe}-{metric}", "family": family, "probe": probe, "metric": metric,
-                "model": self.config.stash[STATE].settings.model_value, "value": None, "ci_low": None,
+                "model": _state(self.config).settings.model_value, "value": None, "ci_low": None,
                 "ci_high": None, "n": None, "verdict": "skipped" if report.skipped else "error", "reason": reason,
                 "duration_s": report.duration}
 
     def pytest_runtest_logreport(self, report) -> None:
         if getattr(self.config, "workerinput", None) is not None:
             return
-        state: RegressionState = self.config.stash[STATE]
+        state, run_dir = _state(self.config), run_state(self.config).run_dir
         row = getattr(report, "bias_row", None)
         if row is not None:
             state.rows = [r for r in state.rows if r.get("nodeid") != row.get("nodeid")] + [row]
         payload = getattr(report, "bias_items", None)
-        if payload is not None and state.run_dir is not None:
+        if payload is not None and run_dir is not None:
             from bias_core.pytest_plugin.outputs import output_log
 
             # sticky: a block that missed the file leaves it incomplete as a later baseline
-            output_log(self.config).attempt(ITEMS_FILE, lambda: self._store_items(state, payload), sticky=True)
+            output_log(self.config).attempt(ITEMS_FILE, lambda: self._store_items(state, run_dir, payload),
+                                         sticky=True)
 
     @staticmethod
-    def _store_items(state: RegressionState, payload: dict[str, Any]) -> None:
-        path = state.run_dir / ITEMS_FILE
+    def _store_items(state: RegressionState, run_dir: Path, payload: dict[str, Any]) -> None:
+        path = run_dir / ITEMS_FILE
         if not state.items_started:
             start_items(path, RunConfig.from_json(payload["run"]))
             state.items_started = True
         append_block(path, block_from_json(payload["block"]))
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        state: RegressionState = self.config.stash[STATE]
+        state = _state(self.config)
         judged = [r for r in state.rows if r.get("kind") == "regression" and r.get("config")]
         if not judged:
             return
@@ -559,7 +571,7 @@ class _Hooks:
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         if getattr(self.config, "workerinput", None) is not None:
             return
-        state: RegressionState = self.config.stash[STATE]
+        state = _state(self.config)
         if state.options.summary_md is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
             return
         if not state.rows:

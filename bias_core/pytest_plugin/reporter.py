@@ -13,7 +13,7 @@ import pytest
 
 from bias_core.pytest_plugin import cache_card
 from bias_core.pytest_plugin.run_card import model_card, run_info
-from bias_core.pytest_plugin.session_state import MODEL, RUN, USAGE_STOP
+from bias_core.pytest_plugin.session_state import USAGE_STOP, run_state
 from bias_core.storage.redaction import redact
 
 
@@ -22,7 +22,7 @@ class Reporter:
 
     def __init__(self, config):
         self.config = config
-        self.run = config.stash[RUN]
+        self.run = run_state(config)
         self.table = None
         self.interrupted: BaseException | None = None
 
@@ -30,7 +30,7 @@ class Reporter:
         if self.table is None:
             from bias_core.reports.table import ResultsTable
 
-            self.table = ResultsTable(self.run["run_dir"], run_info(self.config))
+            self.table = ResultsTable(self.run.run_dir, run_info(self.config))
         return self.table
 
     # A run killed at any point (SIGKILL, a lost CI runner) must leave a report that says it is
@@ -99,13 +99,13 @@ class Reporter:
         reason = self._partial_reason(session, exitstatus)
         if self.table is None or (not self.table.rows and reason is None):
             # No audit ran (e.g. a unit-test session): leave no empty run folder behind.
-            shutil.rmtree(self.run["run_dir"], ignore_errors=True)
+            shutil.rmtree(self.run.run_dir, ignore_errors=True)
             self.table = None  # and point no summary line at it
-            if self.run.get("auto_junit"):
+            if self.run.auto_junit:
                 self._drop_auto_junit()
             return
         info = {"finished": _dt.datetime.now().isoformat(timespec="seconds"), "exitstatus": int(exitstatus)}
-        lm = self.config.stash.get(MODEL, None)
+        lm = self.run.model
         if lm is not None:  # in-process runs only; xdist workers keep their own counts
             info["model_fingerprint"] = lm.fingerprint
             info["engine_card"] = lm.info().as_dict()  # name, version, dtype, device, parallelism
@@ -129,7 +129,7 @@ class Reporter:
         self.table.set_run_info(info)
         log.attempt("results.json, results.csv", lambda: self.table.write(complete=reason is None, partial_reason=reason))
         log.attempt("report.html", lambda: self.table.write_html(
-            extra_sections=run_sections(self.table.rows, Path(self.run["run_dir"]), write_csv=True,
+            extra_sections=run_sections(self.table.rows, Path(self.run.run_dir), write_csv=True,
                                         run_info=self.table.header)))
 
     def _drop_auto_junit(self) -> None:
@@ -153,7 +153,7 @@ class Reporter:
         terminalreporter.write_sep("=", banner.headline, bold=True, **{color: True})
         for line in banner.lines[1:]:
             terminalreporter.line(line)
-        run_dir = Path(self.run["run_dir"])
+        run_dir = Path(self.run.run_dir)
         try:
             shown = os.path.relpath(run_dir)
         except ValueError:

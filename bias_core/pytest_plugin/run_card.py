@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from bias_core.pytest_plugin.options import AuditSettings
-from bias_core.pytest_plugin.session_state import MODEL, RUN, SETTINGS, plan
+from bias_core.pytest_plugin.session_state import plan, run_state
 
 
 def definitions(settings: AuditSettings) -> dict[str, Any]:
@@ -41,36 +41,34 @@ def sampling_line(settings: AuditSettings) -> str:
 def model_card(config) -> list[str]:
     """What was chosen for the user in loading the audited (and a live baseline) model: files, an
     adapter's base; once loaded in this process, what loading dropped (models/weights/load_report.py)."""
-    from bias_core.pytest_plugin.regression_session import STATE as REGRESSION
-
-    regression = config.stash.get(REGRESSION, None)
-    lm = config.stash.get(MODEL, None)
-    return [*config.stash[SETTINGS].model_card, *(regression.options.card if regression else ()),
+    run = run_state(config)
+    regression, lm = run.regression, run.model
+    return [*run.settings.model_card, *(regression.options.card if regression else ()),
             *(getattr(lm, "load_notes", ()) if lm is not None else ())]
 
 
 def target(config) -> dict[str, str]:
     """Device and dtype this run uses, resolved (computed once; imports torch)."""
-    run = config.stash[RUN]
-    if "target" not in run:
+    run = run_state(config)
+    if run.target is None:
         from bias_core.models.placement.devices import describe
 
         workers = getattr(config.option, "numprocesses", 0) if config.pluginmanager.hasplugin("xdist") else 0
-        target = describe(config.stash[SETTINGS].load, workers if isinstance(workers, int) else 0)
-        run["target"] = {"engine": "transformers", **target}  # run card, JUnit: the engine always named
-    return run["target"]
+        target = describe(run.settings.load, workers if isinstance(workers, int) else 0)
+        run.target = {"engine": "transformers", **target}  # run card, JUnit: the engine always named
+    return run.target
 
 
 def run_info(config) -> dict[str, Any]:
-    settings = config.stash[SETTINGS]
-    run = config.stash[RUN]
+    run = run_state(config)
+    settings = run.settings
     versions = {"python": platform.python_version()}
     for mod in ("torch", "transformers", "bias_core"):
         if mod in sys.modules:
             versions[mod] = getattr(sys.modules[mod], "__version__", "")
     return {
-        "run_id": run["run_id"], "model": settings.model_value, "seed": settings.seed,
-        "started": run["started"], "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
+        "run_id": run.run_id, "model": settings.model_value, "seed": settings.seed,
+        "started": run.started, "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),
         "thresholds": str(settings.thresholds_path), "strict": settings.strict, **target(config),
         "precision": {"mode": settings.load.precision}, "model_card": model_card(config),
         "versions": versions, **definitions(settings), "sampling": plan(config).describe(),
