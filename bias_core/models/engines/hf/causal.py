@@ -244,6 +244,7 @@ class CausalLM(CausalTokens, HFText):
                     if not finite[row]:
                         raise non_finite(self, desc, prefixes[j])
                     out[j] = top_whole_words(logprobs[row], k, self.tokenizer, self.whole_word_test(prefixes[j]))
+                del logits, logprobs  # before the next batch's forward pass
                 bar.update(len(batch))
         bar.close()
         return [[(str(w), float(p)) for w, p in out[j]] for j in range(len(encoded))]
