@@ -119,3 +119,79 @@ def test_gpu_plan_reads_this_gpu(tiny_model_dir, pytestconfig):
     usable_device(pytestconfig, "cuda")
     lm = load_tiny(tiny_model_dir, "cuda")
     assert lm.engine.plan is not None and lm.engine.plan.budget >= GiB // 4 and lm.engine.compact_fraction == 0.25
+
+
+# ----- what a run holds in host memory (the default audit's peak, issue #30) ---------------------
+def test_scoring_drops_a_batch_cache_before_the_next_batch_builds_its_own(tiny_lm):
+    """When a batch's prompts go through the model, no earlier batch's KV cache is alive: the
+    default audit's peak held the last batch's cache (0.5 GB at 128 GenderPair prompts) while the
+    next one was built."""
+    import weakref
+
+    engine = tiny_lm.engine
+    engine.batch_size = 2
+    caches: list[weakref.ref] = []
+    alive_when_built: list[int] = []
+    real = engine._forward
+
+    def forward(ids, mask, positions, keep=0, past=None):
+        if past is not None and past.get_seq_length() == 0:  # a batch's own cache, about to be filled
+            alive_when_built.append(sum(ref() is not None for ref in caches))
+            caches.append(weakref.ref(past))
+        return real(ids, mask, positions, keep=keep, past=past)
+
+    engine._forward = forward
+    # A continuation of several tokens makes each batch keep its cache for the continuation pass.
+    engine.loglikelihood([(p, " " + w) for p in PROMPTS for w in ("she", "nurse practitioner")])
+    assert len(caches) >= 3 and alive_when_built == [0] * len(caches)
+
+
+def test_a_continuation_pass_reads_the_context_rows_and_keeps_no_copy(tiny_lm):
+    """rows_in_passing gives every layer the keys and values cache_rows would (the logits are
+    equal, bit for bit), stores nothing in passing and leaves the context cache as it was."""
+    import torch
+
+    from bias_core.models.engines.hf.causal import _new_cache, cache_rows, rows_in_passing
+
+    engine = tiny_lm.engine
+    with torch.inference_mode():
+        ids, mask, positions = engine._left_pad([engine.encode(p) for p in PROMPTS[:3]])
+        past = engine._forward(ids, mask, positions, keep=1, past=_new_cache()).past_key_values
+        held = [(layer.keys, layer.values) for layer in past.layers]
+        rows = torch.tensor([2, 0, 0, 1])  # a context twice: two continuations of one prompt
+        ext = torch.tensor([[5, 9], [6, 9], [7, 9], [8, 9]])
+        ext_mask = torch.cat([mask[rows], torch.ones_like(ext)], dim=1)
+        ext_pos = positions[rows, -1:] + torch.arange(1, 3)
+        passing = rows_in_passing(past, rows)
+        got = engine._forward(ext, ext_mask, ext_pos, keep=2, past=passing).logits
+        want = engine._forward(ext, ext_mask, ext_pos, keep=2, past=cache_rows(past, rows)).logits
+    assert torch.equal(got, want)
+    assert all(layer.keys is k and layer.values is v for layer, (k, v) in zip(passing.layers, held))
+    assert all(layer.keys is k and layer.values is v for layer, (k, v) in zip(past.layers, held))
+
+
+def test_a_sampled_run_holds_what_its_looks_reach_of_genderpair_not_the_pools(monkeypatch):
+    """Under --sample auto GenderPair's probes are the whole benchmark (with --data-dir 103,854
+    prompts, and 415,416 under the four wordings: 0.6 GB held beside the model). The suite holds
+    the first item-cap units of each pool's seeded order, and every number a run takes from the
+    pool is the whole pool's: its units, the looks' items, its content hash, its provenance."""
+    from bias_core.gating import adaptive_sampling as ad
+    from bias_core.gating.regression.items import probe_sha256
+    from bias_core.suites.genderpair import GenderPairAudit
+
+    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")  # the project's pair sets: 11,664 prompts
+    plan = ad.plan_for(ad.SampleOptions(), genderpair_fixed=False, paired=False)
+    sampled = GenderPairAudit(lm=None, sample=None, sampling=plan)
+    whole = GenderPairAudit(lm=None, sample=None)
+    for name in ("genderpair-group1", "genderpair-robustness"):
+        kept, pool = sampled.probe(name), whole.probe(name)
+        cap = plan.cap_for(name)
+        assert ad.pool_units(kept) == ad.pool_units(pool) > 4 * cap
+        assert len({ad.item_unit(name, item) for item in kept.items}) == cap
+        assert len(kept.items) == len(pool.items) * cap // ad.pool_units(pool)
+        for n in (plan.first, 2 * plan.first, cap):
+            assert ad.prefix_probe(kept, n, 0).items == ad.prefix_probe(pool, n, 0).items
+        assert probe_sha256(kept) == probe_sha256(pool) and kept.provenance == pool.provenance
+    # --sample N sizes its own samples from the whole pool, as before
+    numbered = GenderPairAudit(lm=None, sample=None, sampling=ad.plan_for(ad.SampleOptions("300"), False, False))
+    assert len(numbered.probe("genderpair-group1").items) == len(whole.probe("genderpair-group1").items)

@@ -176,6 +176,43 @@ def test_probe_hash_follows_items_and_prompts():
     assert probe_sha256(probe()) != probe_sha256(probe(version="2"))
 
 
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+@given(items=st.lists(st.tuples(_TEXT, _TEXT, st.dictionaries(_TEXT, st.one_of(st.integers(), _TEXT, st.lists(_TEXT))),
+                                ), max_size=6, unique_by=lambda t: t[0]),
+       name=_TEXT, version=_TEXT)
+def test_probe_hash_is_the_hash_of_the_probe_json_without_building_it_whole(items, name, version):
+    """Hashed item by item, as a 400,000-item pool is: the SHA-256 of the one JSON text the
+    items file has always hashed (sorted keys, no spaces, UTF-8)."""
+    import hashlib
+
+    p = Probe(name, version, tuple(ProbeItem(i, prompt, meta) for i, prompt, meta in items))
+    whole = json.dumps({"name": name, "version": version, "items": [[i, prompt, meta] for i, prompt, meta in items]},
+                       sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    assert probe_sha256(p) == hashlib.sha256(whole.encode("utf-8")).hexdigest()
+
+
+def test_a_probe_cut_from_a_pool_hashes_as_the_whole_pool():
+    from bias_core.probes.base import pooled_probe
+
+    every = lambda: (ProbeItem(f"i{k}", f"prompt {k}", {"k": k}) for k in range(10))  # noqa: E731
+    keep_odd = lambda name, items: (tuple(it for it in items() if it.meta["k"] % 2), 10)  # noqa: E731
+    cut, whole = pooled_probe("p", "1", every, {}, keep_odd), pooled_probe("p", "1", every, {})
+    assert len(cut.items) == 5 and cut.pool.units == 10 and whole.pool is None
+    assert probe_sha256(cut) == probe_sha256(whole) != probe_sha256(Probe("p", "1", cut.items))
+
+
+def test_a_pool_with_a_repeated_id_is_refused_though_the_repeat_is_not_kept():
+    from bias_core.errors import DataFileError
+    from bias_core.probes.base import pooled_probe
+
+    every = lambda: iter([ProbeItem("a", "x"), ProbeItem("b", "y"), ProbeItem("a", "z")])  # noqa: E731
+    first_only = lambda name, items: (tuple(list(items())[:1]), 2)  # noqa: E731
+    with pytest.raises(DataFileError, match="item id 'a' is given to items 0 and 2"):
+        pooled_probe("p", "1", every, {"loaded_from": "f.json"}, first_only)
+
+
 # ----- mismatches are usage errors -------------------------------------------------------------------------
 @pytest.mark.parametrize("change, named", [
     ({"seed": 1}, "seed differs"),

@@ -154,11 +154,43 @@ def prefix_probe(probe: Any, n: int, seed: int) -> Any:
     chosen = unit_order(units, seed, probe.name)[:n]
     rank = {u: k for k, u in enumerate(chosen)}
     kept = sorted((k for k, u in enumerate(units) if u in rank), key=lambda k: (rank[units[k]], k))
-    return dataclasses.replace(probe, items=tuple(probe.items[k] for k in kept))
+    changes = {"pool": None} if getattr(probe, "pool", None) is not None else {}
+    return dataclasses.replace(probe, items=tuple(probe.items[k] for k in kept), **changes)
 
 
 def pool_units(probe: Any) -> int:
+    """Sampling units in the probe's pool: the whole pool's when its loader kept only part of it."""
+    pool = getattr(probe, "pool", None)
+    if pool is not None:
+        return int(pool.units)
     return len({item_unit(probe.name, it) for it in probe.items})
+
+
+def pool_select(plan: SamplePlan, name: str, seed: int, metrics: Sequence[Any]) -> Any:
+    """The ``select`` a suite offers the loader of probe ``name``: under --sample auto,
+    ``reachable_units`` at the probe's item cap; None (the whole pool) when the plan does not
+    sample it adaptively (--sample N keeps today's pool, and a fixed sample is not a pool), or when
+    one of ``metrics`` (those computed from the probe) has no bounded form and so is computed on
+    the whole pool."""
+    if not plan.adaptive or not plan.samples(name) or any(isinstance(m.sampling, FixedSample) for m in metrics):
+        return None
+    return reachable_units(plan.cap_for(name), seed)
+
+
+def reachable_units(n: int, seed: int) -> Callable[[str, Callable[[], Any]], tuple[tuple[Any, ...], int]]:
+    """A loader's ``select`` (probes/base.py ``pooled_probe``): of a pool it keeps the items of the
+    first ``n`` units of its seeded order, in pool order, and counts the pool's units. No look of
+    the run reaches further (looks end at the item cap), and ``prefix_probe`` of what it keeps
+    gives the same items in the same order as of the whole pool: the order is by a keyed hash of
+    each unit alone. Two passes over the pool, which is never held: GenderPair's, whole, held
+    ~0.6 GB beside the model while it generated."""
+
+    def select(name: str, items: Callable[[], Any]) -> tuple[tuple[Any, ...], int]:
+        units = list(dict.fromkeys(item_unit(name, it) for it in items()))
+        chosen = set(unit_order(units, seed, name)[:n])
+        return tuple(it for it in items() if item_unit(name, it) in chosen), len(units)
+
+    return select
 
 
 # ----- intervals ---------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import json
 import re
 import zlib
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from string import Template
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bias_core.errors import DataFileError, DataSourceMissing
-from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.base import Probe, ProbeItem, Select, pooled_probe
 from bias_core.probes.published import CARE, Counter, Counts, DataDirFile, find_in_data_dir
 from bias_core.probes.sources import (
     Unique,
@@ -333,13 +333,16 @@ def build_prompt(target: str, biased: str, anti: str, configuration: int, varian
 def build_prompts(pairset: PairSet, variant: PromptVariant, configurations: Sequence[int] = CONFIGURATIONS) -> list[GenderPairPrompt]:
     """All prompts of a pair set under one variant, ordered target, pair, configuration (the
     order of the published prompt files)."""
-    out = []
+    return list(iter_prompts(pairset, variant, configurations))
+
+
+def iter_prompts(pairset: PairSet, variant: PromptVariant, configurations: Sequence[int] = CONFIGURATIONS) -> Iterator[GenderPairPrompt]:
+    """``build_prompts``, one prompt at a time."""
     for t in pairset.targets:
         for i, (biased, anti) in enumerate(t.pairs):
             for c in configurations:
-                out.append(GenderPairPrompt(pairset.group, t.target, i, biased, anti, c, variant.name,
-                                            build_prompt(t.target, biased, anti, c, variant), variant.mark))
-    return out
+                yield GenderPairPrompt(pairset.group, t.target, i, biased, anti, c, variant.name,
+                                       build_prompt(t.target, biased, anti, c, variant), variant.mark)
 
 
 def with_variant(prompts: Sequence[GenderPairPrompt], variant: PromptVariant) -> list[GenderPairPrompt]:
@@ -406,58 +409,76 @@ def sample(prompts: Sequence[GenderPairPrompt], n: int, seed: int = 0,
 
 
 def group_probe(group: int, data_dir: Path | None = None, n: int | None = None, seed: int = 0,
-                variant: str | None = None, source: str = "auto") -> Probe:
-    """Probe ``genderpair-group{g}``: one group's prompts under one variant, sampled to ``n``."""
+                variant: str | None = None, source: str = "auto", select: Select | None = None) -> Probe:
+    """Probe ``genderpair-group{g}``: one group's prompts under one variant, sampled to ``n``; the
+    whole group when ``n`` is None, of which ``select`` (see ``probes.base.pooled_probe``) keeps part."""
     pairset = load_pairset(group, data_dir, source)
     variants = load_prompt_variants()
     variant = variant or "paper"
     if variant not in variants:
         raise KeyError(f"unknown GenderPair prompt variant {variant!r}; known: {', '.join(variants)}")
+    name = f"genderpair-group{group}"
+    if n is None:
+        total = pairset.n_prompts
+        provenance = {**pairset.provenance, "variant": variant, "prompts_in_full_set": str(total), "sampled": str(total),
+                      "seed": str(seed)}
+        return pooled_probe(name, "1", lambda: (p.to_item() for p in iter_prompts(pairset, variants[variant])),
+                            provenance, select)
     prompts = build_prompts(pairset, variants[variant])
     total = len(prompts)
-    if n is not None:
-        prompts = sample(prompts, n, seed)
-    return Probe(f"genderpair-group{group}", "1", tuple(p.to_item() for p in prompts),
+    prompts = sample(prompts, n, seed)
+    return Probe(name, "1", tuple(p.to_item() for p in prompts),
                  {**pairset.provenance, "variant": variant, "prompts_in_full_set": str(total), "sampled": str(len(prompts)),
                   "seed": str(seed)})
 
 
 def robustness_probe(data_dir: Path | None = None, n: int | None = None, seed: int = 0,
-                     variants: Sequence[str] | None = None, source: str = "auto") -> Probe:
+                     variants: Sequence[str] | None = None, source: str = "auto", select: Select | None = None) -> Probe:
     """Probe ``genderpair-robustness``: the same sampled items of all groups under every
-    paraphrase variant (items share ``meta["key"]`` across variants)."""
+    paraphrase variant (items share ``meta["key"]`` across variants); every item of every group
+    when ``n`` is None, of which ``select`` (see ``probes.base.pooled_probe``) keeps part."""
     known = load_prompt_variants()
     names = list(variants or robustness_variant_names())
     unknown = [v for v in names if v not in known]
     if unknown or len(names) < 2:
         raise ValueError(f"robustness_probe: need >= 2 known variants, got {names}; known: {', '.join(known)}")
+    pairsets = [load_pairset(g, data_dir, source) for g in GROUPS]
+    kinds = {pairset.provenance.get("kind", "") for pairset in pairsets}
+
+    def provenance(per_variant: int) -> dict[str, str]:
+        return {"source": f"{PAPER}, Sec. 5.4.1 (robustness to prompt structure)", "pair_sets": "+".join(sorted(kinds)),
+                "variants": ",".join(names), "items_per_variant": str(per_variant), "seed": str(seed),
+                **({"stand_in": "the project-written GenderPair set, not the paper's descriptors"} if "project" in kinds else {})}
+
+    if n is None:
+        # Every variant's items in turn, each the groups' prompts in order: what with_variant
+        # gives on the unsampled base, made one at a time.
+        per_variant = sum(ps.n_prompts for ps in pairsets)
+        return pooled_probe("genderpair-robustness", "1",
+                            lambda: (p.to_item() for v in names for ps in pairsets for p in iter_prompts(ps, known[v])),
+                            provenance(per_variant), select)
     base: list[GenderPairPrompt] = []
-    kinds = set()
-    for g in GROUPS:
-        pairset = load_pairset(g, data_dir, source)
-        kinds.add(pairset.provenance.get("kind", ""))
-        prompts = build_prompts(pairset, known[names[0]])
-        base.extend(sample(prompts, n // len(GROUPS), seed) if n is not None else prompts)
+    for pairset in pairsets:
+        base.extend(sample(build_prompts(pairset, known[names[0]]), n // len(GROUPS), seed))
     items = [p.to_item() for v in names for p in with_variant(base, known[v])]
-    return Probe("genderpair-robustness", "1", tuple(items),
-                 {"source": f"{PAPER}, Sec. 5.4.1 (robustness to prompt structure)", "pair_sets": "+".join(sorted(kinds)),
-                  "variants": ",".join(names), "items_per_variant": str(len(base)), "seed": str(seed),
-                  **({"stand_in": "the project-written GenderPair set, not the paper's descriptors"} if "project" in kinds else {})})
+    return Probe("genderpair-robustness", "1", tuple(items), provenance(len(base)))
 
 
-def load_group(name: str, data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0) -> Probe:
+def load_group(name: str, data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0,
+               select: Select | None = None) -> Probe:
     """``genderpair-group{g}`` (the catalogue's loader) with its third of ``sample`` prompts
-    over the three groups (None: all of them)."""
+    over the three groups (None: all of them, of which ``select`` keeps part)."""
     n = None if sample is None else max(1, sample // len(GROUPS))
-    return group_probe(int(name.removeprefix("genderpair-group")), data_dir, n=n, seed=seed)
+    return group_probe(int(name.removeprefix("genderpair-group")), data_dir, n=n, seed=seed, select=select)
 
 
-def load_robustness(data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0) -> Probe:
+def load_robustness(data_dir: Path | None = None, sample: int | None = DEFAULT_SAMPLE, seed: int = 0,
+                    select: Select | None = None) -> Probe:
     """``genderpair-robustness`` (the catalogue's loader): a quarter of ``sample`` under each of
     the four wordings, as many generations as the group probes, and the paper wording's are
-    shared with theirs when sampled alike."""
+    shared with theirs when sampled alike (None: all of them, of which ``select`` keeps part)."""
     n = None if sample is None else max(len(GROUPS), sample // 4)
-    return robustness_probe(data_dir, n=n, seed=seed)
+    return robustness_probe(data_dir, n=n, seed=seed, select=select)
 
 
 def prompt_from_item(item: ProbeItem) -> GenderPairPrompt:

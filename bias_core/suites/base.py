@@ -132,9 +132,23 @@ class Suite:
         return {}
 
     def load_probe(self, name: str) -> Any:
-        offered = {"data_dir": self.data_dir, "name": name, "seed": self.seed, **self.probe_options()}
+        offered = {"data_dir": self.data_dir, "name": name, "seed": self.seed, "select": self._select(name),
+                   **self.probe_options()}
         return call_with(catalogue.probe_loader(name), {k: (lambda v=v: v) for k, v in offered.items()},
                          f"the loader of probe {name!r},")
+
+    def _select(self, name: str) -> Any:
+        """What a loader of a large pool may keep of it (``select``, probes/base.py ``pooled_probe``):
+        under --sample auto, what the run's looks can reach (gating/adaptive_sampling.py ``pool_select``)."""
+        if self.sampling is None or self._size is not None:
+            return None
+        from bias_core.gating.adaptive_sampling import pool_select
+
+        # The mitigation family's comparisons (GenderCARE's *_reduction on GenderPair's groups) are
+        # computed by the mitigation suite, which loads its probes whole: they never read this pool.
+        on_pool = [m for m in catalogue.declared() if m.family != "mitigation"
+                   and any(p == name or name in self.sampled_parts(p) for p in m.probes)]
+        return pool_select(self.sampling, name, self.seed, on_pool)
 
     def compute(self, probe_name: str, metric: str) -> MetricResult:
         """The metric from the runner its catalogue entry names; one run per probe and runner

@@ -144,15 +144,29 @@ class ItemsFile:
 
 
 # ----- identity of probes and of the lexicon ------------------------------------------------------
+def _json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def _sha256_json(obj: Any) -> str:
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_json(obj).encode("utf-8")).hexdigest()
 
 
 def probe_sha256(probe: Any) -> str:
-    """Content hash of a probe: name, version and every item's id, prompt and metadata, in order."""
-    return _sha256_json({"name": probe.name, "version": str(probe.version),
-                         "items": [[str(i.id), i.prompt, i.meta] for i in probe.items]})
+    """Content hash of a probe: name, version and every item's id, prompt and metadata, in order
+    (of its whole pool when its loader kept only part, probes/base.py ``Pool``).
+
+    The SHA-256 of ``_sha256_json({"name", "version", "items": [[id, prompt, meta], ...]})``'s
+    text, hashed item by item: the text of a pool of 100,000 prompts is never built whole."""
+    pool = getattr(probe, "pool", None)
+    items = pool.every_item() if pool is not None else probe.items
+    h = hashlib.sha256()
+    # The keys in sorted order, as json.dumps(sort_keys=True) writes them: items, name, version.
+    h.update(b'{"items":[')
+    for k, i in enumerate(items):
+        h.update((b"," if k else b"") + _json([str(i.id), i.prompt, i.meta]).encode("utf-8"))
+    h.update(f'],"name":{_json(probe.name)},"version":{_json(str(probe.version))}}}'.encode("utf-8"))
+    return h.hexdigest()
 
 
 def lexicon_sha256(pairs: Iterable[Sequence[str]] | None = None) -> str:

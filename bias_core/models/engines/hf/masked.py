@@ -166,6 +166,7 @@ class MaskedLM(HFText):
                     if not bool(finite_rows(logprobs[None]).all()):
                         raise non_finite(self, desc, self.tokenizer.decode(list(seqs[i]), skip_special_tokens=False))
                     use(i, logprobs)
+                del logits, logprobs  # before the next batch's (rows x width x vocabulary) are made
                 bar.update(len(batch))
         bar.close()
 
