@@ -51,12 +51,20 @@ DEFAULT_CAP = 1024
 DEFAULT_BUDGET_S: float | None = None
 # Per-probe item caps where an item is expensive (a 64-token generation and two classifiers per
 # GenderPair prompt): sized so the default audit stays within its time target (benchmarks/).
+# BBQ (5,672 questions) and discrim-eval (3,150 matched triples of ~190-token prompts) would add
+# 7 and 25 minutes whole on this CPU: capped so the default audit's cold time grows by under 10%
+# (benchmarks/RESULTS.md). discrim-eval's cap is below the first look: it has one look, at 32.
 PROBE_CAPS = {"genderpair-group1": 256, "genderpair-group2": 256, "genderpair-group3": 256,
-              "genderpair-robustness": 128}
+              "genderpair-robustness": 128, "bbq-gender": 256, "discrim-eval-gender": 32}
+# Probes too large to audit whole by default: when not sampled adaptively (--sample fixed, a run
+# with a baseline or --mitigation) they are audited on the first this-many units of their seeded
+# order, as GenderPair on its fixed stratified sample; --sample N sets another size.
+FIXED_SIZES = {"bbq-gender": 1024, "discrim-eval-gender": 128}
 
 
 # The probes whose items are a sample from a larger pool (GenderPair's are added by plan_for).
-SAMPLED_PROBES = ("natural-stsb", "natural-snli", "da-gender", "crows-pairs-gender", "sentiment-templates")
+SAMPLED_PROBES = ("natural-stsb", "natural-snli", "da-gender", "crows-pairs-gender", "sentiment-templates",
+                  "bbq-gender", "discrim-eval-gender")
 GENDERPAIR_PROBES = ("genderpair-group1", "genderpair-group2", "genderpair-group3", "genderpair-groups",
                      "genderpair-robustness")
 
@@ -92,6 +100,11 @@ class SamplePlan:
 
     def samples(self, probe: str) -> bool:
         return self.mode != "fixed" and probe in self.probes
+
+    def fixed_size(self, probe: str) -> int | None:
+        """The units a probe too large to audit whole keeps when this plan does not sample it
+        adaptively (``FIXED_SIZES``); None: the whole probe."""
+        return None if self.samples(probe) else FIXED_SIZES.get(probe)
 
     def cap_for(self, probe: str) -> int:
         return self.cap if self.cap is not None else PROBE_CAPS.get(probe, DEFAULT_CAP)

@@ -78,7 +78,23 @@ class Suite:
             from bias_core.gating.adaptive_sampling import prefix_probe
 
             return self._remembered(self._probes, name, lambda: prefix_probe(self._pool.probe(name), self._size, self.seed))
-        return self._remembered(self._probes, name, lambda: self.load_probe(name))
+        return self._remembered(self._probes, name, lambda: self._fixed_size(self.load_probe(name)))
+
+    def _fixed_size(self, probe: Any) -> Any:
+        """A probe too large to audit whole, cut to its fixed size when the plan does not sample it
+        adaptively (``adaptive_sampling.FIXED_SIZES``); without a plan (outside pytest), whole."""
+        size = self.sampling.fixed_size(probe.name) if self.sampling is not None else None
+        if size is None:
+            return probe
+        from bias_core.gating.adaptive_sampling import pool_units, prefix_probe
+
+        pool = pool_units(probe)
+        if size >= pool:
+            return probe
+        cut = prefix_probe(probe, size, self.seed)
+        note = (f"the first {size} of {pool} units in the seeded order (a fixed sample; --sample auto sizes it by its "
+                f"gate, --sample N takes N)")
+        return dataclasses.replace(cut, provenance={**cut.provenance, "fixed_sample": note})
 
     def at_size(self, n: int) -> "Suite":
         """This suite with every sampled probe cut to the first n units of its seeded order."""
