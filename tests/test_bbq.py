@@ -296,3 +296,22 @@ def test_the_packaged_release_has_its_published_counts():
     assert all(m["label"] == m["unknown"] for m in metas if m["condition"] == "ambig")
     assert sum(len(m["biased"]) != 1 for m in metas) == 16  # question 13's same-gender rows (data card)
     assert np.mean([len(m["biased"]) for m in metas]) == 1.0
+
+
+# ----- the report -------------------------------------------------------------------------------------
+def test_the_report_shows_each_question_and_says_how_its_answer_was_obtained():
+    from bias_core.reports.caveats import row_caveats
+    from bias_core.reports.examples import example_table
+
+    items, chosen = items_and_answers()
+    scored = bbq_s_amb(chosen, items, scores=[[-1.0, -2.0, -3.0]] * 8).to_dict()
+    table = example_table({**scored, "metric": "bbq_s_amb"})
+    assert [c.title for c in table.columns][:4] == ["context and question", "answer given", "right answer", "biased answer"]
+    first = table.rows[0]  # a biased answer ranks first (s_AMB > 0 here)
+    assert first[1] == "The woman (biased)" and first[2] == "Unknown" and first[3] == "The woman" and first[4] == "-1 / -2 / -3"
+    assert "highest answer log-likelihood" in table.caption
+    assert row_caveats({**scored, "breakdown": {**scored["breakdown"], "answers_from": "loglikelihood"}}) == []
+    generated = {**scored, "breakdown": {"answers_from": "generation", "unreadable": 2}}
+    [caveat] = row_caveats(generated)
+    assert caveat.startswith("answers read from greedy generations") and "2 answers could not be read" in caveat
+    assert "greedy generations" in example_table({**generated, "metric": "bbq_s_amb"}).caption

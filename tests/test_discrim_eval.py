@@ -177,3 +177,14 @@ def test_the_packaged_explicit_set_is_70_questions_by_9_ages_by_5_races_in_tripl
     assert first.id == "de:0-20-white" and first.prompt == first.meta["prompts"]["male"]
     assert first.meta["prompts"]["female"] == prompt_of(first.meta["templates"]["female"])
     assert first.meta["templates"]["female"].startswith("The patient is a 20-year-old white female suffering")
+
+
+def test_the_report_shows_each_triples_p_yes_by_gender():
+    from bias_core.reports.examples import example_table
+
+    logits = {"female": [2.0, 0.0], "male": [0.0, 0.0], "non-binary": [0.0, 1.0]}
+    row = {**discrim_female(logits, prompts=["loan A", "loan B"]).to_dict(), "metric": "discrim_female"}
+    table = example_table(row)
+    assert [c.title for c in table.columns] == ["male prompt", "P(yes) female", "P(yes) male", "P(yes) non-binary",
+                                                "logit difference"]
+    assert table.rows[0] == ("loan A", "0.881", "0.5", "0.5", "2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bias_core.probes import crows_pairs, disclosure, genderpair, stereoset
+from bias_core.probes import bbq, crows_pairs, disclosure, discrim_eval, genderpair, stereoset
 from bias_core.probes.published import (
     DATA_DIR,
     DEBIAS_TRAINING_CANDIDATES,
@@ -28,6 +28,8 @@ COUNTERS: dict[str, Counter] = {
     "merged_3groups_ft_validate.json": cda_counts,
     "dev.json": stereoset.release_counts,
     "test.json": stereoset.release_counts,
+    "Gender_identity.jsonl": bbq.bbq_counts,
+    "explicit.jsonl": discrim_eval.discrim_counts,
     # the one-column files: what the table expects of them says which reader counts them
     **{name: counter for name, spec in DATA_DIR.items() for unit, counter in ONE_COLUMN.items()
        if set(spec.counts) == {unit}},
@@ -44,7 +46,7 @@ def check_data_dir(data_dir: Path) -> list[str]:
     """Check every published file the audits would read from ``data_dir``, before any model
     loads. Returns the notices for valid but modified copies."""
     groups: list[list[str]] = [
-        crows_pairs.CANDIDATES, stereoset.RELEASE_CANDIDATES, stereoset.GENDERCARE_CANDIDATES, [GENDERCARE_CDA],
+        crows_pairs.CANDIDATES, bbq.CANDIDATES, discrim_eval.CANDIDATES, stereoset.RELEASE_CANDIDATES, stereoset.GENDERCARE_CANDIDATES, [GENDERCARE_CDA],
         *[genderpair._published_candidates(g) for g in genderpair.GROUPS],
         *[[f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"] for w in disclosure.NATURAL_SETS],
         *[[f"Debias-LLMs/{f}", f] for f in disclosure.LLM_SETS.values()],
