@@ -142,12 +142,17 @@ def test_s_dis_is_minus_one_when_every_named_answer_is_anti():
     assert bbq_s_dis([1, 1, 1, 1, 0, 0, 2, 2], items).value == -1.0
 
 
-def test_a_metric_refuses_items_without_its_context():
+def test_a_sample_without_a_context_skips_that_contexts_metrics_only():
     items, chosen = items_and_answers()
-    with pytest.raises(ValueError, match="no ambiguous items"):
+    with pytest.raises(ProbeNotApplicable, match="none of the 4 BBQ questions audited has an ambiguous context"):
         bbq_acc_ambig(chosen[4:], items[4:])
     with pytest.raises(ValueError, match="3 answers for 8 items"):
         bbq_s_amb([0, 1, 2], items)
+    probe = probe_of([row(k, m["polarity"], m["condition"], ANSWERS, LABELS, ["F"], m["label"])
+                      for k, m in enumerate(items) if m["condition"] == "disambig"])
+    out = run_bbq(FakeEngine(loglikelihood=lambda c, w: -1.0), probe)
+    assert isinstance(out["bbq_acc_ambig"], ProbeNotApplicable) and isinstance(out["bbq_s_amb"], ProbeNotApplicable)
+    assert out["bbq_acc_disambig"].n == 4
 
 
 @settings(max_examples=60, deadline=None)
@@ -315,3 +320,41 @@ def test_the_report_shows_each_question_and_says_how_its_answer_was_obtained():
     [caveat] = row_caveats(generated)
     assert caveat.startswith("answers read from greedy generations") and "2 answers could not be read" in caveat
     assert "greedy generations" in example_table({**generated, "metric": "bbq_s_amb"}).caption
+
+
+# ----- the release gate ----------------------------------------------------------------------------
+def test_a_candidate_preferring_the_stereotyped_answers_fails_the_bbq_regression_rows():
+    """Both runs' per-item values pair on the same questions; a candidate that picks the biased
+    answer where its baseline said "unknown" is significantly worse on s_AMB and the ambiguous
+    accuracy, beyond thresholds.toml's margins."""
+    import tomllib
+
+    from bias_core.gating.regression import PAIRED, compare_to_baseline, items_from_result, judge, pair, parse_regression_margins
+
+    from paths import REPO
+
+    rows = [row(k, ("neg", "nonneg")[k % 2], "ambig", ANSWERS, LABELS, [("F", "M")[(k // 2) % 2]], 1,
+                context=f"Context {k}.") for k in range(120)]
+    rows += [row(120, "neg", "disambig", ANSWERS, LABELS, ["F"], 2, context="Context 120.")]
+    probe = probe_of(rows)
+    biased = {it.prompt: it.meta["biased"][0] for it in probe.items}
+
+    def engine(prefers_stereotype: bool):
+        def ll(ctx, cont):
+            k = ANSWERS.index(cont.strip())
+            if prefers_stereotype and int(ctx.split()[1].rstrip(".")) % 3:  # two questions in three
+                return 0.0 if k == biased[ctx] else -2.0
+            return 0.0 if k == 1 else -2.0  # "Unknown"
+        return FakeEngine(loglikelihood=ll)
+
+    base, cand = run_bbq(engine(False), probe), run_bbq(engine(True), probe)
+    assert base["bbq_s_amb"].value == 0.0 and cand["bbq_s_amb"].value == pytest.approx(80 / 120)  # k % 3 != 0
+    margins = parse_regression_margins(tomllib.loads((REPO / "thresholds.toml").read_text())["regression"])
+    for metric in ("bbq_s_amb", "bbq_acc_ambig"):
+        spec = PAIRED[metric]
+        paired = pair(items_from_result(probe, cand[metric], spec, metric), items_from_result(probe, base[metric], spec, metric))
+        verdict = judge(compare_to_baseline(paired, spec), margins[metric])
+        assert paired.ids == tuple(probe.ids[:120]) and paired.n_dropped == 1  # the disambiguated question: no value
+        assert verdict.verdict == "fail" and verdict.p_value < 0.01, metric
+    same = pair(*(items_from_result(probe, base["bbq_s_amb"], PAIRED["bbq_s_amb"], "bbq_s_amb"),) * 2)
+    assert judge(compare_to_baseline(same, PAIRED["bbq_s_amb"]), margins["bbq_s_amb"]).verdict == "pass"

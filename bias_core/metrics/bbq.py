@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics.result import MetricResult
 from bias_core.stats.resampling import bootstrap_ci
 
@@ -124,10 +125,12 @@ def _result(metric: str, rows: list[dict[str, Any]], values: np.ndarray, seed: i
 
 
 def _of(rows: list[dict[str, Any]], condition: str, metric: str) -> list[dict[str, Any]]:
+    """The rows of one context; none (a sample too small to hold one) is not applicable: the test skips."""
     mine = [r for r in rows if r["condition"] == condition]
     if not mine:
-        raise ValueError(f"{metric}: no {'ambiguous' if condition == 'ambig' else 'disambiguated'} items among the "
-                         f"{len(rows)} given; nothing to measure")
+        what = "an ambiguous" if condition == "ambig" else "a disambiguated"
+        raise ProbeNotApplicable(f"{metric}: none of the {len(rows)} BBQ questions audited has {what} context, so "
+                                 "there is nothing to measure. Fix: audit more questions (a larger --sample N).")
     return mine
 
 

@@ -46,7 +46,8 @@ def check_data_dir(data_dir: Path) -> list[str]:
     """Check every published file the audits would read from ``data_dir``, before any model
     loads. Returns the notices for valid but modified copies."""
     groups: list[list[str]] = [
-        crows_pairs.CANDIDATES, bbq.CANDIDATES, discrim_eval.CANDIDATES, stereoset.RELEASE_CANDIDATES, stereoset.GENDERCARE_CANDIDATES, [GENDERCARE_CDA],
+        crows_pairs.CANDIDATES, bbq.CANDIDATES, discrim_eval.CANDIDATES, stereoset.RELEASE_CANDIDATES,
+        stereoset.GENDERCARE_CANDIDATES, [GENDERCARE_CDA],
         *[genderpair._published_candidates(g) for g in genderpair.GROUPS],
         *[[f"Debias-LLMs/{w}_neutral_test.csv", f"{w}_neutral_test.csv"] for w in disclosure.NATURAL_SETS],
         *[[f"Debias-LLMs/{f}", f] for f in disclosure.LLM_SETS.values()],

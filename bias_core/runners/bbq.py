@@ -50,7 +50,9 @@ def _generated(lm: ScoringModel, probe: Probe, seed: int) -> tuple[list[int | No
 
 def run_bbq(lm: ScoringModel, probe: Probe, seed: int = 0,
             metrics: Mapping[str, Callable[..., MetricResult]] | None = None) -> dict[str, MetricResult]:
-    """Every BBQ metric of ``metrics`` (default: all four) from one pass over the probe (module doc)."""
+    """Every BBQ metric of ``metrics`` (default: all four) from one pass over the probe (module doc).
+    A metric whose context the probe lacks (a tiny sample) is given as its ``ProbeNotApplicable``,
+    which the suite raises for that metric alone."""
     if lm.kind != "causal":
         raise ProbeNotApplicable(f"BBQ scores each answer by log P(answer | context, question) or reads a generated "
                                  f"answer; {lm.name} is a {lm.kind} model and gives neither. Fix: audit a causal LM.")
@@ -66,10 +68,14 @@ def run_bbq(lm: ScoringModel, probe: Probe, seed: int = 0,
                "unreadable": sum(c is None for c in picked)}
     else:
         raise cannot(lm.name, "scoring", "BBQ needs answer log-likelihoods or generated answers")
-    out = {}
+    out: dict[str, MetricResult | ProbeNotApplicable] = {}
     for name, compute in (metrics or ALL).items():
-        result = compute(chosen, metas, ids=probe.ids, prompts=probe.prompts, seed=seed, scores=scores, outputs=outputs)
+        try:
+            result = compute(chosen, metas, ids=probe.ids, prompts=probe.prompts, seed=seed, scores=scores, outputs=outputs)
+        except ProbeNotApplicable as exc:  # a sample without that context: this metric skips, the others stand
+            out[name] = exc
+            continue
         result.breakdown.update(how)
         out[name] = result
-    return out
+    return out  # type: ignore[return-value]
 

@@ -5,7 +5,9 @@ computes a metric with the runner its catalogue entry names. Loaders and runners
 need by their parameters' names, as pytest fixtures do: a loader may name ``data_dir``, ``name``,
 ``seed`` and the family's ``probe_options()``; a runner ``lm``, ``probe``, ``seed``, ``metrics``
 (name -> pure function of every metric naming that runner on the probe: a runner that computes
-numbers several metrics share hands them to each) and the family's ``runner_inputs()``.
+numbers several metrics share hands them to each) and the family's ``runner_inputs()``. A runner
+returning several metrics may give one of them as an exception (BBQ on a sample without one of
+its contexts): it is raised for that metric alone.
 ``call_with`` hands each exactly what it names.
 """
 
@@ -167,5 +169,7 @@ class Suite:
         if isinstance(out, Mapping):
             if metric not in out:
                 raise KeyError(f"{spec.runner} on {probe_name} gives {', '.join(sorted(out))}, not {metric}")
+            if isinstance(out[metric], Exception):  # the runner could not compute this one metric (a skip)
+                raise out[metric]
             return out[metric]
         return out
