@@ -358,3 +358,34 @@ def test_a_candidate_preferring_the_stereotyped_answers_fails_the_bbq_regression
         assert verdict.verdict == "fail" and verdict.p_value < 0.01, metric
     same = pair(*(items_from_result(probe, base["bbq_s_amb"], PAIRED["bbq_s_amb"], "bbq_s_amb"),) * 2)
     assert judge(compare_to_baseline(same, PAIRED["bbq_s_amb"]), margins["bbq_s_amb"]).verdict == "pass"
+
+
+# ----- through the engines -----------------------------------------------------------------------------
+def test_bbq_through_the_endpoint_engine_gives_the_transformers_engines_answers(tiny_model_dir, tmp_path,
+                                                                                torch_single_thread):
+    """The runner asks only for log-likelihoods through the seam: an OpenAI-compatible server (the
+    stub, serving the tiny model) chooses the same answers, with log-likelihoods within 1e-4."""
+    from bias_core.models import LoadOptions, load_model, resolve_model
+
+    from conftest import load_tiny
+    from openai_stub_server import StubServer
+    from tolerances import decided
+
+    items, _ = items_and_answers()
+    probe = probe_of([row(k, m["polarity"], m["condition"], ANSWERS, LABELS, ["F"], m["label"], context=f"Context {k}.")
+                      for k, m in enumerate(items)])
+    reference = load_tiny(tiny_model_dir, "cpu", cache_dir=tmp_path / "ref-cache")
+    with StubServer(reference.engine.model, reference.engine.tokenizer) as server:
+        lm = load_model(resolve_model(str(tiny_model_dir)), LoadOptions(
+            engine="openai", engine_url=server.url, progress=False, cache_dir=tmp_path / "cache", use_cache=False,
+            max_concurrency=2))
+        theirs = run_bbq(lm, probe)
+    ours = run_bbq(reference, probe)
+    lls = {d["id"]: d["lls"] for m in ("bbq_acc_ambig", "bbq_acc_disambig") for d in ours[m].details}
+    np.testing.assert_allclose([d["lls"] for m in ("bbq_acc_ambig", "bbq_acc_disambig") for d in theirs[m].details],
+                               list(lls.values()), atol=1e-4)
+    top = np.sort(np.array(list(lls.values())), axis=1)
+    decided(float(np.min(top[:, 2] - top[:, 1])) - 2e-4, 0.0, "the tiny model's closest pair of answers")
+    for metric, result in ours.items():
+        assert [d["answer"] for d in result.details] == [d["answer"] for d in theirs[metric].details]
+        assert result.value == theirs[metric].value, metric
