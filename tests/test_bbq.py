@@ -245,7 +245,8 @@ def test_an_engine_that_only_generates_answers_by_letter_and_the_result_says_so(
     assert out["bbq_acc_disambig"].value == 0.75  # q7 was wrong anyway
     assert out["bbq_s_dis"].value == pytest.approx(1 / 3)
     b = out["bbq_s_dis"].breakdown
-    assert b["answers_from"] == "generation" and b["unreadable"] == 1 and "letter" in b["definition"]
+    assert b["answers_from"] == "generation" and b["unreadable"] == 1 and "letter" in b["scoring"]
+    assert b["definition"] == {"bbq_answers": "generation"}  # the JUnit property
     assert not any(c[0] == "loglikelihood" for c in lm.calls)
 
 

@@ -58,14 +58,16 @@ def run_bbq(lm: ScoringModel, probe: Probe, seed: int = 0,
                                  f"answer; {lm.name} is a {lm.kind} model and gives neither. Fix: audit a causal LM.")
     metas = [it.meta for it in probe.items]
     scores = outputs = None
+    # "definition": the short form the JUnit properties and run card carry (key -> value)
     if can(lm, "scoring"):
         chosen, lls = _scored(lm, probe)
-        scores, how = lls.tolist(), {"answers_from": "loglikelihood", "definition": LOGLIKELIHOOD}
+        scores, how = lls.tolist(), {"answers_from": "loglikelihood", "scoring": LOGLIKELIHOOD,
+                                     "definition": {"bbq_answers": "loglikelihood"}}
     elif can(lm, "generation"):
         picked, outputs = _generated(lm, probe, seed)
         chosen = picked  # type: ignore[assignment]
-        how = {"answers_from": "generation", "definition": GENERATED, "decoding": GENERATION.as_key(),
-               "unreadable": sum(c is None for c in picked)}
+        how = {"answers_from": "generation", "scoring": GENERATED, "definition": {"bbq_answers": "generation"},
+               "decoding": GENERATION.as_key(), "unreadable": sum(c is None for c in picked)}
     else:
         raise cannot(lm.name, "scoring", "BBQ needs answer log-likelihoods or generated answers")
     out: dict[str, MetricResult | ProbeNotApplicable] = {}
