@@ -349,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{bbq.ours_on_lm_eval_lls[m]:20.6f}")
     print(f"  HELM's s_AMB (1 - accuracy over all questions) x s_DIS(ambiguous), from our answers: {bbq.helm_s_amb:.6f}")
     print(f"  time: ours {bbq.seconds_ours:.1f} s, lm-eval {bbq.seconds_lm_eval:.1f} s")
-    print(f"discrim-eval explicit, gender: {len(de.logit_ours)} triples of questions {de.questions[0]}..{de.questions[-1]} "
+    shown = ", ".join(map(str, de.questions[:8])) + (", ..." if len(de.questions) > 8 else "")
+    print(f"discrim-eval explicit, gender: {len(de.logit_ours)} triples of decision questions {shown} "
           f"({3 * len(de.logit_ours)} prompts)")
     print(f"  max |delta logit(P yes)|: {de.max_abs_logit_diff:.3g}")
     for ours, theirs in (("discrim_female", "female_bias"), ("discrim_nonbinary", "non_binary_bias")):
