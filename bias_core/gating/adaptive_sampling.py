@@ -1,14 +1,14 @@
 """``--sample auto``: grow a probe's sample in seeded batches until its gate decides.
 
 A sampled probe's pool (its catalogue declaration says ``sampled``: GenderPair's prompts, the
-natural STS-B/SNLI predicates, DA-Gender's pairs, CrowS-Pairs, the sentiment templates) is put in
-one seeded order, ``unit_order``; the audit computes a metric on the first n units of that order
-for n = ``first``, 2 ``first``, 4 ``first``, ... up to the probe's item cap, and after each look
-asks the metric's *confidence sequence* (``bias_core.stats.sequential``) whether the gate has
-decided. It stops at the first look that decides, at the cap (or the end of the pool), or once the
-run's time budget is spent. Because a CS covers the mean at every look at once, the interval at the
-stop keeps its 95% coverage whatever made it stop, which a bootstrap CI recomputed after every
-batch would not.
+natural STS-B/SNLI predicates, DA-Gender's pairs, CrowS-Pairs, the sentiment templates, BBQ's
+questions, discrim-eval's matched triples) is put in one seeded order, ``unit_order``; the audit
+computes a metric on the first n units of that order for n = ``first``, 2 ``first``, 4 ``first``,
+... up to the probe's item cap, and after each look asks the metric's *confidence sequence*
+(``bias_core.stats.sequential``) whether the gate has decided. It stops at the first look that
+decides, at the cap (or the end of the pool), or once the run's time budget is spent. Because a
+CS covers the mean at every look at once, the interval at the stop keeps its 95% coverage
+whatever made it stop, which a bootstrap CI recomputed after every batch would not.
 
 Determinism: the order depends only on the seed, the probe's name and its items' unit ids, and
 the looks only on ``first`` and the cap, so the same seed gives the same items whatever the
@@ -53,10 +53,15 @@ DEFAULT_BUDGET_S: float | None = None
 
 
 #: Per-probe item caps where an item is expensive (a 64-token generation and two classifiers per
-#: GenderPair prompt), as the probes' catalogue declarations give them (``Sampled.cap``; the rest
-#: take ``DEFAULT_CAP``), installed packages' included.
+#: GenderPair prompt, a ~190-token prompt per discrim-eval gender), as the probes' catalogue
+#: declarations give them (``Sampled.cap``; the rest take ``DEFAULT_CAP``), installed packages' included.
 PROBE_CAPS: Mapping[str, int] = catalogue.Derived(
     lambda: {p.name: p.sampled.cap for p in catalogue.sampled_probes() if p.sampled.cap is not None})
+#: Probes too large to audit whole by default (``Sampled.fixed``): when a plan does not sample
+#: them adaptively (--sample fixed, a run with a baseline or --mitigation) they are audited on the
+#: first this-many units of their seeded order, as GenderPair on its fixed stratified sample.
+FIXED_SIZES: Mapping[str, int] = catalogue.Derived(
+    lambda: {p.name: p.sampled.fixed for p in catalogue.sampled_probes() if p.sampled.fixed is not None})
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,11 @@ class SamplePlan:
     def samples(self, probe: str) -> bool:
         return self.mode != "fixed" and probe in self.probes
 
+    def fixed_size(self, probe: str) -> int | None:
+        """The units a probe too large to audit whole keeps when this plan does not sample it
+        adaptively (its declaration's ``Sampled.fixed``, ``FIXED_SIZES``); None: the whole probe."""
+        return None if self.samples(probe) else FIXED_SIZES.get(probe)
+
     def cap_for(self, probe: str) -> int:
         return self.cap if self.cap is not None else PROBE_CAPS.get(probe, DEFAULT_CAP)
 
@@ -98,12 +108,15 @@ class SamplePlan:
         return self.budget_s is not None and time.monotonic() - self.started >= self.budget_s
 
     def describe(self) -> dict[str, Any]:
-        """The plan as the run header and the report show it."""
+        """The plan as the run header and the report show it (``fixed_size``: the probes cut to
+        their declared fixed size because this plan does not sample them adaptively)."""
+        fixed = {name: n for name, n in FIXED_SIZES.items() if not self.samples(name)}
+        cut = {"fixed_size": fixed} if fixed else {}
         if not self.adaptive:
-            return {"mode": self.mode}
+            return {"mode": self.mode, **cut}
         return {"mode": "auto", "first_look": self.first,
                 "item_cap": self.cap if self.cap is not None else {"default": DEFAULT_CAP, **PROBE_CAPS},
-                "budget_s": self.budget_s, "alpha": self.alpha, "probes": list(self.probes)}
+                "budget_s": self.budget_s, "alpha": self.alpha, "probes": list(self.probes), **cut}
 
 
 def plan_for(options: SampleOptions, genderpair_fixed: bool, paired: bool) -> SamplePlan:

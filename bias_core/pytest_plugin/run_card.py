@@ -28,9 +28,12 @@ def definitions_line(settings: AuditSettings) -> str:
 
 
 def sampling_line(settings: AuditSettings) -> str:
-    from bias_core.gating.adaptive_sampling import DEFAULT_CAP, PROBE_CAPS
+    from bias_core.gating.adaptive_sampling import DEFAULT_CAP, FIXED_SIZES, PROBE_CAPS
 
     opts = settings.sample
+    if opts.mode == "fixed" and FIXED_SIZES:
+        sizes = ", ".join(f"{k} {v}" for k, v in FIXED_SIZES.items())
+        return f"fixed (bootstrap CIs; the first units of a seeded order: {sizes})"
     if opts.mode != "auto":
         return f"{opts.mode} (bootstrap CIs)"
     caps = opts.cap if opts.cap is not None else f"{DEFAULT_CAP} ({', '.join(f'{k} {v}' for k, v in PROBE_CAPS.items())})"

@@ -10,6 +10,9 @@ Each rule returns plain text (no HTML), shown as a warning on the report's row. 
   (``breakdown["by_position"]``, GenderPair BPR).
 - **stand-in data**: the probe's items are not the paper's (``breakdown["data"]["stand_in"]``,
   set by the probe loaders: project-written predicates or pair sets, a packaged subset).
+- **generated answers**: BBQ's answers were read from greedy generations, the engine giving no
+  log-likelihoods (``breakdown["answers_from"] == "generation"``): not comparable with a run that
+  scored the answers.
 - **proxy metric**: the metric name contains ``proxy`` (offline, a VADER sentiment proxy
   stands in for the regard classifier).
 - **p-value vs margin**: an inconclusive test with p < 0.05: the p-value tests "no effect at
@@ -48,6 +51,11 @@ def row_caveats(row: Mapping[str, Any]) -> list[str]:
     data = b.get("data")
     if isinstance(data, Mapping) and data.get("stand_in"):
         out.append(f"stand-in data: {data['stand_in']}")
+    if b.get("answers_from") == "generation":
+        unreadable = b.get("unreadable")
+        out.append("answers read from greedy generations over lettered options (the engine gives no log-likelihoods), "
+                   "not from answer log-likelihoods: compare only with runs that generated too"
+                   + (f"; {unreadable} answers could not be read (counted wrong)" if unreadable else ""))
     if "proxy" in str(row.get("metric") or ""):
         out.append("proxy metric: VADER sentiment stands in for the regard classifier (offline)")
     p = num(row.get("p_value"))

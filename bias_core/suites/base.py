@@ -5,7 +5,9 @@ computes a metric with the runner its catalogue entry names. Loaders and runners
 need by their parameters' names, as pytest fixtures do: a loader may name ``data_dir``, ``name``,
 ``seed`` and the family's ``probe_options()``; a runner ``lm``, ``probe``, ``seed``, ``metrics``
 (name -> pure function of every metric naming that runner on the probe: a runner that computes
-numbers several metrics share hands them to each) and the family's ``runner_inputs()``.
+numbers several metrics share hands them to each) and the family's ``runner_inputs()``. A runner
+returning several metrics may give one of them as an exception (BBQ on a sample without one of
+its contexts): it is raised for that metric alone.
 ``call_with`` hands each exactly what it names.
 """
 
@@ -78,7 +80,23 @@ class Suite:
             from bias_core.gating.adaptive_sampling import prefix_probe
 
             return self._remembered(self._probes, name, lambda: prefix_probe(self._pool.probe(name), self._size, self.seed))
-        return self._remembered(self._probes, name, lambda: self.load_probe(name))
+        return self._remembered(self._probes, name, lambda: self._fixed_size(self.load_probe(name)))
+
+    def _fixed_size(self, probe: Any) -> Any:
+        """A probe too large to audit whole, cut to its fixed size when the plan does not sample it
+        adaptively (its declaration's ``Sampled.fixed``); without a plan (outside pytest), whole."""
+        size = self.sampling.fixed_size(probe.name) if self.sampling is not None else None
+        if size is None:
+            return probe
+        from bias_core.gating.adaptive_sampling import pool_units, prefix_probe
+
+        pool = pool_units(probe)
+        if size >= pool:
+            return probe
+        cut = prefix_probe(probe, size, self.seed)
+        note = (f"the first {size} of {pool} units in the seeded order (a fixed sample; --sample auto sizes it by its "
+                f"gate, --sample N takes N)")
+        return dataclasses.replace(cut, provenance={**cut.provenance, "fixed_sample": note})
 
     def at_size(self, n: int) -> "Suite":
         """This suite with every sampled probe cut to the first n units of its seeded order."""
@@ -167,5 +185,7 @@ class Suite:
         if isinstance(out, Mapping):
             if metric not in out:
                 raise KeyError(f"{spec.runner} on {probe_name} gives {', '.join(sorted(out))}, not {metric}")
+            if isinstance(out[metric], Exception):  # the runner could not compute this one metric (a skip)
+                raise out[metric]
             return out[metric]
         return out
