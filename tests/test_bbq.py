@@ -379,8 +379,8 @@ def test_bbq_through_the_endpoint_engine_gives_the_transformers_engines_answers(
     reference = load_tiny(tiny_model_dir, "cpu", cache_dir=tmp_path / "ref-cache")
     with StubServer(reference.engine.model, reference.engine.tokenizer) as server:
         lm = load_model(resolve_model(str(tiny_model_dir)), LoadOptions(
-            engine="openai", engine_url=server.url, progress=False, cache_dir=tmp_path / "cache", use_cache=False,
-            max_concurrency=2))
+            engine="openai", engine_options={"engine_url": server.url, "max_concurrency": 2}, progress=False,
+            cache_dir=tmp_path / "cache", use_cache=False))
         theirs = run_bbq(lm, probe)
     ours = run_bbq(reference, probe)
     lls = {d["id"]: d["lls"] for m in ("bbq_acc_ambig", "bbq_acc_disambig") for d in ours[m].details}
