@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bias_core.errors import AuditUsageError, ThresholdsError
-from bias_core.gating.adaptive_sampling import DEFAULT_BUDGET_S, SampleOptions
+from bias_core.gating.adaptive_sampling import DEFAULT_BUDGET_S, DEFAULT_CAP, PROBE_CAPS, SampleOptions
 from bias_core.gating.thresholds import Thresholds, load_thresholds
 from bias_core.mitigation.evaluation.tradeoff_curves import parse_grid
 from bias_core.mitigation.methods.names import parse_mitigations
@@ -73,9 +73,9 @@ def add_options(parser) -> None:
                     help="sampled probes' sizes: auto (grow seeded batches until the gate decides, time-uniform "
                          "intervals), fixed (the per-probe defaults, bootstrap CIs) or N (N items per probe, fixed) "
                          "(default: auto)")
+    caps = ", ".join(f"{probe} {cap}" for probe, cap in PROBE_CAPS.items())  # the declarations' (catalogue)
     group.addoption("--sample-cap", default=None,
-                    help="--sample auto: most items (units) per probe (default: 1024; 256 per GenderPair group, "
-                         "128 robustness prompts)")
+                    help=f"--sample auto: most items (units) per probe (default: {DEFAULT_CAP}; {caps})")
     group.addoption("--sample-budget", default=None,
                     help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: none; item caps "
                          "only, so runs are deterministic)")
