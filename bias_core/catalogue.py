@@ -13,9 +13,8 @@ A ``ProbeSpec`` says what a probe is: its loader and family, where its data come
 a package's file, a ``--data-dir`` file, online; each published file with its hash and counts),
 whether ``--sample auto`` samples it from a pool, its item cap and its size when not sampled
 adaptively. The up-front check of ``--data-dir``, the sampling plan and the reports' data-set
-names read it from here. An installed
-package adds its own through ``registry.add_probe`` (``bias_core.pytest_plugin.extensions``),
-into the same table.
+names read it from here. An installed package adds its own through ``registry.add_probe``
+(``bias_core.pytest_plugin.extensions``), into the same table.
 """
 
 from __future__ import annotations
