@@ -230,13 +230,9 @@ def with_eos_bias(model, eos_id: int, bias: float):
 def audit_rows(pytester, model_dir: Path, cache_dir: Path, keyword: str) -> tuple[dict[str, dict], str]:
     """The repo's audits and thresholds.toml run on ``model_dir`` in a pytester folder (``-k
     keyword``): the run's results.json rows by test id, and pytest's output (for messages)."""
-    import shutil
+    from harness import copy_project, last_run, rows_by_id
 
-    repo = Path(__file__).resolve().parents[1]
-    shutil.copytree(repo / "audits", pytester.path / "audits")
-    shutil.copy(repo / "thresholds.toml", pytester.path / "thresholds.toml")
+    copy_project(pytester.path)
     result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(model_dir),
                                            "--cache-dir", str(cache_dir), "-k", keyword)
-    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
-    rows = json.loads((run / "results.json").read_text())["results"]
-    return {r["test_id"]: r for r in rows}, result.stdout.str()
+    return rows_by_id(last_run(pytester.path / "reports")), result.stdout.str()
