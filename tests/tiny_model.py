@@ -3,7 +3,8 @@
 Built entirely offline (no hub): the tokenizer is trained with the ``tokenizers`` library on a
 small in-code corpus, the model is ``LlamaForCausalLM`` from a config. Both are saved with
 ``save_pretrained`` into one folder, so the folder loads like any Hugging Face model directory
-(``--model ./that/folder``). The same seed gives byte-identical files.
+(``--model ./that/folder``). The same seed gives byte-identical files. Beside it: tiny masked
+LMs and BART, and a random LoRA adapter for any of them (``save_lora``).
 """
 
 from __future__ import annotations
@@ -236,3 +237,18 @@ def audit_rows(pytester, model_dir: Path, cache_dir: Path, keyword: str) -> tupl
     result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(model_dir),
                                            "--cache-dir", str(cache_dir), "-k", keyword)
     return rows_by_id(last_run(pytester.path / "reports")), result.stdout.str()
+
+
+def save_lora(model, folder, seed=0, **config):
+    """A LoRA adapter with random (non-zero) A and B, so it changes the model's outputs."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        lora = LoraConfig(r=4, lora_alpha=8, target_modules=config.pop("target_modules", "all-linear"),
+                          init_lora_weights=False, task_type="CAUSAL_LM", **config)
+        peft_model = get_peft_model(model, lora)
+        peft_model.save_pretrained(folder, safe_serialization=True)
+        peft_model.unload()
+    return folder
