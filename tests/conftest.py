@@ -30,7 +30,7 @@ SUBPROCESS_DEADLINE_S = 900
 def _import_bias_core() -> None:
     """Every bias_core module, once, before any test runs.
 
-    pytester's in-process runs (tests/test_bad_inputs.py, test_plugin.py) drop from sys.modules
+    pytester's in-process runs (tests/test_bad_inputs_*.py, test_plugin.py) drop from sys.modules
     every module first imported inside them. A module kept from before (a runner holding
     ``WeatProbe``) and one imported afresh later (the probe module making a new ``WeatProbe``
     class) then disagree on isinstance, and a later test failed depending on the order the
