@@ -37,7 +37,7 @@ WORDS = ["she", "he", "her", "his", "him", "hers", "herself", "himself", "woman"
 def _handle(model: str, folder: Path):
     from bias_core.models import LoadOptions, load_model, resolve_model
 
-    from conftest import bias_core_cache_dir, load_tiny
+    from harness import bias_core_cache_dir, load_tiny
 
     if model == "tiny":
         return load_tiny(folder)

@@ -1,5 +1,6 @@
-"""Shared fixtures: a tiny local causal LM (fast tests), the packaged SmolLM2 (slow tests), and
-the devices model-layer tests run on.
+"""Shared fixtures: a tiny local causal LM (fast tests), the packaged SmolLM2 (slow tests), the
+devices model-layer tests run on, and audit projects (``audit_project``, ``project``,
+``synthetic``) built from tests/harness.py, where the plain helpers the tests import live.
 
 Device-parametrized tests take the ``device`` fixture: a "cpu" case always, a "cuda" case
 (marked ``gpu``) that runs where a CUDA GPU is visible and skips, saying why, elsewhere.
@@ -18,8 +19,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from harness import BASE, SYNTHETIC, Project, bias_core_cache_dir, copy_project, load_tiny, offline, usable_device
 from isolation import LEAK_FIX, ImportWatch
-from paths import REPO
+from paths import REPO, TESTS
 from tiny_model import build_tiny_causal_lm
 
 SUBPROCESS_DEADLINE_S = 900
@@ -28,7 +30,7 @@ SUBPROCESS_DEADLINE_S = 900
 def _import_bias_core() -> None:
     """Every bias_core module, once, before any test runs.
 
-    pytester's in-process runs (tests/test_bad_inputs.py, test_plugin.py) drop from sys.modules
+    pytester's in-process runs (tests/test_bad_inputs_*.py, test_plugin.py) drop from sys.modules
     every module first imported inside them. A module kept from before (a runner holding
     ``WeatProbe``) and one imported afresh later (the probe module making a new ``WeatProbe``
     class) then disagree on isinstance, and a later test failed depending on the order the
@@ -94,44 +96,13 @@ def pytest_collection_modifyitems(config, items) -> None:
         raise pytest.UsageError(f"--test-order {order}: expected reverse, shuffle or shuffle:SEED")
 
 
-def bias_core_cache_dir() -> Path:
-    """Where converted packaged models live between runs: the plugin's default cache dir."""
-    from bias_core.pytest_plugin.options import default_cache_dir
-
-    return default_cache_dir()
-
-
 DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
-NO_GPU = ("no CUDA GPU visible (torch.cuda.is_available() is False); the cuda case runs on a GPU "
-          "machine: pytest tests --device cuda")
-
-
-def usable_device(config, device: str) -> str:
-    """``device`` when this run covers it, else a skip that says why."""
-    import torch
-
-    chosen = config.getoption("--device", default="auto")
-    if chosen not in ("auto", device):
-        pytest.skip(f"--device {chosen}: the {device} case is left out")
-    if device == "cuda" and not torch.cuda.is_available():
-        pytest.skip(NO_GPU)
-    return device
 
 
 @pytest.fixture(scope="session", params=DEVICES)
 def device(request) -> str:
     """Each device a model-layer test runs on (see the module docstring)."""
     return usable_device(request.config, request.param)
-
-
-def load_tiny(folder, device: str = "cpu", dtype: str = "float32", **options):
-    """A handle on a tiny test model on ``device`` (float32 unless asked), without progress bars."""
-    from bias_core.models import LoadOptions, load_model, resolve_model
-
-    # Beside the folder, never inside it: the folder is a model other tests copy file by file.
-    options.setdefault("cache_dir", Path(folder).parent / f"{Path(folder).name}-unused-cache")
-    options.setdefault("use_cache", False)
-    return load_model(resolve_model(str(folder)), LoadOptions(device=device, dtype=dtype, progress=False, **options))
 
 
 @pytest.fixture(autouse=True)
@@ -204,3 +175,39 @@ def smollm2_lm():
         resolve_model("smollm2-135m"),
         LoadOptions(cache_dir=bias_core_cache_dir(), use_cache=False, progress=False, dtype="float32"),
     )
+
+
+# ----- audit projects (their parts: tests/harness.py) ---------------------------------------------
+@pytest.fixture
+def audit_project(pytester, monkeypatch):
+    """A pytester folder holding the repository's audits and thresholds.toml, offline: a test runs
+    ``audit_project.runpytest_subprocess("audits", ...)`` as a user runs ``pytest audits``."""
+    offline(monkeypatch)
+    copy_project(pytester.path)
+    return pytester
+
+
+@pytest.fixture
+def project(pytester, monkeypatch, tmp_path):
+    """The same project, run in-process with its model loader recorded (harness.Project): the
+    bad-input tests' (tests/test_bad_inputs_*.py)."""
+    offline(monkeypatch)
+    copy_project(pytester.path)
+    return Project(pytester, monkeypatch, tmp_path / "cache")
+
+
+@pytest.fixture
+def synthetic(pytester, monkeypatch):
+    """Synthetic audits (harness.SYNTHETIC) gated by harness.BASE: the gate fixture and the run's
+    reports, no model."""
+    offline(monkeypatch)
+    pytester.makefile(".toml", thresholds=BASE)
+    pytester.makepyfile(test_audit=SYNTHETIC)
+    shutil.copy(TESTS / "fault_points.py", pytester.path)  # -p fault_points: signals as at a terminal
+    return pytester
+
+
+@pytest.fixture
+def tiny_copy(tiny_model_dir, tmp_path):
+    """A private copy of the tiny model, free to break."""
+    return Path(shutil.copytree(tiny_model_dir, tmp_path / "tiny"))

@@ -11,25 +11,11 @@ from bias_core.errors import AuditUsageError
 from bias_core.models import LoadOptions, check_options, load_model, resolve_model
 from bias_core.models.weights.adapter import adapter_sha256, apply_adapter, check_adapter_dir
 
+from tiny_model import save_lora
 from tolerances import Forward, assert_close, assert_close_logprobs, longest_word_tokens
 
 PROMPTS = ["My friend is a nurse, and", "The person likes to read books, and"]
 WORDS = ["she", "he", "her", "his"]
-
-
-def save_lora(model, folder, seed=0, **config):
-    """A LoRA adapter with random (non-zero) A and B, so it changes the model's outputs."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        lora = LoraConfig(r=4, lora_alpha=8, target_modules=config.pop("target_modules", "all-linear"),
-                          init_lora_weights=False, task_type="CAUSAL_LM", **config)
-        peft_model = get_peft_model(model, lora)
-        peft_model.save_pretrained(folder, safe_serialization=True)
-        peft_model.unload()
-    return folder
 
 
 @pytest.fixture

@@ -4,15 +4,13 @@ and the same items and numbers whatever the batch size or the number of xdist wo
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from bias_core.gating.adaptive_sampling import BOOTSTRAP_KIND, CS_KIND
 
-from conftest import load_tiny
-from paths import REPO
+from harness import load_tiny, only_run, rows_by_id
 from tolerances import assert_close, disclosure_atol, disclosure_eta
 
 pytest_plugins = ["pytester"]
@@ -20,16 +18,13 @@ pytest_plugins = ["pytester"]
 FIELDS = ("items_used", "stop_reason", "interval")
 
 
-@pytest.fixture
-def audit_project(pytester, monkeypatch, tmp_path):
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
+@pytest.fixture(autouse=True)
+def stsb_data(tmp_path):
+    """The --data-dir every test here audits natural-stsb from: tmp_path / "data"."""
     data = tmp_path / "data" / "Debias-LLMs"
     data.mkdir(parents=True)
     # The published file's name and row count (364), the project's own predicates.
     (data / "stsb_neutral_test.csv").write_text("\n".join(f"is reading book number {i}" for i in range(364)) + "\n")
-    return pytester
 
 
 def _run(pytester, tiny_model_dir, tmp_path, *extra):
@@ -38,9 +33,8 @@ def _run(pytester, tiny_model_dir, tmp_path, *extra):
         "audits", "-p", "no:cacheprovider", "-p", "no:randomly", "--model", str(tiny_model_dir),
         "--cache-dir", str(tmp_path / "cache"), "--data-dir", str(tmp_path / "data"), "--report-dir", str(report),
         "-k", "natural-stsb and (GLD or ADD) or da-gender", "--sample-cap", "128", *extra)
-    [run] = list(report.iterdir())
-    rows = {r["test_id"]: r for r in json.loads((run / "results.json").read_text())["results"]}
-    return result, run, rows
+    run = only_run(report)
+    return result, run, rows_by_id(run)
 
 
 @pytest.mark.slow

@@ -6,8 +6,6 @@ Fast: the tiny random model, offline probes only. Slow: the packaged SmolLM2-135
 from __future__ import annotations
 
 import importlib.util
-import json
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,8 +13,7 @@ import pytest
 
 from bias_core.suites import DISCLOSURE_METRICS
 
-from conftest import bias_core_cache_dir, load_tiny, usable_device
-from paths import REPO
+from harness import bias_core_cache_dir, last_run, load_tiny, results, rows_by_id, usable_device
 from tolerances import assert_close, assert_same_verdicts, disclosure_atol, disclosure_eta
 
 pytest_plugins = ["pytester"]
@@ -41,19 +38,6 @@ def check_same_disclosure(rows: dict, others: dict, eta: float) -> None:
     assert_same_verdicts(rows, others, lambda row: disclosure_atol(row["metric"], eta))
 
 
-@pytest.fixture
-def audit_project(pytester, monkeypatch):
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")  # no hub look-ups from tests
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
-    return pytester
-
-
-def _results(pytester) -> dict:
-    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
-    return json.loads((run / "results.json").read_text())
-
-
 def _values(doc) -> dict:
     return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"]) for r in doc["results"] if r["value"] is not None}
 
@@ -71,13 +55,13 @@ def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny
     assert outcomes.get("skipped") == 2 * len(DISCLOSURE_METRICS) + 2, first.stdout.str()
     first.stdout.fnmatch_lines(["*no --mitigation given*"])
     first.stdout.fnmatch_lines(["*probe natural-stsb not available*--data-dir*"])
-    doc1 = _results(audit_project)
+    doc1 = results(last_run(audit_project.path / "reports"))
     assert doc1["run"]["complete"] is True
     rows = {r["test_id"]: r for r in doc1["results"]}
     assert not [t for t in rows if "None" in t], "placeholders are not audit results"
     assert rows["natural-default-GAS"]["n"] == 150
     # Every audit test says where its numbers were computed (JUnit properties).
-    [run] = sorted((audit_project.path / "reports").iterdir())[-1:]
+    run = last_run(audit_project.path / "reports")
     case = next(c for c in ET.parse(run / "junit.xml").getroot().iter("testcase") if "natural-default-GAS" in c.get("name"))
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["device"].startswith(device) and props["dtype"] == doc1["run"]["dtype"]  # the test's = the run's
@@ -85,7 +69,7 @@ def test_tiny_model_audit_runs_caches_and_skips_missing_data(audit_project, tiny
     assert doc1["run"]["cache"]["misses"] > 0
 
     second = audit_project.runpytest_subprocess(*args)
-    doc2 = _results(audit_project)
+    doc2 = results(last_run(audit_project.path / "reports"))
     assert doc2["run"]["cache"]["misses"] == 0, "a re-run must recompute nothing"
     assert _values(doc2) == _values(doc1)
     assert second.ret == first.ret
@@ -103,7 +87,7 @@ def test_tiny_model_audit_reads_data_dir(audit_project, tiny_model_dir, tmp_path
     result = audit_project.runpytest_subprocess(
         "audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(tmp_path / "c"),
         "--data-dir", str(tmp_path / "data"), "-k", "natural-stsb and GLD", "--sample", "fixed")
-    rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
+    rows = rows_by_id(last_run(audit_project.path / "reports"))
     assert rows["natural-stsb-GLD"]["n"] == 364, result.stdout.str()
     result.stdout.fnmatch_lines(["*stsb_neutral_test.csv: differs from the published*audited as given*"])
 
@@ -118,7 +102,7 @@ def test_cuda_float32_audit_reproduces_cpu(audit_project, tiny_model_dir, tmp_pa
     def run(name: str, *extra):
         res = audit_project.runpytest_subprocess(*common, "--cache-dir", str(tmp_path / name), *extra)
         assert res.ret in (0, 1), res.stdout.str()
-        return _results(audit_project)
+        return results(last_run(audit_project.path / "reports"))
 
     cpu = run("cpu", "--device", "cpu")
     cuda = run("cuda", "--device", "cuda", "--dtype", "float32")
@@ -142,7 +126,7 @@ def test_smollm2_audit_same_numbers_with_and_without_xdist(smollm2_lm, audit_pro
         (cache / "models").symlink_to(cache_root / "models")
         res = audit_project.runpytest_subprocess(*common, "--cache-dir", str(cache), *extra)
         assert res.ret in (0, 1), res.stdout.str()
-        return _results(audit_project)
+        return results(last_run(audit_project.path / "reports"))
 
     serial = run(tmp_path / "a", "--batch-size", "32")
     parallel = run(tmp_path / "b", "-n", "2", "--batch-size", "7")
@@ -164,7 +148,7 @@ def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_mod
             "--device", device, "--mitigation", "instruction,debias-tuning", "--mitigation-steps", "3",
             "-k", "(natural-default and GLD) or DA_score_drop or perplexity_rise", "-rs"]
     first = audit_project.runpytest_subprocess(*args)
-    rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
+    rows = rows_by_id(last_run(audit_project.path / "reports"))
     out = first.stdout.str()
     gld_bound = disclosure_atol("GLD", disclosure_eta(load_tiny(tiny_model_dir), ("natural-default",)))
     for variant in ("instruction", "debias-tuning"):
@@ -178,7 +162,7 @@ def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_mod
     assert rows["debias-tuning-da-gender-DA_score_drop"]["n"] == 2610
     assert "debias-tuning-heldout-neutral-text-perplexity_rise" in rows
     assert not any(k.startswith("instruction-") and "drop" in k for k in rows), "instruction guiding has no guards"
-    [run] = sorted((audit_project.path / "reports").iterdir())[-1:]
+    run = last_run(audit_project.path / "reports")
     table = (run / "mitigation_table.csv").read_text().splitlines()
     assert table[0].split(",")[0] == "variant" and [line.split(",")[0] for line in table[1:]] == [
         "original", "instruction", "debias-tuning"]
@@ -203,7 +187,7 @@ def test_smollm2_debias_tuning_lowers_gld_on_held_out_prompts(smollm2_lm, audit_
     result = audit_project.runpytest_subprocess(
         "audits", "-p", "no:cacheprovider", "--cache-dir", str(cache), "--mitigation", "debias-tuning",
         "--mitigation-steps", "40", "-k", "natural-default and GLD")
-    rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
+    rows = rows_by_id(last_run(audit_project.path / "reports"))
     row = rows["debias-tuning-natural-default-GLD_reduction"]
     assert row["p_value"] < 0.01 and row["ci_low"] > 0, result.stdout.str()
     assert row["verdict"] == "pass"

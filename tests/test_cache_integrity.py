@@ -14,8 +14,7 @@ import pytest
 import bias_core.storage.result_cache as cache_mod
 from bias_core.storage.result_cache import ResultCache, canonical_key, rejected_note
 
-from conftest import load_tiny
-from paths import REPO
+from harness import last_run, load_tiny, results
 
 pytest_plugins = ["pytester"]
 
@@ -270,30 +269,22 @@ def test_edited_precision_calibration_is_measured_again(tiny_model_dir, tmp_path
 
 
 # ----- a whole audit ---------------------------------------------------------------------------
-def _results(pytester) -> dict:
-    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
-    return json.loads((run / "results.json").read_text())
-
-
 @pytest.mark.slow
-def test_audit_on_an_edited_cache_reports_the_rejected_entries(pytester, monkeypatch, tiny_model_dir, tmp_path):
+def test_audit_on_an_edited_cache_reports_the_rejected_entries(audit_project, tiny_model_dir, tmp_path):
     """The issue's case: P(she) edited by one digit in three entries, valid JSON. The next run
     (under xdist) gives the first run's numbers, and its run card counts the three with a warning."""
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
     cache = tmp_path / "cache"
     args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--cache-dir", str(cache),
             "-k", "template-color and (GLD or ADD)", "-n", "2"]  # the same workers twice: the same bits
-    first = pytester.runpytest_subprocess(*args)
-    doc1 = _results(pytester)
+    first = audit_project.runpytest_subprocess(*args)
+    doc1 = results(last_run(audit_project.path / "reports"))
     assert doc1["run"]["cache"]["rejected"] == 0, first.stdout.str()
     assert "did not match their key or checksum" not in first.stdout.str()
     probs = [p for p in sorted((cache / "entries").rglob("*.json")) if '"op": "word_probs"' in p.read_text()]
     for path in probs[:3]:
         _edit_value(path, Path())
-    second = pytester.runpytest_subprocess(*args)
-    doc2 = _results(pytester)
+    second = audit_project.runpytest_subprocess(*args)
+    doc2 = results(last_run(audit_project.path / "reports"))
     assert doc2["run"]["cache"]["rejected"] == 3, second.stdout.str()
     # Both workers may find an edited entry before either has stored it again (their tests run at
     # once): 3 to 6 misses, and the first run's lookups all counted again, whichever worker made them.
@@ -301,5 +292,5 @@ def test_audit_on_an_edited_cache_reports_the_rejected_entries(pytester, monkeyp
     assert 3 <= card2["misses"] <= 6 and card2["hits"] + card2["misses"] == card1["hits"] + card1["misses"]
     second.stdout.fnmatch_lines(["WARNING: 3 cache entries did not match their key or checksum and were recomputed."])
     assert {r["test_id"]: r["value"] for r in doc2["results"]} == {r["test_id"]: r["value"] for r in doc1["results"]}
-    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
+    run = last_run(audit_project.path / "reports")
     assert "3 cache entries did not match their key or checksum" in (run / "report.html").read_text()

@@ -15,7 +15,7 @@ from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.da_gender import load_da_gender
 from bias_core.runners.da_gender import da_margins, run_da_score
 
-from conftest import load_tiny
+from harness import load_tiny
 from tiny_model import build_tiny_bart, build_tiny_masked_lm
 from tolerances import Forward, longest_word_tokens
 

@@ -17,9 +17,9 @@ from bias_core.models import DecodingConfig
 from bias_core.models.cached import CachedModel
 from bias_core.models.engines.hf.causal import CausalLM
 
-from conftest import load_tiny, usable_device
+from harness import load_tiny, usable_device
+from lm_references import PROMPTS, WORDS, direct_greedy_ids, ids_of, next_token_logits, token_bound
 from stand_in_accelerator import STAND_IN, OnAccelerator, stand_in_accelerator
-from test_models import PROMPTS, WORDS, direct_greedy_ids, ids_of, next_token_logits, token_bound
 from tiny_model import build_tiny_bart, build_tiny_masked_lm, with_eos_bias
 from tolerances import (
     Forward,

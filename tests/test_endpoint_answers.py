@@ -9,7 +9,6 @@ import json
 import math
 import os
 import re
-import shutil
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from bias_core.errors import AuditUsageError
 from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model
 
-from conftest import load_tiny
+from harness import load_tiny, only_run, run_folders
 from openai_stub_server import StubServer
 from paths import REPO
 
@@ -250,25 +249,21 @@ def test_a_broken_record_of_the_last_run_counts_as_none(reference, tiny_model_di
 
 
 # ----- through the plugin: exit codes and messages ------------------------------------------------------------
-def offline(monkeypatch) -> None:
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
+def this_checkout(monkeypatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
 def audit(pytester, tiny_model_dir, tmp_path, url, *extra):
     """An audit run in a subprocess, importing this checkout's bias_core (PYTHONPATH)."""
-    for name in ("audits", "thresholds.toml"):
-        if not (pytester.path / name).exists():
-            (shutil.copytree if name == "audits" else shutil.copy)(REPO / name, pytester.path / name)
     return pytester.runpytest_subprocess(
         "audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--engine", "openai", "--engine-url", url,
         "--max-concurrency", "1", "--cache-dir", str(tmp_path / "audit-cache"), "--sample", "fixed", *extra)
 
 
-def test_an_audit_given_impossible_scores_errors_and_never_passes(pytester, reference, tiny_model_dir, tmp_path,
-                                                                 monkeypatch):
+def test_an_audit_given_impossible_scores_errors_and_never_passes(audit_project, reference, tiny_model_dir,
+                                                                  tmp_path, monkeypatch):
     """+0.7 per token gave 'PASS occupation-pronouns 0.5' without a word; now the test is an error."""
-    offline(monkeypatch)
+    this_checkout(monkeypatch)
     tokenizer = reference.engine.tokenizer
     positive = IMPOSSIBLE["positive-logprobs"][1]
 
@@ -278,38 +273,39 @@ def test_an_audit_given_impossible_scores_errors_and_never_passes(pytester, refe
         return answer
 
     with stub(reference, tamper=tamper) as server:
-        result = audit(pytester, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
+        result = audit(audit_project, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-3000:]
     assert "ERROR in occupation-pronouns" in out and f"the server at {server.url} gave an impossible answer" in out
     assert "PASS" not in out and "Traceback" not in out
-    [run] = sorted((pytester.path / "reports").iterdir())
+    run = only_run(audit_project.path / "reports")
     rows = [r for r in json.loads((run / "results.json").read_text())["results"] if r["probe"] == "occupation-pronouns"]
     assert rows and all(r["verdict"] == "error" and r.get("value") is None for r in rows)
 
 
-def test_an_audit_whose_server_answers_impossibly_at_load_stops_with_a_usage_error(pytester, reference, tiny_model_dir,
-                                                                                  tmp_path, monkeypatch):
-    offline(monkeypatch)
+def test_an_audit_whose_server_answers_impossibly_at_load_stops_with_a_usage_error(audit_project, reference,
+                                                                                  tiny_model_dir, tmp_path,
+                                                                                  monkeypatch):
+    this_checkout(monkeypatch)
     with stub(reference, tamper=only("next words", IMPOSSIBLE["top-out-of-vocabulary"][1])) as server:
-        result = audit(pytester, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
+        result = audit(audit_project, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
     assert f"usage error: the server at {server.url} gave an impossible answer to a next words request" in out
     assert f"is id {BIG}, outside the vocabulary" in out and "Traceback" not in out
 
 
-def test_an_audit_against_a_changed_server_says_so_in_the_run_card(pytester, reference, tiny_model_dir, tmp_path,
-                                                                   monkeypatch):
-    offline(monkeypatch)
+def test_an_audit_against_a_changed_server_says_so_in_the_run_card(audit_project, reference, tiny_model_dir,
+                                                                   tmp_path, monkeypatch):
+    this_checkout(monkeypatch)
     with stub(reference) as server:
-        first = audit(pytester, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
+        first = audit(audit_project, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
         assert "answers differ" not in first.stdout.str()
         server.greedy_rank = 1
-        second = audit(pytester, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
+        second = audit(audit_project, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
     assert first.ret == second.ret and second.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
     line = f"bias-core: model card: the server's answers differ from the last run against {server.url}"
     assert line in second.stdout.str()
-    [_, run] = sorted((pytester.path / "reports").iterdir())
+    [_, run] = run_folders(audit_project.path / "reports")
     card = json.loads((run / "results.json").read_text())["run"]["model_card"]
     assert any(c.startswith("the server's answers differ") and "generation" in c for c in card)

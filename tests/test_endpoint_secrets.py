@@ -12,7 +12,6 @@ import gzip
 import html
 import json
 import re
-import shutil
 import xml.etree.ElementTree as ET
 from urllib.parse import quote
 
@@ -26,9 +25,8 @@ from bias_core.storage import redaction
 from bias_core.storage.files import atomic_write_text
 from bias_core.storage.redaction import MARK, WINDOW, redact, register_secret, scrub_credentials
 
-from conftest import load_tiny
+from harness import load_tiny, run_folders
 from openai_stub_server import Chain, Refuse, Silent, StubServer
-from paths import REPO
 
 pytest_plugins = ["pytester"]
 
@@ -242,20 +240,17 @@ def test_a_library_quotes_the_key(probe):
 
 
 @pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow) for c in RUNS])
-def test_a_run_against_a_failing_endpoint_writes_the_key_nowhere(pytester, reference, tmp_path, monkeypatch, case):
+def test_a_run_against_a_failing_endpoint_writes_the_key_nowhere(audit_project, reference, tmp_path, monkeypatch, case):
     folder, ref = reference
     make, status, lines = RUNS[case]
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     monkeypatch.setenv(KEY_ENV, SECRET)
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
-    (pytester.path / "audits" / "test_aa_leaky.py").write_text(LEAKY)
+    (audit_project.path / "audits" / "test_aa_leaky.py").write_text(LEAKY)
     summary = tmp_path / "summary.md"
     # A deadline far above the stub's answers on a loaded machine, and short enough for 5 silent tries
     timeout = "10" if case.endswith("timeout") else "120"
     with StubServer(ref.engine.model, ref.engine.tokenizer) as server:
         server.transport = make()
-        result = pytester.runpytest_subprocess(
+        result = audit_project.runpytest_subprocess(
             "audits", "-p", "no:cacheprovider", "--model", str(folder), "--engine", "openai", "--engine-url",
             server.url, "--api-key-env", KEY_ENV, "--max-concurrency", "1", "--request-timeout", timeout, "--no-cache",
             "--summary-md", str(summary), "-k", "natural-default or occupation-pronouns", "--sample", "fixed")
@@ -264,7 +259,7 @@ def test_a_run_against_a_failing_endpoint_writes_the_key_nowhere(pytester, refer
     assert result.ret == status, result.stdout.str()
     result.stdout.fnmatch_lines(["*RuntimeError: a library quoting the key: '[[]redacted[]]'*", "*the key is [[]redacted[]]*"])
     result.stdout.fnmatch_lines(lines)
-    runs = sorted((pytester.path / "reports").iterdir())
+    runs = run_folders(audit_project.path / "reports")
     files = {p.name for run in runs for p in run.iterdir()}
     assert {"results.json", "report.html", "junit.xml"} <= files, files
     everything = _everything(result, runs) + (summary.read_text() if summary.exists() else "")

@@ -23,7 +23,7 @@ from bias_core.models import LoadOptions, check_options, load_model, resolve_mod
 from bias_core.models.engines.http_client import MAX_WAIT, EndpointAnswerError, EndpointAuthError, EndpointClient, worst_case_seconds
 from bias_core.models.engines.options import engine_fields
 
-from conftest import load_tiny
+from harness import load_tiny
 from openai_stub_server import Chain, Drip, Fault, Oversize, Refuse, Reset, Silent, StubServer
 
 MODELS = "/v1/models"  # answered without running the model: the transport alone is under test

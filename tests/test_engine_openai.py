@@ -5,7 +5,6 @@ transformers engine's, and every failure case is a clear error at a known point.
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -14,9 +13,8 @@ from bias_core.errors import AuditUsageError, EngineUnavailable
 from bias_core.models import DecodingConfig, LoadOptions, check_options, load_model, resolve_model
 from bias_core.models.engines.http_client import EndpointClient, check_url
 
-from conftest import load_tiny
+from harness import load_tiny, only_run
 from openai_stub_server import StubServer
-from paths import REPO
 
 pytest_plugins = ["pytester"]
 
@@ -226,22 +224,19 @@ def test_the_client_bounds_requests_in_flight():
 
 
 # ----- through the plugin: the report of a run whose server goes away ---------------------------------------
-def test_an_audit_whose_server_goes_down_is_marked_partial_and_keeps_its_cache(pytester, reference, tiny_model_dir,
+def test_an_audit_whose_server_goes_down_is_marked_partial_and_keeps_its_cache(audit_project, reference, tiny_model_dir,
                                                                                  tmp_path, monkeypatch):
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
     monkeypatch.setenv("BIAS_CORE_TEST_KEY", SECRET)
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
     cache = tmp_path / "audit-cache"
     with stub(reference) as server:
         args = ["audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir), "--engine", "openai",
                 "--engine-url", server.url, "--api-key-env", "BIAS_CORE_TEST_KEY", "--max-concurrency", "1",
                 "--cache-dir", str(cache), "-k", "natural-default or occupation-pronouns", "--sample", "fixed"]
         server.die_after = 60  # after the load checks and a few dozen scoring requests
-        result = pytester.runpytest_subprocess(*args)
+        result = audit_project.runpytest_subprocess(*args)
     assert result.ret == 2, result.stdout.str()  # interrupted: the server went away
     result.stdout.fnmatch_lines(["*engine error*did not answer*"])
-    [run] = sorted((pytester.path / "reports").iterdir())
+    run = only_run(audit_project.path / "reports")
     doc = json.loads((run / "results.json").read_text())
     assert doc["run"]["complete"] is False and "did not answer" in doc["run"]["partial_reason"]
     stored = list((cache / "entries").rglob("*.json"))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from bias_core.models.engines.fake import FakeEngine
 from bias_core.models.protocol import EngineCannot
 from bias_core.storage.result_cache import ResultCache
 
-from paths import REPO
+from harness import only_run
 from toy_package import write_toy_package
 
 pytest_plugins = ["pytester"]
@@ -89,17 +88,14 @@ def _toy_backend(site: Path) -> None:
     write_toy_package(site, "toy_engine", TOY_ENGINE, "bias_core.engines", "toy = toy_engine:ENGINE")
 
 
-def test_a_third_party_backend_audits_without_any_change_to_bias_core(pytester, monkeypatch, tmp_path):
+def test_a_third_party_backend_audits_without_any_change_to_bias_core(audit_project, monkeypatch, tmp_path):
     site = tmp_path / "site"
     _toy_backend(site)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
-    result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--engine", "toy", "--cache-dir",
+    result = audit_project.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--engine", "toy", "--cache-dir",
                                            str(tmp_path / "c"), "-k", "occupation-pronouns or seat-v1", "-v")
     result.stdout.fnmatch_lines(["*bias-core: model smollm2-135m, engine toy 1, device pen and paper, dtype exact*"])
-    [run] = sorted((pytester.path / "reports").iterdir())
+    run = only_run(audit_project.path / "reports")
     doc = json.loads((run / "results.json").read_text())
     rows = {r["test_id"]: r for r in doc["results"]}
     pronoun = rows["occupation-pronouns-pronoun_stereo"]

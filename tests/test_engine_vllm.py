@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import bias_core_cache_dir
 from engine_numbers import numbers
+from harness import bias_core_cache_dir, only_run
 from paths import REPO, SHARED
 from tolerances import (
     Forward,
@@ -192,7 +192,7 @@ def _audit(python: str, report_dir: Path, cache_dir: Path, *extra: str) -> dict:
     done = _run(cmd, timeout=3 * START_DEADLINE_S) if extra else subprocess.run(
         cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=3 * START_DEADLINE_S)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]  # 1: a gate failed, as it may
-    [run] = sorted(report_dir.iterdir())
+    run = only_run(report_dir)
     doc = json.loads((run / "results.json").read_text())
     assert doc["run"]["complete"] is True
     return {r["test_id"]: r for r in doc["results"]}
@@ -207,7 +207,7 @@ def _probe_data(report_dir: Path) -> dict[tuple[str, str], str]:
     """Each (probe, metric)'s content hash of its items: what the regression gate pairs runs by."""
     from bias_core.gating.regression.items import locate_items, read_items
 
-    [run] = sorted(report_dir.iterdir())
+    run = only_run(report_dir)
     return {key: block.probe_sha256 for key, block in read_items(locate_items(run)).blocks.items()}
 
 

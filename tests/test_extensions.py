@@ -3,7 +3,6 @@ entry points (bias_core/pytest_plugin/hookspec.py): a toy package built here, fo
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import textwrap
@@ -13,7 +12,7 @@ import pytest
 
 from bias_core.gating.regression import ITEMS_FILE, read_items
 
-from paths import REPO
+from harness import copy_project, last_run, offline, only_run, rows_by_id
 from toy_package import write_toy_package
 
 pytest_plugins = ["pytester"]
@@ -103,15 +102,10 @@ def _toy_project(pytester, monkeypatch, tmp_path: Path, gates: str = TOY_GATES) 
     site = tmp_path / "site"
     write_toy_package(site, "toy_bias", TOY, "bias_core.suites", "toy = toy_bias")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
+    offline(monkeypatch)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
     # the toy metrics' gates sit beside the project's: thresholds.toml knows them once registered
-    (pytester.path / "thresholds.toml").write_text((REPO / "thresholds.toml").read_text() + textwrap.dedent(gates))
-
-
-def _rows(run: Path) -> dict[str, dict]:
-    return {r["test_id"]: r for r in json.loads((run / "results.json").read_text())["results"]}
+    copy_project(pytester.path, textwrap.dedent(gates))
 
 
 @pytest.mark.slow
@@ -120,8 +114,8 @@ def test_installed_package_adds_a_gated_suite(pytester, monkeypatch, tiny_model_
     result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
                                            "--cache-dir", str(tmp_path / "c"), "-k", "test_extension", "-v")
     result.stdout.fnmatch_lines(["*test_extensions.py::test_extension?toy-pairs-toy_share? PASSED*"])
-    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
-    row = _rows(run)["toy-pairs-toy_share"]
+    run = last_run(pytester.path / "reports")
+    row = rows_by_id(run)["toy-pairs-toy_share"]
     assert row["family"] == "toy" and row["n"] == 12 and row["verdict"] == "pass"
     assert row["limit"] == 1.0 and row["gate_note"] == "toy: always within"
     # its per-item values are stored like the project's, so the run can be a later run's baseline
@@ -161,15 +155,15 @@ def test_a_candidate_worse_on_a_package_metric_fails_the_release_gate(pytester, 
     base = pytester.runpytest_subprocess(*common, "--model", str(indifferent), "--sample", "fixed",
                                          "--report-dir", "base")
     assert base.ret == 0, base.stdout.str()
-    [baseline] = (pytester.path / "base").iterdir()
+    baseline = only_run(pytester.path / "base")
     summary = tmp_path / "summary.md"
     result = pytester.runpytest_subprocess(*common, "--model", str(tiny_model_dir), "--baseline", str(baseline),
                                            "--report-dir", "candidate", "--summary-md", str(summary))
     assert result.ret == 1, result.stdout.str()
     result.stdout.fnmatch_lines(["*test_regression.py::test_regression?toy-pairs-toy_share? FAILED*"])
     assert "toy_order_gap" not in "".join(line for line in result.stdout.lines if "test_regression[" in line)
-    [run] = (pytester.path / "candidate").iterdir()
-    rows = _rows(run)
+    run = only_run(pytester.path / "candidate")
+    rows = rows_by_id(run)
     row = rows["regression-toy-pairs-toy_share"]
     assert (row["family"], row["verdict"], row["baseline_value"], row["candidate_value"]) == ("toy", "fail", 0.0, 0.5)
     assert row["n"] == 12 and row["margin"] == 0.1 and row["p_adjusted"] == pytest.approx(0.5 ** 6)
@@ -210,10 +204,8 @@ def test_a_package_metric_declared_not_paired_gets_no_regression_test_and_says_w
 
 @pytest.mark.slow
 def test_without_the_package_its_metric_is_unknown_to_thresholds(pytester, monkeypatch, tiny_model_dir, tmp_path):
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    (pytester.path / "thresholds.toml").write_text((REPO / "thresholds.toml").read_text()
-                                                   + '\n[metrics.toy_share]\nmax = 1.0\n')
+    offline(monkeypatch)
+    copy_project(pytester.path, '\n[metrics.toy_share]\nmax = 1.0\n')
     result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
                                            "-k", "test_extension")
     assert result.ret == 4  # usage error: a typo must not silently switch a gate off

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import copy_project, only_run
 from paths import REPO, TESTS
 
 SELECT = "template and (GLD or ADD or GAS)"
@@ -35,11 +35,7 @@ RUN_DEADLINE_S = 900
 
 @pytest.fixture
 def project(tmp_path):
-    root = tmp_path / "project"
-    shutil.copytree(REPO / "audits", root / "audits")
-    shutil.copy(REPO / "thresholds.toml", root / "thresholds.toml")
-    (root / "pytest.ini").write_text("[pytest]\n")  # anchors the rootdir (reports/ go here)
-    return root
+    return copy_project(tmp_path / "project", own_rootdir=True)
 
 
 def _run(project: Path, model: Path, cache: Path, reports: Path, fault: str = "") -> tuple[int, str]:
@@ -56,11 +52,6 @@ def _run(project: Path, model: Path, cache: Path, reports: Path, fault: str = ""
     return proc.returncode, (proc.stdout + proc.stderr)[-3000:]
 
 
-def _run_folder(reports: Path) -> Path:
-    [run] = sorted(reports.iterdir())
-    return run
-
-
 def _values(doc: dict) -> dict:
     return {r["test_id"]: (r["value"], r["ci_low"], r["ci_high"], r["n"], r["verdict"]) for r in doc["results"]}
 
@@ -69,7 +60,7 @@ def _check_partial(reports: Path, how: str, point: str, n: int, code: int, out: 
     """The interrupted run's reports all say partial; returns how many results it kept."""
     expected_code = -signal.SIGKILL if how == "SIGKILL" else pytest.ExitCode.INTERRUPTED
     assert code == expected_code, f"{how} at {point} {n}: exit code {code}\n{out}"
-    run = _run_folder(reports)
+    run = only_run(reports)
     doc = json.loads((run / "results.json").read_text())  # always readable
     assert doc["run"]["complete"] is False, (how, point, n, doc["run"])
     if how == "SIGKILL":
@@ -88,7 +79,7 @@ def _check_partial(reports: Path, how: str, point: str, n: int, code: int, out: 
 def test_interrupted_runs_resume_to_the_same_numbers(project, tiny_model_dir, tmp_path):
     code, out = _run(project, tiny_model_dir, tmp_path / "fresh-cache", tmp_path / "reference")
     assert code in (0, 1), out
-    reference = json.loads((_run_folder(tmp_path / "reference") / "results.json").read_text())
+    reference = json.loads((only_run(tmp_path / "reference") / "results.json").read_text())
     assert reference["run"]["complete"] is True and len(reference["results"]) == RESULTS
     stored = len(list((tmp_path / "fresh-cache" / "entries").rglob("*.json")))
     assert stored > 100, f"the plan's points assume a run stores over 100 entries; this one stored {stored}"
@@ -108,6 +99,6 @@ def test_interrupted_runs_resume_to_the_same_numbers(project, tiny_model_dir, tm
 
     code, out = _run(project, tiny_model_dir, cache, tmp_path / "final")
     assert code in (0, 1), out
-    resumed = json.loads((_run_folder(tmp_path / "final") / "results.json").read_text())
+    resumed = json.loads((only_run(tmp_path / "final") / "results.json").read_text())
     assert resumed["run"]["complete"] is True
     assert _values(resumed) == _values(reference)  # bit for bit: floats compared with ==

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from conftest import bias_core_cache_dir
+from harness import bias_core_cache_dir
 
 
 @pytest.mark.slow

@@ -330,7 +330,7 @@ def test_offline_without_data_uses_the_project_set(tmp_path, monkeypatch):
     assert gp.load_pairset(2, None).provenance["kind"] == "project"
 
 
-def test_project_pairsets_cover_what_the_issue_asks():
+def test_project_pairsets_cover_every_groups_targets_with_mirrored_pairs():
     sets = {g: gp.load_project_pairset(g) for g in gp.GROUPS}
     for g, s in sets.items():
         pairs = s.targets[0].pairs

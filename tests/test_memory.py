@@ -11,7 +11,7 @@ from bias_core.models import DecodingConfig
 from bias_core.models.engines.hf.causal import width_batches
 from bias_core.models.placement.memory import MAX_ROWS, BatchPlan, GiB, TokenCosts, plan_for, token_costs
 
-from test_models import PROMPTS, WORDS, ForwardCounter, token_bound, word_bound
+from lm_references import PROMPTS, WORDS, ForwardCounter, token_bound, word_bound
 from tolerances import assert_close_logprobs, assert_same_continuations
 
 
@@ -114,7 +114,7 @@ def test_cuda_auto_batch_comes_from_the_plan_and_batch_size_overrides_it(monkeyp
 
 @pytest.mark.gpu
 def test_gpu_plan_reads_this_gpu(tiny_model_dir, pytestconfig):
-    from conftest import load_tiny, usable_device
+    from harness import load_tiny, usable_device
 
     usable_device(pytestconfig, "cuda")
     lm = load_tiny(tiny_model_dir, "cuda")

@@ -31,7 +31,7 @@ from bias_core.probes.heldout import load_heldout_text
 from bias_core.probes.lexicon import COMPLETION_FEMALE_WORDS, COMPLETION_MALE_WORDS, gendered_words
 from bias_core.probes.sources import project_data, read_lines
 
-from conftest import load_tiny
+from harness import load_tiny
 from tiny_model import build_tiny_causal_lm
 from tolerances import Forward, assert_close
 

@@ -20,8 +20,8 @@ from bias_core.mitigation.evaluation.gendercare_reaudit import (
 )
 from bias_core.probes.bold import load_bold
 
+from harness import last_run, rows_by_id
 from paths import SHARED, needs_shared
-from test_audit_integration import _results, audit_project  # noqa: F401 (a fixture)
 
 pytest_plugins = ["pytester"]
 
@@ -148,7 +148,7 @@ def _long_context_copy(tiny_model_dir, folder):
 
 
 @pytest.mark.slow
-def test_gendercare_cda_is_reaudited_as_the_paper_does(audit_project, tiny_model_dir, tmp_path):  # noqa: F811
+def test_gendercare_cda_is_reaudited_as_the_paper_does(audit_project, tiny_model_dir, tmp_path):
     """``--mitigation gendercare-cda`` on the tiny model, three GenderPair prompts (one per group),
     three BOLD prompts per group, offline classifiers: every re-audit metric is a gated row whose
     value is the original's minus the debiased model's on the same items."""
@@ -159,7 +159,7 @@ def test_gendercare_cda_is_reaudited_as_the_paper_does(audit_project, tiny_model
         "--genderpair-sample", "3", "--toxicity-classifier", "offline", "--regard-classifier", "offline",
         "-k", "test_gendercare_reaudit", "-rs")
     out = result.stdout.str()
-    rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
+    rows = rows_by_id(last_run(audit_project.path / "reports"))
     for group in (1, 2, 3):
         for metric in ("BPR_reduction", "toxicity_reduction", "regard_proxy_negative_reduction"):
             row = rows[f"gendercare-cda-genderpair-group{group}-{metric}"]

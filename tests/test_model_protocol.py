@@ -15,7 +15,7 @@ from bias_core.models.engines.hf.masked import MaskedLM
 from bias_core.models.precision.modes import ExactLM, apply_precision
 from bias_core.models.protocol import CAPABILITIES, Engine, ScoringModel
 
-from conftest import load_tiny
+from harness import load_tiny
 from tiny_model import build_tiny_bart, build_tiny_masked_lm
 
 MODELS = Path(__file__).resolve().parents[1] / "bias_core" / "models"

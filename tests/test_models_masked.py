@@ -24,8 +24,8 @@ from bias_core.models.engines.hf.causal import CausalLM
 from bias_core.models.engines.hf.masked import MaskedLM
 from bias_core.models.registry import detect_kind
 
-from conftest import load_tiny
-from test_models import ForwardCounter
+from harness import load_tiny
+from lm_references import ForwardCounter
 from tiny_model import build_tiny_bart, build_tiny_masked_lm, build_tokenizer
 from tolerances import (
     Forward,

@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from harness import only_run
+
 pytest_plugins = ["pytester"]
 
 THRESHOLDS = """
@@ -46,12 +48,6 @@ def audit_dir(pytester):
     return pytester
 
 
-def _run_dir(pytester):
-    runs = sorted((pytester.path / "reports").iterdir())
-    assert len(runs) == 1, runs
-    return runs[0]
-
-
 def test_pass_fail_inconclusive_follow_thresholds(audit_dir):
     result = audit_dir.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
@@ -75,7 +71,7 @@ def test_strict_turns_inconclusive_into_failure(audit_dir):
 
 def test_reports_written_with_junit_properties(audit_dir):
     audit_dir.runpytest("-p", "no:cacheprovider")
-    run = _run_dir(audit_dir)
+    run = only_run(audit_dir.path / "reports")
     assert {p.name for p in run.iterdir()} >= {"junit.xml", "report.html", "results.json", "results.csv",
                                                "paper_tables.md"}
     assert "| Template | Original | not run | 0.300 (3/4) |" in (run / "paper_tables.md").read_text()  # GLD's mean
@@ -104,7 +100,7 @@ def test_definitions_in_header_run_info_and_junit(audit_dir, args, lexicon, arti
     pairs = get_lexicon(lexicon).pairs
     result.stdout.fnmatch_lines([f"bias-audit definitions: lexicon {lexicon} (she/he, her/him, hers/his, "
                                  f"herself/himself*); articles {articles}; causal likelihood {likelihood}"])
-    run = _run_dir(audit_dir)
+    run = only_run(audit_dir.path / "reports")
     info = json.loads((run / "results.json").read_text())["run"]
     assert info["lexicon"] == {"name": lexicon, "pairs": [list(p) for p in pairs]}
     assert (info["articles"], info["causal_likelihood"]) == (articles, likelihood)
@@ -119,7 +115,7 @@ def test_definitions_in_header_run_info_and_junit(audit_dir, args, lexicon, arti
 def test_same_results_under_xdist(audit_dir):
     result = audit_dir.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=1, failed=1)
-    doc = json.loads((_run_dir(audit_dir) / "results.json").read_text())
+    doc = json.loads((only_run(audit_dir.path / "reports") / "results.json").read_text())
     assert sorted(r["verdict"] for r in doc["results"]) == ["fail", "inconclusive", "pass"]
 
 
@@ -137,8 +133,8 @@ def test_run_state_is_one_typed_object_on_the_plugin_manager(audit_dir):
     assert RUN_PLUGIN == "bias_core.run" and isinstance(run, RunState) and run_state(config) is run
     assert isinstance(run.settings, AuditSettings) and isinstance(run.cache, CacheCounts)
     assert isinstance(run.regression, RegressionState) and run.regression.settings is run.settings
-    info = json.loads((_run_dir(audit_dir) / "results.json").read_text())["run"]
-    assert (run.run_id, run.run_dir, run.started) == (info["run_id"], _run_dir(audit_dir), info["started"])
+    info = json.loads((only_run(audit_dir.path / "reports") / "results.json").read_text())["run"]
+    assert (run.run_id, run.run_dir, run.started) == (info["run_id"], only_run(audit_dir.path / "reports"), info["started"])
     assert run.model is None  # the synthetic audit never asked for the model
     assert run.cache.start is not None  # counted from the session's start
 
@@ -170,12 +166,12 @@ def test_a_package_plugin_receives_every_gated_row_through_the_hook(audit_dir, m
         result = audit_dir.runpytest_subprocess(*args, "-n", workers)
     result.assert_outcomes(passed=1, failed=1)
     tapped = [json.loads(line) for line in (audit_dir.path / "tapped.jsonl").read_text().splitlines()]
-    rows = json.loads((_run_dir(audit_dir) / "results.json").read_text())["results"]
+    rows = json.loads((only_run(audit_dir.path / "reports") / "results.json").read_text())["results"]
     fields = ("nodeid", "test_id", "probe", "metric", "value", "ci_low", "ci_high", "n", "limit", "verdict")
     assert sorted(tuple(r[k] for k in fields) for r in tapped) == sorted(tuple(r[k] for k in fields) for r in rows)
     assert sorted(r["verdict"] for r in tapped) == ["fail", "inconclusive", "pass"]
     assert all(r["tapped_by"] == "rowtap" for r in rows)
-    assert "tapped_by" in (_run_dir(audit_dir) / "results.csv").read_text().splitlines()[0].split(",")
+    assert "tapped_by" in (only_run(audit_dir.path / "reports") / "results.csv").read_text().splitlines()[0].split(",")
 
 
 def test_malformed_thresholds_is_a_usage_error(pytester):
@@ -267,7 +263,7 @@ def test_header_junit_json_and_html_name_the_device_and_dtype(audit_dir, args, d
         dtype = "float32" if half is None else "bfloat16, fp32 re-checks (--precision exact)"
     result = audit_dir.runpytest("-p", "no:cacheprovider", *args)
     result.stdout.fnmatch_lines([f"bias-core: model smollm2-135m, device {device}, dtype {dtype}, batch auto"])
-    run = _run_dir(audit_dir)
+    run = only_run(audit_dir.path / "reports")
     suite = ET.parse(run / "junit.xml").getroot().find("testsuite")
     suite_props = {p.get("name"): p.get("value") for p in suite.find("properties")}
     assert {k: suite_props[k] for k in ("device", "dtype")} == {"device": device, "dtype": dtype}

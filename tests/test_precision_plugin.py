@@ -4,26 +4,21 @@ calibrated bound and what was re-checked; exact and fp32 reach the same verdicts
 from __future__ import annotations
 
 import json
-import shutil
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from paths import REPO
+from harness import only_run
 
 pytest_plugins = ["pytester"]
 
 
-@pytest.fixture
-def audit_project(pytester, monkeypatch):
+@pytest.fixture(autouse=True)
+def _fast_bf16():
     from bias_core.models.precision.half import half_dtype
 
     if half_dtype("cpu")[0] is None:
         pytest.skip("this CPU computes bf16 slowly: exact mode runs fp32 only here")
-    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
-    return pytester
 
 
 def _run(pytester, model, cache, precision):
@@ -32,8 +27,7 @@ def _run(pytester, model, cache, precision):
     if precision:
         args += ["--precision", precision]
     pytester.runpytest_subprocess(*args)
-    [run] = list((pytester.path / f"reports-{precision}").iterdir())
-    return run
+    return only_run(pytester.path / f"reports-{precision}")
 
 
 @pytest.mark.slow

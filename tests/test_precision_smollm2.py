@@ -8,7 +8,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from conftest import bias_core_cache_dir
+from harness import bias_core_cache_dir
 from paths import SHARED
 
 pytestmark = pytest.mark.slow

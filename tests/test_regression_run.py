@@ -23,6 +23,7 @@ from bias_core import catalogue
 from bias_core.gating.regression import ITEMS_FILE, read_items, write_items
 from bias_core.gating.regression.items import block_sha256
 
+from harness import copy_project, run_folders
 from paths import REPO
 
 pytestmark = pytest.mark.slow  # every test runs whole audits in subprocesses (~3 min in all)
@@ -32,11 +33,7 @@ KEYS = {(p, m.name) for p in ("template-color", "template-hobby") for m in catal
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("project")
-    shutil.copytree(REPO / "audits", root / "audits")
-    shutil.copy(REPO / "thresholds.toml", root / "thresholds.toml")
-    (root / "pytest.ini").write_text("[pytest]\n")
-    return root
+    return copy_project(tmp_path_factory.mktemp("project"), own_rootdir=True)
 
 
 def audit(project: Path, model: Path, reports: Path, *args: str, cache: Path | None = None):
@@ -48,7 +45,7 @@ def audit(project: Path, model: Path, reports: Path, *args: str, cache: Path | N
            "--model", str(model), "--cache-dir", str(cache or project / "cache"), "--report-dir", str(reports),
            "-k", SELECT, *args]
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
-    runs = sorted(reports.iterdir()) if reports.is_dir() else []
+    runs = run_folders(reports)
     return proc.returncode, proc.stdout + proc.stderr, (runs[-1] if runs else None)
 
 
@@ -200,7 +197,7 @@ def test_a_candidate_trained_to_prefer_he_fails_the_gate(project, tiny_model_dir
         sys.path.remove(str(REPO / "benchmarks"))
     import torch
 
-    from conftest import load_tiny
+    from harness import load_tiny
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -16,7 +16,7 @@ import pytest
 from bias_core.reports import write_html
 from bias_core.reports.banner import banner_for_run
 
-from conftest import bias_core_cache_dir
+from harness import bias_core_cache_dir, only_run
 from headless import HeadlessChromium, chromium_binary
 from paths import REPO, SHARED
 
@@ -95,7 +95,7 @@ def test_default_audit_report_in_a_browser(tmp_path):
     env = {**os.environ, "BIAS_CORE_OFFLINE": "1"}
     proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
     assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-    [run] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    run = only_run(tmp_path)
     doc = json.loads((run / "results.json").read_text())
     headline = banner_for_run(doc["results"], doc["run"]).headline
     assert f" {headline} " in proc.stdout  # the terminal summary opens with the same banner

@@ -12,8 +12,8 @@ import pytest
 
 from bias_core.errors import AuditUsageError
 
-from conftest import load_tiny
-from test_audit_integration import _results, audit_project  # noqa: F401 (a fixture)
+from harness import last_run, load_tiny, rows_by_id
+from paths import SHARED
 from tolerances import assert_close, disclosure_atol, disclosure_eta
 
 pytest_plugins = ["pytester"]
@@ -35,12 +35,8 @@ def _stand_in_data(folder):
     return folder
 
 
-def _run_folder(pytester):
-    return sorted((pytester.path / "reports").iterdir())[-1]
-
-
 @pytest.mark.slow
-def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_model_dir, tmp_path):  # noqa: F811
+def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_model_dir, tmp_path):
     """Each of CDS, ER and SentenceDebias is built at the paper's released strength, re-audits the
     disclosure probe with paired reductions against the original, gets the over-debiasing
     guards, and says in every report that the corpus is a stand-in for GAP."""
@@ -49,7 +45,7 @@ def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_mod
             "--mitigation-steps", "2", "-k", "(natural-default and GLD) or perplexity_rise or (sentence-debias and DA_score)"]
     result = audit_project.runpytest_subprocess(*args)
     out = result.stdout.str()
-    rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
+    rows = rows_by_id(last_run(audit_project.path / "reports"))
     strengths = {"cds": "cds@0.9", "er": "er@0.5", "sentence-debias": "sentence-debias@1"}
     for variant, named in strengths.items():
         row = rows.get(f"{variant}-natural-default-GLD_reduction")
@@ -68,7 +64,7 @@ def test_corpus_methods_run_through_the_mitigation_audit(audit_project, tiny_mod
     assert rows["sentence-debias-da-gender-DA_score_drop"]["n"] == 2610, "SentenceDebias gets the guards too"
     for trained in ("cds", "er"):
         assert rows[f"{trained}-natural-default-GLD_reduction"]["breakdown"]["variant"]["config"]["steps"] == 2
-    run = _run_folder(audit_project)
+    run = last_run(audit_project.path / "reports")
     table = [line.split(",")[0] for line in (run / "mitigation_table.csv").read_text().splitlines()]
     assert table == ["variant", "original", "cds", "er", "sentence-debias"]
     html = (run / "report.html").read_text()
@@ -80,7 +76,7 @@ LIMITS = {"DA_score_drop": 0.05, "perplexity_rise": 0.10, "lm_score_drop": 5.0} 
 
 
 @pytest.mark.slow
-def test_sweep_runs_in_the_audit_and_embeds_its_figures(audit_project, tiny_model_dir, tmp_path):  # noqa: F811
+def test_sweep_runs_in_the_audit_and_embeds_its_figures(audit_project, tiny_model_dir, tmp_path):
     """--mitigation-sweep end to end on a one-point grid (SentenceDebias needs no training): the
     point's guards are gated audit rows, the run folder gets tradeoff.csv, tradeoff_info.json and
     one figure per measured bias metric, and the report embeds them inline and names the corpus."""
@@ -89,10 +85,10 @@ def test_sweep_runs_in_the_audit_and_embeds_its_figures(audit_project, tiny_mode
         "--data-dir", str(_stand_in_data(tmp_path / "data")), "--mitigation-sweep", "sentence-debias=1",
         "-k", "test_tradeoff and not lm_score")
     out = result.stdout.str()
-    rows = {r["test_id"]: r for r in _results(audit_project)["results"]}
+    rows = rows_by_id(last_run(audit_project.path / "reports"))
     assert set(rows) == {"sentence-debias@1-da-gender-DA_score_drop",
                          "sentence-debias@1-heldout-neutral-text-perplexity_rise"}, out
-    run = _run_folder(audit_project)
+    run = last_run(audit_project.path / "reports")
     with (run / "tradeoff.csv").open() as fh:
         table = {r["variant"]: r for r in csv.DictReader(fh)}
     assert list(table) == ["base", "sentence-debias@1"]
@@ -216,7 +212,7 @@ def test_bad_sweep_values_name_the_problem(value, expected):
      "*--mitigation-sweep paper: the paper's schedule*needs a CUDA GPU*Fix: use --mitigation-sweep quick*"),
 ])
 @pytest.mark.slow
-def test_bad_sweep_and_method_are_usage_errors_before_any_model_loads(audit_project, tiny_model_dir, args,  # noqa: F811
+def test_bad_sweep_and_method_are_usage_errors_before_any_model_loads(audit_project, tiny_model_dir, args,
                                                                        expected):
     result = audit_project.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
                                                 *args)
@@ -251,11 +247,9 @@ def test_smollm2_stronger_debiasing_removes_more_bias(smollm2_lm, tmp_path):
     from bias_core.mitigation.training.corpus import load_debias_corpus
     from bias_core.suites.association import AssociationAudit
 
-    from test_audit_integration import SHARED_DATA
-
-    if not (SHARED_DATA / "GenderCARE-ccs24").is_dir():
-        pytest.skip(f"needs the BOLD prompts of {SHARED_DATA}/GenderCARE-ccs24 for the stand-in corpus")
-    corpus = load_debias_corpus(SHARED_DATA)
+    if not (SHARED / "GenderCARE-ccs24").is_dir():
+        pytest.skip(f"needs the BOLD prompts of {SHARED}/GenderCARE-ccs24 for the stand-in corpus")
+    corpus = load_debias_corpus(SHARED)
     grid = {"cds": (0.6, 0.8, 0.95), "er": (0.2, 1.1, 2.0), "sentence-debias": (0.01, 0.1, 1.0)}
     axes = {"SEAT-v1": ("seat-v1", "SEAT_effect"), "logprob_effect": ("logprob-professions", "logprob_effect")}
     for method, strengths in grid.items():
@@ -263,7 +257,7 @@ def test_smollm2_stronger_debiasing_removes_more_bias(smollm2_lm, tmp_path):
         for strength in strengths:
             with strength_variant(smollm2_lm, method, strength, corpus=corpus, cache_dir=tmp_path,
                                   config=default_config(smollm2_lm), progress=False) as (handle, _):
-                suite = AssociationAudit(handle, data_dir=SHARED_DATA)
+                suite = AssociationAudit(handle, data_dir=SHARED)
                 for name, (probe, metric) in axes.items():
                     left[name].append(abs(suite.result(probe, metric).value))
         trends = {name: spearmanr(strengths, values).statistic for name, values in left.items()}

@@ -3,7 +3,8 @@
 Built entirely offline (no hub): the tokenizer is trained with the ``tokenizers`` library on a
 small in-code corpus, the model is ``LlamaForCausalLM`` from a config. Both are saved with
 ``save_pretrained`` into one folder, so the folder loads like any Hugging Face model directory
-(``--model ./that/folder``). The same seed gives byte-identical files.
+(``--model ./that/folder``). The same seed gives byte-identical files. Beside it: tiny masked
+LMs and BART, and a random LoRA adapter for any of them (``save_lora``).
 """
 
 from __future__ import annotations
@@ -230,13 +231,24 @@ def with_eos_bias(model, eos_id: int, bias: float):
 def audit_rows(pytester, model_dir: Path, cache_dir: Path, keyword: str) -> tuple[dict[str, dict], str]:
     """The repo's audits and thresholds.toml run on ``model_dir`` in a pytester folder (``-k
     keyword``): the run's results.json rows by test id, and pytest's output (for messages)."""
-    import shutil
+    from harness import copy_project, last_run, rows_by_id
 
-    repo = Path(__file__).resolve().parents[1]
-    shutil.copytree(repo / "audits", pytester.path / "audits")
-    shutil.copy(repo / "thresholds.toml", pytester.path / "thresholds.toml")
+    copy_project(pytester.path)
     result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(model_dir),
                                            "--cache-dir", str(cache_dir), "-k", keyword)
-    [run] = sorted((pytester.path / "reports").iterdir())[-1:]
-    rows = json.loads((run / "results.json").read_text())["results"]
-    return {r["test_id"]: r for r in rows}, result.stdout.str()
+    return rows_by_id(last_run(pytester.path / "reports")), result.stdout.str()
+
+
+def save_lora(model, folder, seed=0, **config):
+    """A LoRA adapter with random (non-zero) A and B, so it changes the model's outputs."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        lora = LoraConfig(r=4, lora_alpha=8, target_modules=config.pop("target_modules", "all-linear"),
+                          init_lora_weights=False, task_type="CAUSAL_LM", **config)
+        peft_model = get_peft_model(model, lora)
+        peft_model.save_pretrained(folder, safe_serialization=True)
+        peft_model.unload()
+    return folder
