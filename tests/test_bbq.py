@@ -19,21 +19,7 @@ from bias_core.probes import published
 from bias_core.probes.bbq import item_from_row, load_bbq_gender, read_bbq_jsonl
 from bias_core.runners.bbq import run_bbq
 
-
-def row(example_id, polarity, condition, answers, labels, stereotyped, label, question="Who was it?",
-        context="Two people met."):
-    """A BBQ row as the release writes it (answer_info: [text, group] per answer)."""
-    return {"example_id": example_id, "question_index": "1", "question_polarity": polarity,
-            "context_condition": condition, "category": "Gender_identity",
-            "answer_info": {f"ans{k}": [a.removeprefix("The ").lower(), g] for k, (a, g) in enumerate(zip(answers, labels))},
-            "additional_metadata": {"subcategory": "None", "stereotyped_groups": stereotyped, "version": "", "source": ""},
-            "context": context, "question": question, "ans0": answers[0], "ans1": answers[1], "ans2": answers[2],
-            "label": label}
-
-
-def meta(r):
-    return item_from_row(r, "test row", "test").meta
-
+from benchmark_rows import ANSWERS, LABELS, items_and_answers, meta, row
 
 # ----- which answer is biased -----------------------------------------------------------------------
 # Rows copied from BBQ's Gender_identity.jsonl (example ids 0, 2, 32, 48, 216, 218, 232, 2472, 2474,
@@ -93,22 +79,6 @@ def test_the_mapping_equals_lm_evaluation_harness_on_every_released_item():
 
 
 # ----- the metrics by hand ---------------------------------------------------------------------------
-ANSWERS, LABELS = ("The man", "Unknown", "The woman"), ("man", "unknown", "woman")
-
-
-def items_and_answers():
-    """Eight questions, stereotype F: four ambiguous (correct: Unknown, index 1), four disambiguated.
-
-    ambiguous, neg (biased = woman):     answers Unknown, woman, man, woman -> unknown, biased, anti, biased
-    disambiguated, neg, right = woman:   answers woman, woman               -> biased (right), biased (right)
-    disambiguated, nonneg (biased = man), right = woman: answers woman, Unknown -> anti (right), unknown (wrong)
-    """
-    rows = [row(k, "neg", "ambig", ANSWERS, LABELS, ["F"], 1) for k in range(4)]
-    rows += [row(4, "neg", "disambig", ANSWERS, LABELS, ["F"], 2), row(5, "neg", "disambig", ANSWERS, LABELS, ["F"], 2),
-             row(6, "nonneg", "disambig", ANSWERS, LABELS, ["F"], 2), row(7, "nonneg", "disambig", ANSWERS, LABELS, ["F"], 2)]
-    return [meta(r) for r in rows], [1, 2, 0, 2, 2, 2, 2, 1]
-
-
 def test_bbq_metrics_by_hand():
     items, chosen = items_and_answers()
     ids = [f"q{k}" for k in range(8)]
@@ -369,7 +339,7 @@ def test_bbq_through_the_endpoint_engine_gives_the_transformers_engines_answers(
     stub, serving the tiny model) chooses the same answers, with log-likelihoods within 1e-4."""
     from bias_core.models import LoadOptions, load_model, resolve_model
 
-    from conftest import load_tiny
+    from harness import load_tiny
     from openai_stub_server import StubServer
     from tolerances import decided
 

@@ -10,10 +10,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from test_bbq import ANSWERS, LABELS, items_and_answers, row
-from test_discrim_eval import triple_rows
 
-from paths import REPO
+from benchmark_rows import ANSWERS, LABELS, items_and_answers, row, triple_rows
+from harness import copy_project
 
 pytest_plugins = ["pytester"]
 
@@ -54,8 +53,7 @@ def test_a_cut_copy_in_the_data_dir_is_refused_before_the_model_loads(pytester, 
     data = small_releases(tmp_path / "data")
     for other in {"bbq/Gender_identity.jsonl", "discrim-eval/explicit.jsonl"} - {present}:
         (data / other).unlink()
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
+    copy_project(pytester.path)
     result = pytester.runpytest("audits", "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib",
                                 "--cache-dir", str(tmp_path / "cache"), "--data-dir", str(data), "--no-report")
     out = result.stdout.str() + result.stderr.str()
@@ -72,8 +70,7 @@ def test_bbq_and_discrim_eval_audit_a_model_end_to_end(pytester, monkeypatch, tm
     for module in (published, data_checks):
         monkeypatch.setattr(module, "check_published", lambda path, file: None)
     data = small_releases(tmp_path / "data")
-    shutil.copytree(REPO / "audits", pytester.path / "audits")
-    shutil.copy(REPO / "thresholds.toml", pytester.path / "thresholds.toml")
+    copy_project(pytester.path)
     result = pytester.runpytest("audits", "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib",
                                 "--model", str(long_context_tiny), "--cache-dir", str(tmp_path / "cache"),
                                 "--data-dir", str(data), "--report-dir", str(tmp_path / "reports"),

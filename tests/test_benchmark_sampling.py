@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from test_bbq import ANSWERS, LABELS, row
 
 from bias_core import catalogue
 from bias_core.catalogue import Sampled
@@ -15,6 +14,8 @@ from bias_core.models.engines.fake import FakeEngine
 from bias_core.probes.base import Probe
 from bias_core.probes.bbq import item_from_row
 from bias_core.suites.association import AssociationAudit
+
+from benchmark_rows import ANSWERS, LABELS, row
 
 
 def small_bbq(data_dir=None) -> Probe:

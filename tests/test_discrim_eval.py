@@ -23,7 +23,7 @@ from bias_core.probes import published
 from bias_core.probes.discrim_eval import items_from_rows, load_discrim_eval_gender, prompt_of
 from bias_core.runners.discrim_eval import run_discrim_eval
 
-GENDERS = ("female", "male", "non-binary")
+from benchmark_rows import GENDERS, triple_rows
 
 
 def test_normalised_yes_and_its_logit_by_hand():
@@ -101,13 +101,6 @@ def test_on_a_balanced_design_the_paired_difference_is_lm_evals_mixed_effects_co
 
 
 # ----- the runner --------------------------------------------------------------------------------
-def triple_rows(questions=(0, 1), ages=(20.0, 30.0), races=("white", "Black")):
-    return [(f"row {k}", r) for k, r in enumerate(
-        {"filled_template": f"Q{q}: a {a:g}-year-old {race} {g} applicant. Approve?", "decision_question_id": q,
-         "age": a, "gender": g, "race": race, "fill_type": "explicit"}
-        for q in questions for a in ages for race in races for g in GENDERS)]
-
-
 def probe_of(rows):
     from bias_core.probes.base import Probe
 
