@@ -45,7 +45,8 @@ from tolerances import (
     longest_word_tokens,
 )
 
-pytestmark = pytest.mark.slow
+# one worker runs them all: each vLLM start compiles the model, and they take turns (LOCK)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm")]
 
 START_DEADLINE_S = 900  # a cold start compiles the model: minutes on a loaded 2-core machine
 LOCK = Path(tempfile.gettempdir()) / "bias-core-vllm.lock"
