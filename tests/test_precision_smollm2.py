@@ -1,6 +1,6 @@
 """--precision exact on SmolLM2-135M (slow): the same CrowS-Pairs decisions and the same greedy
-disclosure continuations as fp32. The generation and DA-Gender checks take a seeded quarter and
-fifth of their probes (whole, they took 15 of CI's minutes); the verdicts of the whole default
+disclosure continuations as fp32. The generation and DA-Gender checks take every fourth and
+fifth item of their probes (whole, they took 15 of CI's minutes); the verdicts of the whole default
 audit in both precisions are benchmarks/bench_precision.py's."""
 
 from __future__ import annotations
