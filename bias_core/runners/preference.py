@@ -1,13 +1,18 @@
-"""StereoSet and CrowS-Pairs on a loaded model: one batched scoring call per probe.
+"""StereoSet, CrowS-Pairs and WinoBias's pronoun pairs on a loaded model: one batched scoring
+call per probe.
 
-The scores' metrics (``stereoset_scores``, ``crows_score``) are pure functions in
-``bias_core.metrics.preference``.
+The scores' metrics (``stereoset_scores``, ``crows_score``; ``winobias_stereo``,
+``winobias_gap``) are pure functions in ``bias_core.metrics.preference`` and
+``bias_core.metrics.winobias``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 import numpy as np
 
+from bias_core.metrics import winobias
 from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
@@ -34,15 +39,41 @@ def run_stereoset(lm: ScoringModel, probe, seed: int = 0, causal: str = DEFAULT_
     return out
 
 
-def run_crows(lm: ScoringModel, probe, seed: int = 0) -> MetricResult:
-    """Score a CrowS-Pairs probe's two sentences per pair with ``lm.sentence_logprob``."""
+def _pair_scores(lm: ScoringModel, probe, first: str, second: str) -> tuple[list[str], np.ndarray]:
+    """Both sentences of every pair, scored in one call; ``--precision exact`` decides each pair's
+    comparison as fp32 does."""
     from bias_core.models.precision.modes import compared_sentence_logprob
 
-    items = probe.items
-    sentences = [i.meta[k] for i in items for k in ("sent_more", "sent_less")]
-    pairs = [(2 * k, 2 * k + 1) for k in range(len(items))]
+    sentences = [i.meta[k] for i in probe.items for k in (first, second)]
+    pairs = [(2 * k, 2 * k + 1) for k in range(len(probe.items))]
     scores = np.asarray(compared_sentence_logprob(lm, sentences, pairs, desc=f"{probe.name}: sentence scores"),
                         dtype=np.float64)
+    return sentences, scores
+
+
+def run_crows(lm: ScoringModel, probe, seed: int = 0) -> MetricResult:
+    """Score a CrowS-Pairs probe's two sentences per pair with ``lm.sentence_logprob``."""
+    items = probe.items
+    sentences, scores = _pair_scores(lm, probe, "sent_more", "sent_less")
     return crows_score(scores[0::2], scores[1::2], [i.meta["direction"] for i in items],
                        ids=probe.ids, prompts=probe.prompts, seed=seed,
                        sentences=[sentences[2 * k: 2 * k + 2] for k in range(len(items))])
+
+
+WINOBIAS = {"winobias_stereo": winobias.winobias_stereo, "winobias_gap": winobias.winobias_gap}
+
+
+def run_winobias(lm: ScoringModel, probe, seed: int = 0,
+                 metrics: Mapping[str, Callable[..., MetricResult]] | None = None) -> dict[str, MetricResult]:
+    """Every WinoBias metric of ``metrics`` (default: both) from one scoring pass over each pair's
+    pro- and anti-stereotyped sentence, scored as CrowS-Pairs' (joint log-likelihood for a causal
+    LM, pseudo-log-likelihood for a masked one)."""
+    items = probe.items
+    sentences, scores = _pair_scores(lm, probe, "pro", "anti")
+    common = dict(ids=probe.ids, prompts=probe.prompts, seed=seed, genders=[i.meta["pro_gender"] for i in items],
+                  sentences=[sentences[2 * k: 2 * k + 2] for k in range(len(items))])
+    out = {}
+    for name, compute in (metrics or WINOBIAS).items():
+        out[name] = compute(scores[0::2], scores[1::2], **common)
+        out[name].breakdown["definition"] = {"winobias_likelihood": "joint" if lm.kind == "causal" else "pseudo"}
+    return out
