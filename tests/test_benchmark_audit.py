@@ -1,6 +1,7 @@
-"""BBQ and discrim-eval end to end: ``pytest audits -k "bbq-gender or discrim-eval-gender"`` on a
-tiny model with small data files in --data-dir gives six gated rows, their JUnit properties and
-the report's example tables, and no error."""
+"""BBQ, discrim-eval, WinoBias and WinoGender end to end: ``pytest audits -k "bbq-gender or
+discrim-eval-gender"`` (and ``-k "winobias or winogender"``) on a tiny model with small data files
+in --data-dir gives their gated rows, their JUnit properties and the report's example tables, and
+no error."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmark_rows import ANSWERS, LABELS, items_and_answers, row, triple_rows
+from benchmark_rows import ANSWERS, LABELS, WINO_ROWS, items_and_answers, row, triple_rows, winogender_tsv
 from harness import copy_project
 
 pytest_plugins = ["pytester"]
@@ -94,3 +95,40 @@ def test_bbq_and_discrim_eval_audit_a_model_end_to_end(pytester, monkeypatch, tm
     assert cases["test_association[bbq-gender-bbq_s_amb]"]["bbq_answers"] == "loglikelihood"
     html = (run / "report.html").read_text()
     assert "Questions ranked by how far they push the verdict" in html and "Matched prompts" in html
+
+
+def test_the_wino_pronoun_benchmarks_audit_a_model_end_to_end(pytester, monkeypatch, tmp_path, tiny_model_dir):
+    from bias_core.probes import data_checks, published
+
+    monkeypatch.setenv("BIAS_CORE_OFFLINE", "1")
+    for module in (published, data_checks):  # small files under the published names, read as given
+        monkeypatch.setattr(module, "check_published", lambda path, file: None)
+    data = tmp_path / "data"
+    (data / "Wino-test").mkdir(parents=True)
+    (data / "Wino-test" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in WINO_ROWS))
+    (data / "all_sentences.tsv").write_text(winogender_tsv())
+    copy_project(pytester.path)
+    result = pytester.runpytest("audits", "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib",
+                                "--model", str(tiny_model_dir), "--cache-dir", str(tmp_path / "cache"),
+                                "--data-dir", str(data), "--report-dir", str(tmp_path / "reports"),
+                                "-k", "winobias or winogender")
+    out = result.stdout.str()
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), out[-3000:]
+    assert "Traceback" not in out and "Error" not in out.replace("ERROR in", ""), out[-3000:]
+    [run] = list((tmp_path / "reports").iterdir())
+    rows_out = {r["test_id"]: r for r in json.loads((run / "results.json").read_text())["results"]}
+    assert set(rows_out) == {"winobias-gender-winobias_stereo", "winobias-gender-winobias_gap"} | {
+        f"winogender-{m}" for m in ("winogender_acc", "winogender_acc_male", "winogender_acc_female",
+                                    "winogender_acc_neutral", "winogender_gap")}
+    for test_id, r in rows_out.items():
+        assert r["verdict"] in ("pass", "fail", "inconclusive"), (test_id, r["verdict"])
+        assert r["breakdown"]["data"]["loaded_from"].startswith(str(data))
+    assert rows_out["winobias-gender-winobias_stereo"]["n"] == 4 and rows_out["winogender-winogender_gap"]["n"] == 4
+    assert rows_out["winogender-winogender_acc"]["n"] == 12
+    failed = [line for line in out.splitlines() if line.startswith("FAILED")]
+    assert all(rows_out[line.split("[")[1].split("]")[0]]["verdict"] == "fail" for line in failed), failed
+    cases = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
+             for c in ET.parse(run / "junit.xml").getroot().iter("testcase")}
+    assert cases["test_association[winobias-gender-winobias_gap]"]["winobias_likelihood"] == "joint"
+    html = (run / "report.html").read_text()
+    assert "pro-stereotyped sentence" in html and "Sentences the model resolves wrongly first" in html

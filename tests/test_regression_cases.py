@@ -41,6 +41,9 @@ def test_every_project_audit_of_a_pairable_metric_has_its_regression_case_in_aud
     expected = [case for case in audits if catalogue.spec(case[2]).paired]
     assert regression_cases(OFFLINE) == expected
     assert {"GLD", "DA_score", "stereo_score", "BPR"} <= {m for _, _, m in expected}
+    # the benchmarks' paired metrics get their rows on their own probes
+    assert {("association", "winobias-gender", "winobias_stereo"), ("association", "winobias-gender", "winobias_gap"),
+            ("association", "winogender", "winogender_acc"), ("association", "winogender", "winogender_gap")} <= set(expected)
     assert not {"SEAT_effect", "GBM", "BPR_gap", "BPR_spread"} & {m for _, _, m in expected}
 
 

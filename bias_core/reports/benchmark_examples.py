@@ -63,7 +63,7 @@ def winogender_table(row: Mapping[str, Any], ex: Sequence[Mapping[str, Any]]) ->
     if any("male_answer" in e for e in ex):  # winogender_gap: one row per matched sentence
         return _table("Matched sentences ranked by how far they pull the gap from 0: the referent chosen with the "
                       "male and with the female pronoun.",
-                      [("sentence (female pronoun)", "text"), ("right referent", "text"), ("with he/him/his", "text"),
+                      [("sentence (male pronoun)", "text"), ("right referent", "text"), ("with he/him/his", "text"),
                        ("with she/her", "text")], ex,
                       lambda e: [e.get("prompt"), e.get("right_answer"), e.get("male_answer"), e.get("female_answer")])
     return _table("Sentences the model resolves wrongly first: the referent it chose by the higher log-likelihood "
