@@ -90,7 +90,7 @@ def pytest_collection_modifyitems(config, items) -> None:
         # Under xdist, the slow tests first (a stable sort: every worker collects the same order),
         # so that the workers pull the long ones early and finish together: one started last
         # left the other worker idle for most of an hour. pyproject.toml's --dist=loadgroup hands
-        # out one test at a time, and the vLLM tests as one group (one server start, one lock).
+        # out one test at a time.
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if order == "reverse":
         items.reverse()
