@@ -51,7 +51,9 @@ def test_crows_pairs_gender_decisions_equal_fp32(handles):
     assert decisions[0] == decisions[1]
     assert got.value == ref.value
     checked, seen = exact.rechecks.counts["sentences"]
-    assert 0 < checked < seen  # some pairs were close enough to need fp32, most were not
+    # some pairs were close enough to need fp32; how many depends on the half kernels' error: most
+    # not where the CPU's bf16 kernels run (AMX, AVX512-BF16), every one under ATEN_CPU_CAPABILITY=avx2
+    assert 0 < checked <= seen
 
 
 @pytest.mark.parametrize("probes", [("template-occupation", "template-personality", "template-hobby", "template-color"),
@@ -111,4 +113,4 @@ def test_per_token_mean_decisions_equal_fp32(handles):
     from bias_core.models.precision.modes import Rechecks
 
     checked, seen = Rechecks.delta(before, exact.rechecks.snapshot())["sentences"]
-    assert 0 < checked < seen
+    assert 0 < checked <= seen  # as above: all of them under ATEN_CPU_CAPABILITY=avx2
