@@ -28,15 +28,14 @@ Sources, in order:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
-from bias_core.probes.sources import RESTORE, Unique, check_text, missing, online_allowed, reachable, read_text
+from bias_core.probes.sources import RESTORE, Unique, check_text, jsonl_rows, missing, online_allowed, reachable
 
 NAME = "bbq-gender"
 CATEGORY = "Gender_identity"
@@ -135,22 +134,11 @@ def item_from_row(row: Mapping[str, Any], where: str, path: Path | str) -> Probe
         "subcategory": str(meta.get("subcategory", ""))})
 
 
-def _rows(path: Path) -> Iterator[tuple[int, Any]]:
-    for line_no, line in enumerate(read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield line_no, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(f"{path} line {line_no}: not valid JSON ({exc.msg}): the file is truncated or garbled. "
-                                f"{RESTORE}") from None
-
-
 def read_bbq_jsonl(path: Path, category: str = CATEGORY) -> list[ProbeItem]:
     """The rows of a BBQ JSONL file of ``category`` (every row checked, whatever its category)."""
     items = []
     ids = Unique(path, "example_id")
-    for line_no, row in _rows(path):
+    for line_no, row in jsonl_rows(path):
         item = item_from_row(row, f"{path} line {line_no}", path)
         ids.add(item.id, f"line {line_no}")
         if item.meta["category"] == category:

