@@ -1,4 +1,6 @@
-"""GPU smoke run and benchmark (issue 9), on random-weight models built from a config: no hub.
+"""GPU stages one at a time, on random-weight models built from a config: no hub. The models and
+the generation benchmark here are what benchmarks/gpu_check.py (the one-call check of a short
+GPU lease) runs; this script runs any stage alone, the long ones too (genderpair).
 
     python benchmarks/bench_gpu.py [--stages build,tests,audit,qlora,generate] [--data-dir DIR]
     python benchmarks/bench_gpu.py --tiny          # the same, tiny, on CPU: checks this script
@@ -27,6 +29,7 @@ Every stage adds its figures to ``<work>/results.json``; the last stage prints t
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -67,12 +70,16 @@ def find_tokenizer(explicit: str | None) -> Path:
     return found[0].parent
 
 
+def model_saved(folder: Path) -> bool:
+    return (folder / "model.safetensors.index.json").exists() or (folder / "model.safetensors").exists()
+
+
 def build_model(shape: str, folder: Path, tokenizer_dir: Path, device: str, seed: int = 0) -> Path:
     """A random-weight Llama of the given shape with the SmolLM2 tokenizer, saved to ``folder``."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    if (folder / "model.safetensors.index.json").exists() or (folder / "model.safetensors").exists():
+    if model_saved(folder):
         return folder
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)
     dtype = torch.float32 if shape == "tiny" else torch.bfloat16
@@ -184,40 +191,90 @@ def stage_generate(args, work: Path) -> dict:
     shape = args.shapes[-1]
     folder = work / "models" / shape
     prompts = _prompts(args.gen_prompts)
+    # Both sides in the dtype asked for (bf16 on a GPU: the saved weights'; plain generate gets the
+    # very model object bias-core loaded).
     lm = load_model(resolve_model(str(folder)), LoadOptions(device=args.device, use_cache=False, progress=False,
+                                                            dtype=getattr(args, "gen_dtype", "auto"),
                                                             cache_dir=work / "cache-generate"))
     cfg = DecodingConfig(max_new_tokens=NEW_TOKENS)
+    model, tok = lm.engine.model, lm.engine.tokenizer
     lm.generate(prompts[:8], DecodingConfig(max_new_tokens=4))  # warm-up: kernels, allocator
     _sync(torch)
     lm.stats["new_tokens"] = 0
+    ours_passes, hook = _count_passes(model)
     t = time.perf_counter()
     ours = lm.generate(prompts, cfg)
     _sync(torch)
     ours_s = time.perf_counter() - t
+    hook.remove()
     ours_tokens = lm.stats["new_tokens"]
     rows = lm.engine.plan.rows(32 + NEW_TOKENS) if lm.engine.plan is not None else lm.batch_size
-    model, tok = lm.engine.model, lm.engine.tokenizer
+    hf_batch = min(HF_BATCH, len(prompts))
+    if getattr(args, "profile", False):
+        _profile(work / "generate-profile-ours.txt", functools.partial(lm.generate, prompts[:hf_batch], DecodingConfig(max_new_tokens=8)))
+    dtype = str(model.dtype)
     del lm
 
-    hf_batch = min(HF_BATCH, len(prompts))
     tok.padding_side = "left"
-    hf_tokens, hf_texts, t = 0, [], time.perf_counter()
+
+    def plain(batch: list[str], new_tokens: int):
+        enc = tok(batch, return_tensors="pt", padding=True).to(model.device)
+        out = model.generate(**enc, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tok.pad_token_id)
+        return out[:, enc["input_ids"].shape[1]:]
+
     with torch.inference_mode():
+        plain(prompts[:8], 4)  # the same warm-up as ours
+        _sync(torch)
+        hf_passes, hook = _count_passes(model)
+        hf_tokens, hf_texts, t = 0, [], time.perf_counter()
         for start in range(0, len(prompts), hf_batch):
-            enc = tok(prompts[start:start + hf_batch], return_tensors="pt", padding=True).to(model.device)
-            out = model.generate(**enc, max_new_tokens=NEW_TOKENS, do_sample=False, pad_token_id=tok.pad_token_id)
-            new = out[:, enc["input_ids"].shape[1]:]
+            new = plain(prompts[start:start + hf_batch], NEW_TOKENS)
             hf_tokens += int((new != tok.pad_token_id).sum())
             hf_texts += tok.batch_decode(new, skip_special_tokens=True)
-    _sync(torch)
-    hf_s = time.perf_counter() - t
-    del model
-    return {"generate": {"model": shape, "prompts": len(prompts), "new_tokens_per_prompt": NEW_TOKENS,
+        _sync(torch)
+        hf_s = time.perf_counter() - t
+        hook.remove()
+        if getattr(args, "profile", False):
+            _profile(work / "generate-profile-hf.txt", functools.partial(plain, prompts[:hf_batch], 8))
+    return {"generate": {"model": shape, "dtype": dtype, "prompts": len(prompts), "new_tokens_per_prompt": NEW_TOKENS,
                          "ours_tok_s": round(ours_tokens / ours_s, 1), "ours_seconds": round(ours_s, 2),
                          "ours_rows_at_32_tokens": rows, "hf_batch": hf_batch, "hf_tok_s": round(hf_tokens / hf_s, 1),
                          "hf_seconds": round(hf_s, 2), "ratio": round((ours_tokens / ours_s) / (hf_tokens / hf_s), 2),
+                         # forward passes and rows per pass: the device-independent side of the timing
+                         "ours_passes": ours_passes, "hf_passes": hf_passes,
+                         "ms_per_pass": {"ours": round(1000 * ours_s / max(ours_passes["calls"], 1), 2),
+                                         "hf": round(1000 * hf_s / max(hf_passes["calls"], 1), 2)},
                          # informative: in bf16, other batch shapes can flip a near-tie
                          "identical_continuations": f"{sum(a == b for a, b in zip(ours, hf_texts))} of {len(prompts)}"}}
+
+
+def _count_passes(model) -> tuple[dict, object]:
+    """Forward passes of ``model`` and the rows they carried, counted by a pre-hook (removed by
+    the caller)."""
+    counts = {"calls": 0, "rows": 0}
+
+    def hook(module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        counts["calls"] += 1
+        counts["rows"] += int(ids.shape[0]) if ids is not None else 0
+
+    return counts, model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def _profile(path: Path, fn) -> None:
+    """torch.profiler's tables (by self CPU time and by device time) of one call of ``fn``."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        fn()
+        _sync(torch)
+    table = prof.key_averages()
+    text = table.table(sort_by="self_cpu_time_total", row_limit=30)
+    if torch.cuda.is_available():
+        text += "\n\n" + table.table(sort_by="self_cuda_time_total", row_limit=30)
+    path.write_text(text)
 
 
 def _sync(torch) -> None:
@@ -259,6 +316,8 @@ def main() -> None:
     ap.add_argument("--work-dir", default=str(ROOT / "benchmarks" / ".gpu-work"))
     ap.add_argument("--qlora-steps", type=int, default=None, help="default 20 (--tiny: 3)")
     ap.add_argument("--gen-prompts", type=int, default=None, help="default 1280 (--tiny: 48)")
+    ap.add_argument("--gen-dtype", default="auto", help="both sides of the generation benchmark (bf16 on a GPU)")
+    ap.add_argument("--profile", action="store_true", help="generate: torch.profiler tables of one batch each")
     args = ap.parse_args()
     args.device = args.device or ("cpu" if args.tiny else "cuda")
     args.shapes = (args.shapes or ("tiny" if args.tiny else "smollm2,llama2-7b")).split(",")

@@ -41,7 +41,7 @@ def test_adapter_is_merged_into_a_copy_and_changes_the_fingerprint(tiny_lm, adap
     import torch
 
     unmerged = PeftModel.from_pretrained(copy.deepcopy(tiny_lm.engine.model), str(adapter_dir)).eval()
-    ids = tiny_lm.engine.tokenizer(PROMPTS[0], return_tensors="pt")["input_ids"]
+    ids = tiny_lm.engine.tokenizer(PROMPTS[0], return_tensors="pt")["input_ids"].to(tiny_lm.engine.model.device)
     with torch.no_grad():
         assert_close(adapted.engine.model(ids).logits, unmerged(ids).logits, Forward.of(adapted, PROMPTS[:1]).logit_atol(),
                      kind="logits")

@@ -135,9 +135,9 @@ def test_cuda_float32_reproduces_cpu(tiny_model_dir, pytestconfig, torch_single_
                           sizes.word_logprob_atol(longest_word_tokens(cpu, WORDS)), probabilities=True)
     requests = [(p, " she said that her job is hard.") for p in PROMPTS]
     assert_close_logprobs(cuda.loglikelihood(requests), cpu.loglikelihood(requests),
-                          sizes.word_logprob_atol(len(ids_of(cpu.tokenizer, requests[0][1], special=False))))
+                          sizes.word_logprob_atol(len(ids_of(cpu.engine.tokenizer, requests[0][1], special=False))))
     assert_close_logprobs(cuda.sentence_logprob(PROMPTS), cpu.sentence_logprob(PROMPTS),
-                          [sizes.word_logprob_atol(len(ids_of(cpu.tokenizer, p))) for p in PROMPTS])
+                          [sizes.word_logprob_atol(len(ids_of(cpu.engine.tokenizer, p))) for p in PROMPTS])
     assert_close_rows(cuda.embed(PROMPTS), cpu.embed(PROMPTS), sizes.hidden_rtol())
     greedy = DecodingConfig(max_new_tokens=MAX_NEW)
     assert_same_continuations(cpu, PROMPTS, cuda.generate(PROMPTS, greedy), cpu.generate(PROMPTS, greedy), MAX_NEW,

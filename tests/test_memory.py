@@ -158,10 +158,11 @@ def test_a_continuation_pass_reads_the_context_rows_and_keeps_no_copy(tiny_lm):
         ids, mask, positions = engine._left_pad([engine.encode(p) for p in PROMPTS[:3]])
         past = engine._forward(ids, mask, positions, keep=1, past=_new_cache()).past_key_values
         held = [(layer.keys, layer.values) for layer in past.layers]
-        rows = torch.tensor([2, 0, 0, 1])  # a context twice: two continuations of one prompt
-        ext = torch.tensor([[5, 9], [6, 9], [7, 9], [8, 9]])
+        on = ids.device  # the model's: a CPU tensor beside CUDA ones fails on a GPU
+        rows = torch.tensor([2, 0, 0, 1], device=on)  # a context twice: two continuations of one prompt
+        ext = torch.tensor([[5, 9], [6, 9], [7, 9], [8, 9]], device=on)
         ext_mask = torch.cat([mask[rows], torch.ones_like(ext)], dim=1)
-        ext_pos = positions[rows, -1:] + torch.arange(1, 3)
+        ext_pos = positions[rows, -1:] + torch.arange(1, 3, device=on)
         passing = rows_in_passing(past, rows)
         got = engine._forward(ext, ext_mask, ext_pos, keep=2, past=passing).logits
         want = engine._forward(ext, ext_mask, ext_pos, keep=2, past=cache_rows(past, rows)).logits

@@ -27,13 +27,38 @@ def test_causal_handle_satisfies_the_protocol(tiny_lm):
     assert {"generation", "next_word", "training"} <= tiny_lm.capabilities <= set(CAPABILITIES)
 
 
-def test_exact_precision_handle_satisfies_the_protocol(tiny_lm, monkeypatch):
+def _statically_missing(obj, protocol) -> list[str]:
+    """The protocol's members that ``inspect.getattr_static`` does not find on ``obj``: from
+    Python 3.12 isinstance looks them up that way, so a member served only by ``__getattr__``
+    leaves ``obj`` outside the protocol there (and inside it on 3.10 and 3.11)."""
+    import inspect
+    import typing
+
+    missing = []
+    for name in sorted(typing._get_protocol_attrs(protocol)):
+        try:
+            inspect.getattr_static(obj, name)
+        except AttributeError:
+            missing.append(name)
+    return missing
+
+
+def test_exact_precision_handle_satisfies_the_protocol(tiny_lm, device, monkeypatch):
     # A CPU without fast bf16 runs exact mode as fp32 (no ExactLM); bf16 still computes there, only
     # slowly, so the handle is built on every CPU by saying the CPU has it.
     monkeypatch.setattr("bias_core.models.precision.half._cpu_has_bf16", lambda: True)
-    exact = apply_precision(tiny_lm, "exact", "cpu", cache_dir=None)
+    exact = apply_precision(tiny_lm, "exact", device, cache_dir=None)
     assert isinstance(exact, ExactLM)
     assert isinstance(exact, ScoringModel)
+    assert _statically_missing(exact, ScoringModel) == []
+    for name in ("name", "kind", "fingerprint", "tokenizer_fingerprint", "capabilities"):
+        assert getattr(exact, name) == getattr(tiny_lm, name)  # the fp32 handle's
+    assert exact.token_counts(["She is a nurse."]) == tiny_lm.token_counts(["She is a nurse."])
+
+
+def test_every_handle_satisfies_the_protocol_as_python_3_12_checks_it(tiny_lm):
+    assert _statically_missing(tiny_lm, ScoringModel) == []
+    assert _statically_missing(tiny_lm.engine, Engine) == []
 
 
 @pytest.mark.parametrize("build, kind", [(build_tiny_masked_lm, "masked"), (build_tiny_bart, "seq2seq")])

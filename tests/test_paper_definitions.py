@@ -50,7 +50,7 @@ def direct_word_logprob(model, tok, prompt: str, word: str) -> tuple[float, int]
     assert full[: len(ctx)] == ctx, "the word's tokens must not merge with the prompt's"
     cont = full[len(ctx):]
     with torch.no_grad():
-        logits = model(torch.tensor([full])).logits[0].double()
+        logits = model(torch.tensor([full], device=model.device)).logits[0].double()
     logprobs = torch.log_softmax(logits, dim=-1)
     return float(sum(logprobs[len(ctx) - 1 + j, t] for j, t in enumerate(cont))), len(cont)
 
@@ -218,7 +218,7 @@ def direct_mean_logprob(model, tok, sentence: str) -> tuple[float, float]:
 
     ids = [tok.bos_token_id] + tok(sentence, add_special_tokens=False)["input_ids"]
     with torch.no_grad():
-        logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), dim=-1)
+        logprobs = torch.log_softmax(model(torch.tensor([ids], device=model.device)).logits[0].double(), dim=-1)
     lps = [float(logprobs[i - 1, ids[i]]) for i in range(1, len(ids))]
     return sum(lps) / len(lps), sum(lps)
 

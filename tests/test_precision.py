@@ -120,13 +120,18 @@ def test_only_metrics_whose_catalogue_entry_propagates_the_error_get_one():
 # ----- the tiny model --------------------------------------------------------------------------------
 @pytest.fixture
 def exact_lm(tiny_lm) -> ExactLM:
-    return apply_precision(tiny_lm, "exact", "cpu", cache_dir=None)
+    _needs_bf16(tiny_lm)
+    return apply_precision(tiny_lm, "exact", _device_of(tiny_lm), cache_dir=None)
 
 
-def _needs_bf16():
+def _device_of(lm) -> str:
+    return lm.engine.model.device.type  # exact mode on the handle's own device: its cuda case runs on the GPU
+
+
+def _needs_bf16(lm=None):
     from bias_core.models.precision.half import half_dtype
 
-    if half_dtype("cpu")[0] is None:
+    if half_dtype(_device_of(lm) if lm is not None else "cpu")[0] is None:
         pytest.skip("this CPU computes bf16 slowly, so --precision exact runs fp32 only here")
 
 
@@ -158,7 +163,7 @@ def test_half_values_are_cached_apart_from_fp32(tiny_model_dir, tmp_path, torch_
 
 def test_half_values_do_not_depend_on_the_batch(exact_lm):
     """Each row gets fp32 at the same positions whatever it is batched with (half.py)."""
-    _needs_bf16()
+    _needs_bf16(exact_lm.full)
     sentences = [p + " she" for p in LONG_PROMPTS] + ["She said.", "My friend is a nurse, and he said that his job is hard."]
     half = exact_lm.half
     half.batch_size = 1
@@ -170,7 +175,7 @@ def test_half_values_do_not_depend_on_the_batch(exact_lm):
 
 
 def test_exact_gives_fp32_decisions_and_continuations_on_the_tiny_model(tiny_lm, exact_lm):
-    _needs_bf16()
+    _needs_bf16(tiny_lm)
     from tiny_model import CORPUS
 
     sentences = list(CORPUS[:40])
@@ -191,7 +196,7 @@ def _near_tie(tiny_lm, prompt: str, eps: float):
     import torch
 
     model = copy.deepcopy(tiny_lm.engine.model)
-    ids = torch.tensor([tiny_lm.engine.encode(prompt)])
+    ids = torch.tensor([tiny_lm.engine.encode(prompt)], device=model.device)
     with torch.inference_mode():
         h = model.model(input_ids=ids).last_hidden_state[0, -1]
         logits = model.lm_head(h)
@@ -204,7 +209,7 @@ def _near_tie(tiny_lm, prompt: str, eps: float):
         w[first] += (logits.max() + 1.0 - logits[first]) * h / h.dot(h)
         w[second] += (logits.max() + 1.0 + eps - logits[second]) * h / h.dot(h)
     full = tiny_lm.with_engine(dataclasses.replace(tiny_lm.engine, model=model))
-    return full, apply_precision(full, "exact", "cpu", cache_dir=None), (first, second)
+    return full, apply_precision(full, "exact", model.device.type, cache_dir=None), (first, second)
 
 
 def _decisions(lm, prompt, tokens, exact):
@@ -217,7 +222,7 @@ def _decisions(lm, prompt, tokens, exact):
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prompt=st.sampled_from(LONG_PROMPTS), eps=st.floats(-0.05, 0.05).filter(lambda e: abs(e) > 1e-4))
 def test_near_ties_come_out_as_fp32_decides_them(tiny_lm, prompt, eps):
-    _needs_bf16()
+    _needs_bf16(tiny_lm)
     full, exact, tokens = _near_tie(tiny_lm, prompt, eps)
     config = DecodingConfig(max_new_tokens=3)
     assert exact.generate([prompt], config) == full.generate([prompt], config)
@@ -228,7 +233,7 @@ def test_near_ties_come_out_as_fp32_decides_them(tiny_lm, prompt, eps):
 def test_without_the_recheck_near_ties_differ(tiny_lm):
     """The same engineered ties, re-check off: half precision decides some of them otherwise,
     so it is the re-check that keeps exact equal to fp32."""
-    _needs_bf16()
+    _needs_bf16(tiny_lm)
     config = DecodingConfig(max_new_tokens=3)
     differ = {"continuations": 0, "decisions": 0}
     for prompt in LONG_PROMPTS:
@@ -244,7 +249,7 @@ def test_without_the_recheck_near_ties_differ(tiny_lm):
 
 
 def test_sampled_decoding_runs_in_fp32(tiny_lm, exact_lm):
-    _needs_bf16()
+    _needs_bf16(tiny_lm)
     config = DecodingConfig(max_new_tokens=6, do_sample=True, temperature=0.7, top_k=10)
     prompts = LONG_PROMPTS[:2]
     assert exact_lm.generate(prompts, config, seed=5) == tiny_lm.generate(prompts, config, seed=5)
@@ -261,20 +266,20 @@ def test_bound_of_a_sum_grows_like_sqrt_of_its_tokens():
 
 
 def test_calibrated_bound_is_cached_as_json(tiny_lm, tmp_path):
-    _needs_bf16()
+    _needs_bf16(tiny_lm)
     import json
 
-    first = apply_precision(tiny_lm, "exact", "cpu", cache_dir=tmp_path)
+    first = apply_precision(tiny_lm, "exact", _device_of(tiny_lm), cache_dir=tmp_path)
     [stored] = list((tmp_path / "precision").glob("*.json"))
     doc = json.loads(stored.read_text())
     assert doc["key"]["model"] == tiny_lm.fingerprint and doc["bound"]["margin"] == first.bound.margin
-    second = apply_precision(tiny_lm, "exact", "cpu", cache_dir=tmp_path)
+    second = apply_precision(tiny_lm, "exact", _device_of(tiny_lm), cache_dir=tmp_path)
     assert second.bound == first.bound
 
 
 @pytest.mark.slow_on_cpu
 def test_exact_gate_recomputes_in_fp32_exactly_when_the_verdict_could_differ(tiny_lm, exact_lm):
-    _needs_bf16()
+    _needs_bf16(tiny_lm)
     from bias_core.gating.precision_recheck import ExactGate
     from bias_core.probes.lexicon import FEMALE_WORDS, MALE_WORDS
     from bias_core.suites.disclosure import DisclosureAudit

@@ -3,8 +3,8 @@ requires_grad, weights), and an adapter trained on a 4-bit base applies to that 
 
 QLoRA is a CUDA configuration, but its code path runs on CPU too: the preparation on a bf16
 model, forced here past the "needs a CUDA GPU" check, and a real NF4 model where bitsandbytes
-has its CPU backend (0.50 does). The CUDA kernels themselves are exercised by the GPU smoke run
-(benchmarks/gpu_smoke.sh).
+has its CPU backend (0.50 does). The CUDA kernels themselves are exercised by the GPU check
+(benchmarks/gpu_check.sh; on an H100 on 2026-11-27, benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations

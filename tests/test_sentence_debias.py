@@ -92,11 +92,11 @@ def test_hooked_causal_model_equals_hand_computation_and_is_removed(tiny_lm):
     basis, info = SubspaceEstimator(tiny_lm, SENTENCES).subspace(1.0)
     assert info["sentence_pairs"] >= 3 and basis.shape == (1, tiny_lm.engine.model.config.hidden_size)
     model = tiny_lm.engine.model
-    ids = torch.tensor([tiny_lm.engine.encode("She is a nurse.")])
+    ids = torch.tensor([tiny_lm.engine.encode("She is a nurse.")], device=model.device)
     before_sum = _checksum(model)
     with torch.no_grad():
         plain = model(input_ids=ids, output_hidden_states=True)
-    b = torch.tensor(basis, dtype=torch.float32)
+    b = torch.tensor(basis, dtype=torch.float32, device=model.device)
     with sentence_debiased(tiny_lm, basis) as handle, torch.no_grad():
         assert handle.fingerprint != tiny_lm.fingerprint and "sentence-debias" in handle.fingerprint
         hooked = model(input_ids=ids, output_hidden_states=True)

@@ -143,7 +143,10 @@ def test_lora_and_full_configurations_are_not_mixed_up(tiny_lm, tmp_path, monkey
     assert calls == []  # the LoRA configurations do not clip (their adapters' keys are unchanged)
 
 
-def test_the_paper_schedule_refuses_the_cpu(tiny_lm):
+def test_the_paper_schedule_refuses_the_cpu_and_takes_a_gpu(tiny_lm, device):
+    if device == "cuda":
+        check_paper_schedule(tiny_lm)  # a model on a GPU: the paper's schedule runs
+        return
     with pytest.raises(AuditUsageError) as info:
         check_paper_schedule(tiny_lm)
     assert "needs a CUDA GPU; this model runs on cpu" in str(info.value)

@@ -136,6 +136,36 @@ class ExactLM:
         """The fp32 handle: the reference view, for recomputing a metric in fp32."""
         return self.full
 
+    # The protocol's members, spelled out: from Python 3.12, isinstance against a runtime-checkable
+    # Protocol looks attributes up statically (inspect.getattr_static), so __getattr__ alone left
+    # an ExactLM outside ScoringModel there (seen on the GPU machine's Python 3.12).
+    name = property(lambda self: self.full.name)
+    kind = property(lambda self: self.full.kind)
+    fingerprint = property(lambda self: self.full.fingerprint)
+    tokenizer_fingerprint = property(lambda self: self.full.tokenizer_fingerprint)
+    capabilities = property(lambda self: self.full.capabilities)
+
+    def cache_identity(self) -> dict[str, str]:
+        return self.full.cache_identity()
+
+    def cache_stats(self) -> dict[str, Any]:
+        return self.full.cache_stats()
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        return self.full.token_counts(texts)
+
+    def scored_token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        return self.full.scored_token_counts(texts)
+
+    def render_chat(self, text: str) -> str:
+        return self.full.render_chat(text)
+
+    def training(self) -> Any:
+        return self.full.training()
+
+    def with_adapter(self, folder: str, tag: str) -> Any:
+        return self.full.with_adapter(folder, tag)
+
     @property
     def batch_size(self) -> int:
         return self.half.batch_size
