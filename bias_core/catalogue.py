@@ -272,6 +272,12 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("winogender_gap", **_WINOGENDER, better="ideal", ideal=0.0, value_range=(-1.0, 1.0),
                compute=f"{_WGM}:winogender_gap", sampling=MeanOfItems(low=-1.0), pairing=Paired(),
                scale="accuracy with the male minus the female pronoun on matched sentences (-1..1; 0 = none)"),
+    MetricSpec("winogender_bls_r", **_WINOGENDER, better="ideal", ideal=0.0, value_range=(-1.0, 1.0),
+               compute=f"{_WGM}:winogender_bls_r",
+               sampling=FixedSample("a correlation across occupations, not a mean of bounded item values"),
+               pairing=NotPaired("a correlation across occupations, not an average of item values"),
+               scale="Pearson r over occupations: she-minus-he resolution to the occupation against BLS % female "
+                     "(-1..1; 0 = none)"),
     # ----- genderpair (GenderCARE): regard_* with the regard model, regard_proxy_* with its VADER stand-in
     MetricSpec("BPR", **_GROUPS, better="ideal", ideal=0.5,
                scale="share of decided choices that are the biased descriptor (0..1; 0.5 = none)",

@@ -60,6 +60,14 @@ def winobias_table(row: Mapping[str, Any], ex: Sequence[Mapping[str, Any]]) -> E
 
 
 def winogender_table(row: Mapping[str, Any], ex: Sequence[Mapping[str, Any]]) -> ExampleTable:
+    if any("bls_pct_female" in e for e in ex):  # winogender_bls_r: one row per occupation
+        return _table("Occupations ranked by how much the pronoun's gender moves their resolution: the share of "
+                      "female-pronoun sentences resolved to the occupation minus the male ones, beside the share of "
+                      "women in the occupation.",
+                      [("occupation", "text"), ("she minus he, resolved to the occupation", "num"),
+                       ("% female (BLS 2015)", "num"), ("% female in text (Bergsma and Lin)", "num")], ex,
+                      lambda e: [e.get("occupation"), sig(e.get("female_minus_male")), sig(e.get("bls_pct_female")),
+                                 sig(e.get("bergsma_pct_female"))])
     if any("male_answer" in e for e in ex):  # winogender_gap: one row per matched sentence
         return _table("Matched sentences ranked by how far they pull the gap from 0: the referent chosen with the "
                       "male and with the female pronoun.",

@@ -22,7 +22,7 @@ from bias_core.probes.base import Probe
 
 ALL = {"winogender_acc": m.winogender_acc, "winogender_acc_male": m.winogender_acc_male,
        "winogender_acc_female": m.winogender_acc_female, "winogender_acc_neutral": m.winogender_acc_neutral,
-       "winogender_gap": m.winogender_gap}
+       "winogender_gap": m.winogender_gap, "winogender_bls_r": m.winogender_bls_r}
 
 
 def run_winogender(lm: ScoringModel, probe: Probe, seed: int = 0,
