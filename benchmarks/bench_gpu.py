@@ -202,11 +202,13 @@ def stage_generate(args, work: Path) -> dict:
     _sync(torch)
     lm.stats["new_tokens"] = 0
     ours_passes, hook = _count_passes(model)
+    before = _allocator(torch)
     t = time.perf_counter()
     ours = lm.generate(prompts, cfg)
     _sync(torch)
     ours_s = time.perf_counter() - t
     hook.remove()
+    ours_alloc = _allocator(torch, before)
     ours_tokens = lm.stats["new_tokens"]
     rows = lm.engine.plan.rows(32 + NEW_TOKENS) if lm.engine.plan is not None else lm.batch_size
     hf_batch = min(HF_BATCH, len(prompts))
@@ -226,6 +228,7 @@ def stage_generate(args, work: Path) -> dict:
         plain(prompts[:8], 4)  # the same warm-up as ours
         _sync(torch)
         hf_passes, hook = _count_passes(model)
+        before = _allocator(torch)
         hf_tokens, hf_texts, t = 0, [], time.perf_counter()
         for start in range(0, len(prompts), hf_batch):
             new = plain(prompts[start:start + hf_batch], NEW_TOKENS)
@@ -234,6 +237,7 @@ def stage_generate(args, work: Path) -> dict:
         _sync(torch)
         hf_s = time.perf_counter() - t
         hook.remove()
+        hf_alloc = _allocator(torch, before)
         if getattr(args, "profile", False):
             _profile(work / "generate-profile-hf.txt", functools.partial(plain, prompts[:hf_batch], 8))
     return {"generate": {"model": shape, "dtype": dtype, "prompts": len(prompts), "new_tokens_per_prompt": NEW_TOKENS,
@@ -244,8 +248,26 @@ def stage_generate(args, work: Path) -> dict:
                          "ours_passes": ours_passes, "hf_passes": hf_passes,
                          "ms_per_pass": {"ours": round(1000 * ours_s / max(ours_passes["calls"], 1), 2),
                                          "hf": round(1000 * hf_s / max(hf_passes["calls"], 1), 2)},
+                         # the caching allocator's work in each timed part: a KV cache grown by
+                         # concatenation near the memory limit makes it free and retry (synchronising)
+                         "allocator": {"ours": ours_alloc, "hf": hf_alloc},
                          # informative: in bf16, other batch shapes can flip a near-tie
                          "identical_continuations": f"{sum(a == b for a, b in zip(ours, hf_texts))} of {len(prompts)}"}}
+
+
+def _allocator(torch, before: dict | None = None) -> dict:
+    """CUDA caching-allocator counters (device mallocs and frees, out-of-memory retries, peak
+    GiB), as differences from ``before``; empty on a CPU."""
+    if not torch.cuda.is_available():
+        return {}
+    stats = torch.cuda.memory_stats()
+    now = {"device_mallocs": stats.get("num_device_alloc", 0), "device_frees": stats.get("num_device_free", 0),
+           "alloc_retries": stats.get("num_alloc_retries", 0),
+           "peak_gib": round(stats.get("allocated_bytes.all.peak", 0) / 2**30, 1)}
+    if before is None:
+        torch.cuda.reset_peak_memory_stats()
+        return now
+    return {k: (v if k == "peak_gib" else v - before.get(k, 0)) for k, v in now.items()}
 
 
 def _count_passes(model) -> tuple[dict, object]:

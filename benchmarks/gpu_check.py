@@ -310,12 +310,13 @@ def stage_generate(chk: Check, args) -> None:
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--stages", "generate", "--shapes", args.big,
            "--work-dir", str(chk.work.parent), "--gen-prompts", str(args.gen_prompts), "--profile",
            "--gen-dtype", "float32" if args.tiny else "bfloat16"] + (["--tiny"] if args.tiny else [])
-    outcome = Job("generate", cmd, chk.logs / "generate.log", chk.left() - 5).wait()
+    env = {"PYTORCH_CUDA_ALLOC_CONF": args.gen_alloc_conf} if args.gen_alloc_conf else None
+    outcome = Job("generate", cmd, chk.logs / "generate.log", chk.left() - 5, env=env).wait()
     found = json.loads((chk.work / "results.json").read_text()).get("generate", {}) if (chk.work / "results.json").exists() else {}
     for name in ("generate-profile-ours.txt", "generate-profile-hf.txt"):
         if (chk.work / name).exists():
             shutil.copy(chk.work / name, chk.logs / name)
-    chk.record("generate", {**outcome, **found, "target_ratio": 3.0})
+    chk.record("generate", {**outcome, **found, "target_ratio": 3.0, "alloc_conf": args.gen_alloc_conf or "default"})
 
 
 def stage_qlora(chk: Check, args) -> None:
@@ -352,6 +353,8 @@ def main() -> None:
     ap.add_argument("--warm-limit", type=float, default=60)
     ap.add_argument("--gen-prompts", type=int, default=None)
     ap.add_argument("--gen-need", type=float, default=None)
+    ap.add_argument("--gen-alloc-conf", default="", help="PYTORCH_CUDA_ALLOC_CONF for the generation stage, "
+                    "e.g. expandable_segments:True (is the KV cache's growth by concatenation the allocator's trouble?)")
     ap.add_argument("--qlora-steps", type=int, default=None)
     ap.add_argument("--qlora-need", type=float, default=None)
     ap.add_argument("--test-workers", type=int, default=8)
