@@ -24,6 +24,17 @@ cores; the tests use tiny models). A stage that cannot finish before ``--budget`
 is skipped, saying so; a stage past its own deadline gets SIGINT (pytest then writes its partial
 results) and its rows so far are kept. Back in ``$OUT``: results.json, check.log and logs.tar.gz
 (every stage's output and each audit's results.json), so a second call can run the rest.
+
+A 15-minute lease (the first one, 2026-11-27, benchmarks/RESULTS.md): the machine starts in
+about a minute; a second call made within 30 s of the first's end finds it warm, with the
+models and caches of ``benchmarks/.gpu-work`` still there. What the next lease should run,
+from what the first one left open:
+
+    benchmarks/gpu_check.sh --budget 420 --stages tests,precision,audit7b --big-precision fp32
+    benchmarks/gpu_check.sh --budget 240 --stages generate,audit7b --gen-alloc-conf expandable_segments:True
+
+(the tests fixed since; exact against fp32 with GenderPair reached; the 7B audit's load and fp32
+time apart from exact's re-checks; generation with the allocator's counters and profile).
 """
 
 from __future__ import annotations
