@@ -249,7 +249,7 @@ def stage_side_by_side(chk: Check, args) -> None:
     if "tests" in args.stages:
         tests = (["tests", "-m", "gpu"] if not args.tiny else ["tests/test_devices.py", "-m", "gpu or not gpu",
                                                                   "-k", "cpu"])
-        jobs["tests"] = Job("tests", [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "-rs",
+        jobs["tests"] = Job("tests", [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "-rfEs",
                                       "-n", str(args.test_workers), "--durations=15"], chk.logs / "tests.log", limit)
     if "precision" in args.stages:
         for label, extra in (("exact", ["--precision", "exact"]), ("fp32", ["--precision", "fp32"])):
