@@ -93,7 +93,10 @@ class CausalLM(CausalTokens, HFText):
         return width_batches([len(s) for s in seqs], self.batch_size, multiple, rows_for)
 
     def _forward(self, ids, mask, positions, keep: int = 0, past=None):
-        # The mask is passed even when all ones, so every row takes the same attention kernel.
+        # The mask is passed even when all ones. transformers 5.x with SDPA still drops an all-ones
+        # mask (is_causal instead), so a batch of rows all at full width takes another attention
+        # kernel than one with a shorter mate: the same bits on a CPU (checked on the tiny model),
+        # possibly not on a GPU (docs/gpu.md, batch-size invariance).
         kwargs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask, "use_cache": past is not None}
         if self._takes_position_ids:
             kwargs["position_ids"] = positions
