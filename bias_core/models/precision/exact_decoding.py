@@ -8,7 +8,12 @@
    continuation equals fp32's greedy one when every step matches (an end-of-sequence step
    included) and the later steps are unflagged.
 3. At the first step that does not match, the continuation takes fp32's token and decoding
-   resumes from there (in half precision, checked the same way).
+   resumes from there (in half precision, checked the same way), at most ``HALF_RESUMES``
+   times per row: a row corrected once more is decoded from there in fp32 outright (counted as
+   ``fp32_rows``). Resuming in half precision costs another half decode and fp32 pass per
+   correction, so a row whose half and fp32 choices part at most steps (random weights, on the
+   first GPU run: 75 of 78 rows corrected) cost O(steps²) before; the fallback bounds a row at
+   ``HALF_RESUMES + 1`` half decodes, as many fp32 passes and one fp32 decode.
 
 Rows without a near tie are kept as decoded: at every step their margin exceeded the bound on
 how far half precision can move it, so fp32 picks the same token. Re-checking whole rows in one
@@ -28,6 +33,8 @@ import torch
 
 from bias_core.models.engines.hf.causal import GEN_PAD_MULTIPLE, LOGIT_BUDGET, DecodingConfig
 from bias_core.models.progress import progress_bar
+
+HALF_RESUMES = 2
 
 
 def exact_generate(lm: Any, prompts: Sequence[str], config: DecodingConfig, desc: str = "generating",
@@ -51,7 +58,8 @@ def exact_generate(lm: Any, prompts: Sequence[str], config: DecodingConfig, desc
 
 
 def _half_decode(half: Any, seqs: list[list[int]], budgets: list[int], desc: str):
-    """(tokens, per-step top-2 margins, ended by EOS) of greedy half-precision decoding."""
+    """(tokens, per-step top-2 margins, ended by EOS) of greedy decoding by the engine ``half``
+    (the half-precision one; the fp32 one for rows past ``HALF_RESUMES``)."""
     tokens: dict[int, list[int]] = {}
     margins: dict[int, list[float]] = {i: [] for i in range(len(seqs))}
     bar = progress_bar(total=len(seqs), desc=desc, enabled=half.progress)
@@ -94,8 +102,9 @@ def _fp32_choices(full: Any, seqs: list[list[int]], new: list[int], steps: list[
     return [out[i] for i in range(len(seqs))]
 
 
-def decode_exact(lm: Any, seqs: list[list[int]], budgets: list[int], desc: str) -> list[list[int]]:
-    """New tokens of each sequence (at most ``budgets[i]``), equal to fp32's greedy ones."""
+def decode_exact(lm: Any, seqs: list[list[int]], budgets: list[int], desc: str, resumes: int = 0) -> list[list[int]]:
+    """New tokens of each sequence (at most ``budgets[i]``), equal to fp32's greedy ones;
+    ``resumes``: how many corrections these sequences' rows have had already."""
     half, full, bound = lm.half.engine, lm.full.engine, lm.bound.margin
     eos = set(half.eos_ids)
     tokens, margins, ended = _half_decode(half, seqs, budgets, desc)
@@ -127,8 +136,12 @@ def decode_exact(lm: Any, seqs: list[list[int]], budgets: list[int], desc: str) 
             redo.append((i, kept + [fp32[s]]))
     if redo:
         lm.rechecks.add("corrected_rows", len(redo), 0)
-        tails = decode_exact(lm, [seqs[i] + so_far for i, so_far in redo],
-                             [budgets[i] - len(so_far) for i, so_far in redo], f"{desc} (resumed after fp32 re-check)")
+        more, left = [seqs[i] + so_far for i, so_far in redo], [budgets[i] - len(so_far) for i, so_far in redo]
+        if resumes < HALF_RESUMES:
+            tails = decode_exact(lm, more, left, f"{desc} (resumed after fp32 re-check)", resumes + 1)
+        else:  # corrected again and again: fp32 decides the rest of these rows directly
+            lm.rechecks.add("fp32_rows", len(redo), 0)
+            tails = _half_decode(full, more, left, f"{desc} (in fp32 after {resumes + 1} corrections)")[0]
         for (i, so_far), tail in zip(redo, tails):
             tokens[i] = so_far + tail
     return tokens
