@@ -34,7 +34,8 @@ from what the first one left open:
     benchmarks/gpu_check.sh --budget 240 --stages generate,audit7b --gen-alloc-conf expandable_segments:True
 
 (the tests fixed since; exact against fp32 with GenderPair reached; the 7B audit's load and fp32
-time apart from exact's re-checks; generation with the allocator's counters and profile).
+time apart from exact's re-checks; generation with the allocator's counters, a profile, and each of
+our batches decoded by our loop and by plain generate on the same rows).
 """
 
 from __future__ import annotations
