@@ -59,7 +59,7 @@ def warm_imports(spec, opts) -> float:
     from bias_core.models.loading import _weights_dir
 
     t = time.perf_counter()
-    folder, _ = _weights_dir(spec, opts)
+    folder = _weights_dir(spec, opts)[0]
     MODEL_FOR_CAUSAL_LM_MAPPING[type(AutoConfig.from_pretrained(folder))]
     AutoTokenizer.from_pretrained(folder)
     return time.perf_counter() - t
