@@ -2,10 +2,13 @@
 many gated values and verdicts differ from the reference (the transformers engine, fp32).
 
     .venv/bin/python benchmarks/bench_engines.py [--data-dir ../shared/data] [--generate 800] [--out DIR]
+        [--engines transformers,vllm,vllm-bf16,endpoint] [-- PYTEST ARGS, e.g. -k "bbq or winobias"]
 
 Each engine audits from a fresh result cache (every number computed by that engine): the
 transformers engine with this interpreter, vLLM in fp32 and in bf16 with the interpreter that
-has vLLM (this one, or .venv-vllm). Before the audits, a generation benchmark: ``--generate``
+has vLLM (this one, or .venv-vllm), and the endpoint engine (`--engine openai`, this
+interpreter) against vLLM's OpenAI-compatible server in fp32 on 127.0.0.1, started from that
+interpreter for the audit and stopped after it. Before the audits (in-process engines only), a generation benchmark: ``--generate``
 distinct prompts (the disclosure and GenderPair prompts), greedy, at most 50 new tokens, with
 each engine: new tokens/s and continuations identical to the reference's. vLLM instances run
 one at a time (the tests' lock file). Prints markdown tables for benchmarks/RESULTS.md.
@@ -14,9 +17,11 @@ one at a time (the tests' lock file). Prints markdown tables for benchmarks/RESU
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,8 +30,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = Path(tempfile.gettempdir()) / "bias-core-vllm.lock"
-ENGINES = (("transformers fp32", [], False), ("vllm fp32", ["--engine", "vllm"], True),
-           ("vllm bf16", ["--engine", "vllm", "--dtype", "bfloat16"], True))
+# (label, audit arguments, where it runs: "local" in this interpreter, "vllm" in vLLM's, "server":
+# this interpreter's --engine openai against vLLM's OpenAI-compatible server in fp32).
+ENGINES = (("transformers fp32", [], "local"), ("vllm fp32", ["--engine", "vllm"], "vllm"),
+           ("vllm bf16", ["--engine", "vllm", "--dtype", "bfloat16"], "vllm"),
+           ("endpoint fp32", ["--engine", "openai"], "server"))
+SHORT = {"transformers fp32": "transformers", "vllm fp32": "vllm", "vllm bf16": "vllm-bf16", "endpoint fp32": "endpoint"}
+SERVER_START_S = 900
 # A fixed 1e-5, named in the table (relative; absolute for values below 1, as a gender lean of
 # 2e-4 has no meaningful relative error): stricter than the tests' fp32 error model
 # (tests/tolerances.py) for the probability metrics, whose bounds there are ~1e-4 and up.
@@ -63,16 +73,66 @@ def vllm_python() -> str | None:
 
 def run(cmd: list[str], vllm: bool) -> tuple[subprocess.CompletedProcess, float]:
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    start = time.perf_counter()
-    if vllm:
-        from filelock import FileLock
-
-        with FileLock(str(LOCK), timeout=7200):
-            start = time.perf_counter()
-            done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    else:
+    with one_vllm_at_a_time(vllm):
+        start = time.perf_counter()
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     return done, time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def one_vllm_at_a_time(vllm: bool = True):
+    """vLLM instances take turns (the tests' lock file): two on two cores would each starve."""
+    if not vllm:
+        yield
+        return
+    from filelock import FileLock
+
+    with FileLock(str(LOCK), timeout=7200):
+        yield
+
+
+def served_folder(spec, cache_dir: Path | None = None) -> str:
+    """The folder the server loads: the one the transformers engine reads (a converted GGUF's too)."""
+    from bias_core.models import LoadOptions
+    from bias_core.models.loading import _weights_dir
+
+    return _weights_dir(spec, LoadOptions(cache_dir=cache_dir) if cache_dir else LoadOptions())[0]
+
+
+@contextlib.contextmanager
+def vllm_server(vpy: str, folder: str, log: Path):
+    """vLLM's OpenAI-compatible server on 127.0.0.1 in fp32, stopped on the way out; yields its URL."""
+    import requests
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [vpy, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--dtype", "float32", "--host",
+           "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2-135m", "--max-logprobs", "20"]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    with open(log, "w") as out:
+        server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + SERVER_START_S
+            while True:
+                if server.poll() is not None:
+                    raise RuntimeError(f"the vLLM server exited with {server.returncode}; its log: {log}")
+                try:
+                    if requests.get(f"{url}/v1/models", timeout=5).ok:
+                        break
+                except requests.RequestException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the vLLM server did not answer within {SERVER_START_S} s; its log: {log}")
+                time.sleep(2)
+            yield url
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait(timeout=60)
 
 
 def prompts(n: int, data_dir: Path | None) -> list[str]:
@@ -87,13 +147,14 @@ def prompts(n: int, data_dir: Path | None) -> list[str]:
     return list(dict.fromkeys(found))[:n]
 
 
-def generation(out: Path, n: int, data_dir: Path | None, vpy: str | None) -> list[str]:
+def generation(out: Path, n: int, data_dir: Path | None, vpy: str | None, engines: tuple) -> list[str]:
     items = prompts(n, data_dir)
     (out / "prompts.json").write_text(json.dumps(items))
     (out / "generate.py").write_text(GENERATE)
     rows, reference = [], None
-    for label, extra, vllm in ENGINES:
-        if vllm and vpy is None:
+    for label, extra, where in engines:
+        vllm = where == "vllm"
+        if where == "server" or (vllm and vpy is None):
             continue
         python = vpy if vllm else sys.executable
         engine = "vllm" if vllm else "transformers"
@@ -113,17 +174,24 @@ def generation(out: Path, n: int, data_dir: Path | None, vpy: str | None) -> lis
             "", "| engine | load s | new tokens/s | new tokens | continuations = reference |", "|---|---|---|---|---|", *rows]
 
 
-def audit(out: Path, data_dir: Path | None, vpy: str | None, extra_args: list[str]) -> list[str]:
+def audit(out: Path, data_dir: Path | None, vpy: str | None, extra_args: list[str], engines: tuple) -> list[str]:
     rows, reference = [], None
-    for label, extra, vllm in ENGINES:
-        if vllm and vpy is None:
+    for label, extra, where in engines:
+        if where != "local" and vpy is None:
             rows.append(f"| {label} | not run: no vLLM here nor in .venv-vllm | | | | | | | |")
             continue
         report = out / f"audit-{label.replace(' ', '-')}"
-        cmd = [vpy if vllm else sys.executable, "-m", "pytest", "audits", "-p", "no:cacheprovider", "-q",
+        cmd = [vpy if where == "vllm" else sys.executable, "-m", "pytest", "audits", "-p", "no:cacheprovider", "-q",
                "--cache-dir", str(out / f"cache-{label.replace(' ', '-')}"), "--report-dir", str(report), *extra,
                *extra_args] + (["--data-dir", str(data_dir)] if data_dir else [])
-        done, seconds = run(cmd, vllm)
+        if where == "server":
+            from bias_core.models import resolve_model
+
+            with one_vllm_at_a_time(), vllm_server(vpy, served_folder(resolve_model("smollm2-135m")),
+                                                    out / f"server-{label.replace(' ', '-')}.log") as url:
+                done, seconds = run(cmd + ["--engine-url", url], False)
+        else:
+            done, seconds = run(cmd, where == "vllm")
         runs = sorted(report.iterdir()) if report.is_dir() else []
         if not runs:
             rows.append(f"| {label} | failed (exit {done.returncode}) | | | | | | | |")
@@ -187,17 +255,25 @@ def main() -> None:
     parser.add_argument("--generate", type=int, default=800, help="prompts of the generation benchmark (0: skip it)")
     parser.add_argument("--out", type=Path, default=None, help="work folder (default: a new temporary one)")
     parser.add_argument("--no-audit", action="store_true", help="the generation benchmark only")
+    parser.add_argument("--engines", default=",".join(SHORT.values()),
+                        help=f"which engines, comma-separated, of {', '.join(SHORT.values())} (the reference, "
+                             "transformers, always runs first)")
     parser.add_argument("audit_args", nargs="*", help="more arguments for each audit, after --")
     args = parser.parse_args()
+    wanted = {name.strip() for name in args.engines.split(",") if name.strip()}
+    unknown = wanted - set(SHORT.values())
+    if unknown:
+        parser.error(f"--engines: unknown {', '.join(sorted(unknown))}; choose from {', '.join(SHORT.values())}")
+    engines = tuple(e for e in ENGINES if e[2] == "local" or SHORT[e[0]] in wanted)
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-engines-"))
     out.mkdir(parents=True, exist_ok=True)
     vpy = vllm_python()
     lines = [f"machine: {os.cpu_count()} cores; vLLM from {vpy or 'nowhere (not installed)'}; work folder {out}", ""]
     if args.generate:
-        lines += generation(out, args.generate, args.data_dir, vpy) + [""]
+        lines += generation(out, args.generate, args.data_dir, vpy, engines) + [""]
         print("\n".join(lines), flush=True)
     if not args.no_audit:
-        lines += audit(out, args.data_dir, vpy, args.audit_args)
+        lines += audit(out, args.data_dir, vpy, args.audit_args, engines)
     print("\n".join(lines))
     (out / "RESULTS-engines.md").write_text("\n".join(lines) + "\n")
 
