@@ -49,3 +49,14 @@ def test_cuda_fp32_against_the_cpu_uses_relative_differences():
 def test_a_missing_run_compares_as_empty():
     assert gpu_check.compare_devices(None, _doc(_row("a", 1.0)))["missing_on_cuda"] == ["a"]
     assert gpu_check.compare_exact(None, None)["shared"] == 0
+
+
+@pytest.mark.parametrize("stages, said", [(["generate"], set()), (["tests", "generate"], {"tests"}),
+                                          (["tests", "precision"], {"tests", "precision"})])
+def test_out_of_time_only_the_stages_asked_for_are_said_skipped(tmp_path, stages, said):
+    import argparse
+
+    chk = gpu_check.Check(tmp_path / "out", tmp_path / "work", budget=10)  # under the 60 s the side stages need
+    gpu_check.stage_side_by_side(chk, argparse.Namespace(stages=stages, small="small", side_limit=240))
+    assert set(chk.results) == said
+    assert all("s left" in value["skipped"] for value in chk.results.values())
