@@ -100,8 +100,9 @@ def served_folder(spec, cache_dir: Path | None = None) -> str:
 
 
 @contextlib.contextmanager
-def vllm_server(vpy: str, folder: str, log: Path):
-    """vLLM's OpenAI-compatible server on 127.0.0.1 in fp32, stopped on the way out; yields its URL."""
+def vllm_server(vpy: str, folder: str, log: Path, env: dict[str, str] | None = None, start_s: float = SERVER_START_S):
+    """vLLM's OpenAI-compatible server on 127.0.0.1 in fp32, stopped on the way out; yields its URL.
+    The caller holds one_vllm_at_a_time (tests/test_engine_vllm.py starts it too)."""
     import requests
 
     with socket.socket() as s:
@@ -109,21 +110,21 @@ def vllm_server(vpy: str, folder: str, log: Path):
         port = s.getsockname()[1]
     cmd = [vpy, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--dtype", "float32", "--host",
            "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2-135m", "--max-logprobs", "20"]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    env = env or {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     with open(log, "w") as out:
         server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + SERVER_START_S
+            url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + start_s
             while True:
                 if server.poll() is not None:
-                    raise RuntimeError(f"the vLLM server exited with {server.returncode}; its log: {log}")
+                    raise RuntimeError(f"the vLLM server exited with {server.returncode}: {log.read_text()[-3000:]}")
                 try:
                     if requests.get(f"{url}/v1/models", timeout=5).ok:
                         break
                 except requests.RequestException:
                     pass
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"the vLLM server did not answer within {SERVER_START_S} s; its log: {log}")
+                    raise RuntimeError(f"the vLLM server did not answer within {start_s:.0f} s: {log.read_text()[-3000:]}")
                 time.sleep(2)
             yield url
         finally:

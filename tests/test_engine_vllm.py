@@ -19,11 +19,9 @@ import contextlib
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -144,43 +142,14 @@ def test_vllm_fp32_equals_the_transformers_engine(vllm_numbers, reference_number
     _assert_same_numbers(vllm_numbers, reference_numbers, smollm2_lm)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def vllm_server(vllm_python: str, folder: Path, log: Path):
-    """A real vLLM OpenAI-compatible server on 127.0.0.1, stopped (by its pid) on the way out."""
-    import requests
-
-    port = _free_port()
-    cmd = [vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--dtype", "float32",
-           "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2-135m", "--max-logprobs", "20"]
-    with one_vllm_at_a_time(), open(log, "w") as out:
-        server = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + START_DEADLINE_S
-            while True:
-                if server.poll() is not None:
-                    pytest.fail(f"the vLLM server exited with {server.returncode}: {log.read_text()[-3000:]}")
-                try:
-                    if requests.get(f"{url}/v1/models", timeout=5).ok:
-                        break
-                except requests.RequestException:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"the vLLM server did not answer within {START_DEADLINE_S} s: {log.read_text()[-3000:]}")
-                time.sleep(2)
-            yield url
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait(timeout=60)
+    """A real vLLM OpenAI-compatible server on 127.0.0.1 (the benchmark's own starter), one vLLM at a time."""
+    spec = importlib.util.spec_from_file_location("bench_engines", REPO / "benchmarks" / "bench_engines.py")
+    bench_engines = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_engines)
+    with one_vllm_at_a_time(), bench_engines.vllm_server(vllm_python, str(folder), log, _env(), START_DEADLINE_S) as url:
+        yield url
 
 
 def test_the_endpoint_engine_against_a_real_vllm_server_gives_vllms_numbers(vllm_python, vllm_numbers, smollm2_lm,
