@@ -29,3 +29,20 @@ def test_bench_engines_finds_the_served_models_folder(tiny_model_dir, tmp_path):
 
     bench_engines = _load("bench_engines")
     assert Path(bench_engines.served_folder(resolve_model(str(tiny_model_dir)), tmp_path)) == tiny_model_dir
+
+
+def test_rss_timeline_finds_a_childs_peak_and_the_line_before_it(tmp_path):
+    import subprocess
+    import sys
+
+    child = ("import time; print('before', flush=True); b = b'x' * 300_000_000; print('allocated', flush=True); "
+             "time.sleep(2); raise SystemExit(3)")
+    out = tmp_path / "trace"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "rss_timeline.py"), str(out), "--every", "0.1",
+                           "--", sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr  # the command's exit code is passed on
+    samples = [line.split() for line in (out.parent / "trace.rss").read_text().splitlines()]
+    assert max(float(largest) for _, largest, _ in samples) >= 0.3  # 300 MB written in the child
+    stamped = (out.parent / "trace.log").read_text().splitlines()
+    assert [line.split()[1] for line in stamped] == ["before", "allocated"]
+    assert "the last line before it: allocated" in done.stdout
