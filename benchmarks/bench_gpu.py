@@ -215,7 +215,7 @@ def stage_generate(args, work: Path) -> dict:
     if getattr(args, "profile", False):
         _profile(work / "generate-profile-ours.txt", functools.partial(lm.generate, prompts[:hf_batch], DecodingConfig(max_new_tokens=8)))
     dtype = str(model.dtype)
-    per_batch = _per_batch(lm.engine, prompts, cfg, torch) if getattr(args, "profile", False) else None
+    per_batch = _per_batch(lm.engine, prompts, cfg, torch) if getattr(args, "per_batch", False) else None
     del lm
 
     tok.padding_side = "left"
@@ -369,6 +369,8 @@ def main() -> None:
     ap.add_argument("--gen-prompts", type=int, default=None, help="default 1280 (--tiny: 48)")
     ap.add_argument("--gen-dtype", default="auto", help="both sides of the generation benchmark (bf16 on a GPU)")
     ap.add_argument("--profile", action="store_true", help="generate: torch.profiler tables of one batch each")
+    ap.add_argument("--per-batch", action="store_true",
+                    help="generate: each of our batches timed again by our loop and by plain generate, same rows")
     args = ap.parse_args()
     args.device = args.device or ("cpu" if args.tiny else "cuda")
     args.shapes = (args.shapes or ("tiny" if args.tiny else "smollm2,llama2-7b")).split(",")

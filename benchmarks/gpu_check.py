@@ -322,7 +322,7 @@ def stage_generate(chk: Check, args) -> None:
         chk.record("generate", {"skipped": f"needs ~{args.gen_need} s, {chk.left():.0f} s left"})
         return
     cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--stages", "generate", "--shapes", args.big,
-           "--work-dir", str(chk.work.parent), "--gen-prompts", str(args.gen_prompts), "--profile",
+           "--work-dir", str(chk.work.parent), "--gen-prompts", str(args.gen_prompts), "--profile", "--per-batch",
            "--gen-dtype", "float32" if args.tiny else "bfloat16"] + (["--tiny"] if args.tiny else [])
     env = {"PYTORCH_CUDA_ALLOC_CONF": args.gen_alloc_conf} if args.gen_alloc_conf else None
     outcome = Job("generate", cmd, chk.logs / "generate.log", chk.left() - 5, env=env).wait()
