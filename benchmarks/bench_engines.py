@@ -71,11 +71,15 @@ def vllm_python() -> str | None:
     return str(candidate) if candidate.is_file() else None
 
 
+def vllm_env() -> dict[str, str]:
+    """vLLM's CPU KV cache at 1 GiB unless set: its default takes far more of a 24 GiB machine."""
+    return {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+
+
 def run(cmd: list[str], vllm: bool) -> tuple[subprocess.CompletedProcess, float]:
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     with one_vllm_at_a_time(vllm):
         start = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        done = subprocess.run(cmd, cwd=ROOT, env=vllm_env(), capture_output=True, text=True)
     return done, time.perf_counter() - start
 
 
@@ -91,12 +95,12 @@ def one_vllm_at_a_time(vllm: bool = True):
         yield
 
 
-def served_folder(spec, cache_dir: Path | None = None) -> str:
+def served_folder(spec, cache_dir: Path) -> str:
     """The folder the server loads: the one the transformers engine reads (a converted GGUF's too)."""
     from bias_core.models import LoadOptions
     from bias_core.models.loading import _weights_dir
 
-    return _weights_dir(spec, LoadOptions(cache_dir=cache_dir) if cache_dir else LoadOptions())[0]
+    return _weights_dir(spec, LoadOptions(cache_dir=cache_dir))[0]
 
 
 @contextlib.contextmanager
@@ -110,9 +114,8 @@ def vllm_server(vpy: str, folder: str, log: Path, env: dict[str, str] | None = N
         port = s.getsockname()[1]
     cmd = [vpy, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--dtype", "float32", "--host",
            "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2-135m", "--max-logprobs", "20"]
-    env = env or {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     with open(log, "w") as out:
-        server = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(cmd, cwd=ROOT, env=env or vllm_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + start_s
             while True:
@@ -188,8 +191,9 @@ def audit(out: Path, data_dir: Path | None, vpy: str | None, extra_args: list[st
         if where == "server":
             from bias_core.models import resolve_model
 
-            with one_vllm_at_a_time(), vllm_server(vpy, served_folder(resolve_model("smollm2-135m")),
-                                                    out / f"server-{label.replace(' ', '-')}.log") as url:
+            # converted into the audit's own cache folder, where --engine openai finds its local copy
+            folder = served_folder(resolve_model("smollm2-135m"), out / f"cache-{label.replace(' ', '-')}")
+            with one_vllm_at_a_time(), vllm_server(vpy, folder, out / f"server-{label.replace(' ', '-')}.log") as url:
                 done, seconds = run(cmd + ["--engine-url", url], False)
         else:
             done, seconds = run(cmd, where == "vllm")

@@ -5,7 +5,8 @@ its output lines with the seconds since the start, so a peak can be matched to t
 
 Writes OUT.rss (seconds, the largest process's RSS in GB, the tree's sum in GB; a line every
 --every seconds) and OUT.log (the command's output, each line after its time stamp), then prints
-the peak and the output line nearest before it. Run the command with PYTHONUNBUFFERED=1 (set
+the peak and the output line nearest before it (lines are stamped when read from the pipe, so
+that line is right to within the pipe's latency: the line just before it may be the one meant). Run the command with PYTHONUNBUFFERED=1 (set
 here) so its lines arrive as written. Sampling can miss a spike shorter than --every: for the
 exact peak of one process use `/usr/bin/time -v`.
 """

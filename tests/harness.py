@@ -191,6 +191,18 @@ def assert_usage_error(result, names=()) -> str:
 # ----- models, processes, damaged files -----------------------------------------------------------
 
 
+def script_module(relative: str, name: str | None = None):
+    """A script of the repository (benchmarks/, scripts/, audits/) imported from its path, without
+    putting its folder on sys.path for the rest of the session."""
+    import importlib.util
+
+    path = REPO / relative
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def bias_core_cache_dir() -> Path:
     """Where converted packaged models live between runs: the plugin's default cache dir."""
     from bias_core.pytest_plugin.options import default_cache_dir

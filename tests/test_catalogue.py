@@ -5,7 +5,6 @@ is complete or it does not load."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,11 +19,10 @@ from bias_core.gating.thresholds import METRIC_RANGES, load_thresholds
 from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, NotPaired, OwnInterval, Propagated, resolve
 from bias_core.suites import known_metrics, known_probes
 
+from harness import script_module
 from paths import REPO
 
-_spec = importlib.util.spec_from_file_location("metric_table", REPO / "scripts" / "metric_table.py")
-metric_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(metric_table)
+metric_table = script_module("scripts/metric_table.py")
 
 
 class _Metafunc:
@@ -40,10 +38,7 @@ class _Metafunc:
 
 
 def _audit_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"_catalogue_audit_{name}", REPO / "audits" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script_module(f"audits/{name}.py", f"_catalogue_audit_{name}")
 
 
 def _generated(module, function: str, options: dict[str, str]) -> set[tuple[str, str]]:

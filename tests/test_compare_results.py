@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-from paths import REPO
+from harness import script_module
 
-_spec = importlib.util.spec_from_file_location("compare_results", REPO / "benchmarks" / "compare_results.py")
-compare_results = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(compare_results)
+compare_results = script_module("benchmarks/compare_results.py")
 
 ROW = {"test_id": "template-color-GLD", "value": 0.25, "ci_low": 0.2, "ci_high": 0.3, "n": 40, "verdict": "pass",
        "p_value": 0.2, "model": "m", "duration_s": 1.0}

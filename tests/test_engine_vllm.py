@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from engine_numbers import numbers
-from harness import bias_core_cache_dir, only_run
+from harness import bias_core_cache_dir, only_run, script_module
 from paths import REPO, SHARED
 from tolerances import (
     Forward,
@@ -145,9 +145,7 @@ def test_vllm_fp32_equals_the_transformers_engine(vllm_numbers, reference_number
 @contextlib.contextmanager
 def vllm_server(vllm_python: str, folder: Path, log: Path):
     """A real vLLM OpenAI-compatible server on 127.0.0.1 (the benchmark's own starter), one vLLM at a time."""
-    spec = importlib.util.spec_from_file_location("bench_engines", REPO / "benchmarks" / "bench_engines.py")
-    bench_engines = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_engines)
+    bench_engines = script_module("benchmarks/bench_engines.py")
     with one_vllm_at_a_time(), bench_engines.vllm_server(vllm_python, str(folder), log, _env(), START_DEADLINE_S) as url:
         yield url
 
