@@ -197,12 +197,37 @@ def _quiet_on_hang_up(report: Any) -> Any:
 class Fault:
     """Delivers the answers to requests for ``path`` (all paths when None) its own way, from the
     ``after``-th such request on, ``times`` times (always when None); ``seen`` counts the
-    requests it delivered, ``hung_up`` those whose client went away before the end."""
+    requests it delivered, ``hung_up`` those whose client went away before the end.
 
-    def __init__(self, path: str | None = "/v1/completions", *, after: int = 0, times: int | None = None):
-        self.path, self.after, self.times = path, after, times
+    ``hold``: an event to wait for (at most ``HOLD_S``) before answering, so that a test orders
+    what the server does without timing, e.g. a refusal sent only once another fault holds three
+    requests: ``Refuse(401, hold=silent.reached(3))``. ``on_seen(n)`` runs in the server's thread
+    when the n-th request arrives (before it is answered)."""
+
+    HOLD_S = 60.0  # far above any ordering a test waits for; a test whose event never comes fails, not hangs
+
+    def __init__(self, path: str | None = "/v1/completions", *, after: int = 0, times: int | None = None,
+                 hold: threading.Event | None = None, on_seen: Any = None):
+        self.path, self.after, self.times, self.hold, self.on_seen = path, after, times, hold, on_seen
         self.matched = self.seen = self.hung_up = 0
         self._lock = threading.Lock()
+        self._reached: dict[int, threading.Event] = {}
+        self._all_hung_up = threading.Condition(self._lock)
+
+    def reached(self, n: int) -> threading.Event:
+        """An event set once ``n`` requests have arrived here."""
+        with self._lock:
+            event = self._reached.setdefault(n, threading.Event())
+            if self.seen >= n:
+                event.set()
+            return event
+
+    def wait_hung_up(self, timeout: float = HOLD_S) -> bool:
+        """Whether every request that arrived here saw its client hang up within ``timeout``: the
+        server's threads notice a closed connection when they next read or write, so this waits
+        for an event the client's close guarantees, not for a time."""
+        with self._all_hung_up:
+            return self._all_hung_up.wait_for(lambda: self.seen >= 1 and self.hung_up == self.seen, timeout)
 
     def deliver(self, handler: Any, status: int, data: bytes) -> bool:
         with self._lock:
@@ -212,11 +237,20 @@ class Fault:
             if self.matched <= self.after or (self.times is not None and self.seen >= self.times):
                 return False
             self.seen += 1
+            seen = self.seen
+            for n, event in self._reached.items():
+                if seen >= n:
+                    event.set()
+        if self.on_seen is not None:
+            self.on_seen(seen)
+        if self.hold is not None and not self.hold.wait(self.HOLD_S):
+            raise RuntimeError(f"{type(self).__name__}: the event it holds for never came in {self.HOLD_S:g} s")
         try:
             self.send(handler, status, data)
         except OSError:  # the client hung up (its deadline, or it was told to stop)
-            with self._lock:
+            with self._all_hung_up:
                 self.hung_up += 1
+                self._all_hung_up.notify_all()
         handler.close_connection = True
         return True
 

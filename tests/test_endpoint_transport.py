@@ -1,26 +1,40 @@
 """The endpoint engine's transport (bias_core/models/engines/http_client.py) against a stub server
 that delivers its answers badly (tests/openai_stub_server.py): --request-timeout is a deadline for
 each try whatever the server sends, answers are read only up to --max-response-mb, resets and
-answers cut short are retried, and a call's failure stops its other requests at once.
+answers cut short are retried, and a call's failure stops its other requests at once; however a
+call ends (a refusal, the deadline, the size cap, Ctrl-C, SIGTERM), no connection of it is open
+when it returns.
 
 No assertion here is about how fast a machine is: each checks a mechanism (how many tries the
-server saw, whether the client hung up before the end, how much memory the client held), and the
-few wall-clock bounds are far above what a loaded machine needs and far below what the broken
-behaviour takes (a stub that drips or stays silent gives up only after 120 s)."""
+server saw, whether the client hung up before the end, how much memory the client held, which
+sockets the process holds), and the few wall-clock bounds are far above what a loaded machine
+needs and far below what the broken behaviour takes (a stub that drips or stays silent gives up
+only after 120 s). Where the order of events matters, the stub holds an answer until an event
+(``hold=fault.reached(n)``), and a test waits only for what the client's close guarantees the
+server will see (``fault.wait_hung_up()``), never for a thread to have run by some time."""
 
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 import tracemalloc
 
 import numpy as np
+import psutil
 import pytest
 
 from bias_core.errors import AuditUsageError, EngineUnavailable
 from bias_core.models import LoadOptions, check_options, load_model, resolve_model
-from bias_core.models.engines.http_client import MAX_WAIT, EndpointAnswerError, EndpointAuthError, EndpointClient, worst_case_seconds
+from bias_core.models.engines.http_client import (
+    MAX_WAIT,
+    EndpointAnswerError,
+    EndpointAuthError,
+    EndpointClient,
+    EndpointError,
+    worst_case_seconds,
+)
 from bias_core.models.engines.options import engine_fields
 
 from harness import load_tiny
@@ -52,16 +66,6 @@ def client(url: str, **kw) -> EndpointClient:
     return EndpointClient(url, **kw)
 
 
-def eventually(check, within: float = 30.0) -> bool:
-    """``check()`` became true within ``within`` seconds (a server thread noticing a hang-up)."""
-    end = time.monotonic() + within
-    while not check():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 # ----- the deadline ------------------------------------------------------------------------------------
 def test_a_body_dripped_forever_is_cut_at_the_deadline_of_every_try(server):
     server.transport = drip = Drip(every=0.05, forever=True, path=MODELS)
@@ -74,7 +78,7 @@ def test_a_body_dripped_forever_is_cut_at_the_deadline_of_every_try(server):
     cut = "no whole answer within --request-timeout 0.5 s"
     assert message.count(f"2 x {cut}") == 1 or message.count(cut) == 2, message
     assert time.monotonic() - start < 60  # each try would last the stub's 120 s without the deadline
-    assert drip.seen == 2 and eventually(lambda: drip.hung_up == 2)  # the client hung up on both
+    assert drip.seen == 2 and drip.wait_hung_up()  # the client hung up on both
 
 
 def test_a_slow_body_with_its_length_is_cut_and_the_retry_answers(server):
@@ -82,7 +86,7 @@ def test_a_slow_body_with_its_length_is_cut_and_the_retry_answers(server):
     # on a loaded machine); per-read timeouts never fire
     server.transport = drip = Drip(every=0.5, path=MODELS, times=1)
     assert client(server.url, timeout=3.0).get(MODELS) == LISTING
-    assert drip.seen == 1 and eventually(lambda: drip.hung_up == 1)
+    assert drip.seen == 1 and drip.wait_hung_up()
     assert [r["path"] for r in server.requests] == [MODELS, MODELS]
 
 
@@ -90,7 +94,7 @@ def test_a_server_that_never_answers_is_cut_at_the_deadline(server):
     server.transport = silent = Silent(path=MODELS)
     with pytest.raises(EngineUnavailable, match="2 x no whole answer within --request-timeout 0.3 s"):
         client(server.url, timeout=0.3).get(MODELS)
-    assert eventually(lambda: silent.hung_up == 2)
+    assert silent.seen == 2 and silent.wait_hung_up()
 
 
 def test_the_worst_case_of_a_request_is_the_documented_formula(server):
@@ -103,16 +107,132 @@ def test_the_worst_case_of_a_request_is_the_documented_formula(server):
 
 
 def test_a_failed_request_stops_the_others_of_its_call_at_once(server):
-    """Four requests in flight: one is refused (401), three wait on a silent server with a 100 s
-    deadline. The call ends with the refusal and the three are cut, not waited for."""
+    """Four requests in flight: three held by a silent server with a 100 s deadline, then the
+    fourth refused (401), in that order whatever the machine's load (the refusal waits for the
+    three). The call ends with the refusal; the three are cut, not waited for, and no connection
+    of the call is open when it returns."""
     silent = Silent(path=MODELS)
-    server.transport = Chain(Refuse(401, path=MODELS, times=1), silent)
+    server.transport = Chain(Refuse(401, path=MODELS, times=1, hold=silent.reached(3)), silent)
     c = client(server.url, timeout=100, max_concurrency=4)
     start = time.monotonic()
     with pytest.raises(EndpointAuthError, match="401"):
         c.map(lambda i: c.get(MODELS), list(range(8)))
     assert time.monotonic() - start < 60
-    assert eventually(lambda: silent.seen >= 1 and silent.hung_up == silent.seen)
+    assert open_connections(server) == []
+    assert silent.seen >= 3 and silent.wait_hung_up()
+
+
+# ----- a call that ends early leaves no connection open -----------------------------------------------
+def open_connections(server) -> list:
+    """This process's TCP sockets connected to the stub: the client's ends (the stub's own ends
+    have its port as their local port). A socket shut down but not closed still counts."""
+    port = int(server.url.rsplit(":", 1)[1])
+    return [c for c in psutil.Process().net_connections("tcp") if c.raddr and c.raddr.port == port]
+
+
+def _sigterm_as_the_plugin_does(signum, frame):  # bias_core/pytest_plugin/hooks.py: SIGTERM ends the run as Ctrl-C
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _interrupt(how: str):
+    """What the server does when its third request arrives: interrupt the test's main thread
+    (the one waiting on the call), as Ctrl-C or a CI job's SIGTERM would."""
+    def on_seen(n: int) -> None:
+        if n == 3:
+            # a real signal (as Ctrl-C's), not _thread.interrupt_main(): that one only flags the main thread,
+            # which would go on waiting for the call instead of being woken
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT if how == "sigint" else signal.SIGTERM)
+    return on_seen
+
+
+# how a call ends early: the fault that ends it (holding three requests where it can), the client's
+# options, what the call raises, and whether the server holds the requests open (so it must see them hung up)
+ENDINGS = {
+    "refused-while-others-wait": (lambda: _refused_behind(Silent(path=MODELS)), {"timeout": 100}, EndpointAuthError, True),
+    "refused-while-others-stream": (lambda: _refused_behind(Drip(every=0.05, forever=True, path=MODELS)),
+                                    {"timeout": 100}, EndpointAuthError, True),
+    "sigint": (lambda: Silent(path=MODELS, on_seen=_interrupt("sigint")), {"timeout": 100}, KeyboardInterrupt, True),
+    "sigterm": (lambda: Silent(path=MODELS, on_seen=_interrupt("sigterm")), {"timeout": 100}, KeyboardInterrupt, True),
+    "deadline": (lambda: Silent(path=MODELS), {"timeout": 0.5}, EngineUnavailable, True),
+    "size-cap-announced": (lambda: Oversize(20, path=MODELS), {"max_response_mb": 1}, EndpointAnswerError, True),
+    "size-cap-streamed": (lambda: Oversize(20, chunked=True, path=MODELS), {"max_response_mb": 1}, EndpointAnswerError, True),
+    "compressed-answer": (lambda: _Gzipped(path=MODELS), {}, EndpointAnswerError, False),
+    "refused-request": (lambda: Refuse(400, path=MODELS), {}, EndpointError, False),
+}
+
+
+def _refused_behind(held: Fault) -> Chain:
+    chain = Chain(Refuse(401, path=MODELS, times=1, hold=held.reached(3)), held)
+    chain.held = held
+    return chain
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_a_call_that_ends_early_leaves_no_connection_open(server, ending):
+    make_fault, options, raised, held = ENDINGS[ending]
+    if raised is KeyboardInterrupt and threading.current_thread() is not threading.main_thread():
+        pytest.skip("a signal reaches the main thread only, and this test runs in another")
+    server.transport = fault = make_fault()
+    fault = getattr(fault, "held", fault)
+    c = client(server.url, max_concurrency=4, **options)
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_the_plugin_does)
+    try:
+        with pytest.raises(raised) as failure:
+            c.map(lambda i: c.get(MODELS), list(range(8)))
+        # checked while the error is alive: its traceback holds the frames of the tries it ended
+        assert open_connections(server) == [], failure.value
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert fault.seen >= 1
+    if held:
+        assert fault.wait_hung_up(), (fault.seen, fault.hung_up)
+
+
+def test_a_request_not_yet_sent_when_its_call_fails_is_never_sent(server):
+    """The refusal comes back before the other requests of the call are sent (on a loaded machine
+    their threads may not have run yet): they are dropped, none reaches the server. Held here by
+    making the seven wait for the call's stop; the earlier form of the test above assumed at least
+    one of them reached the server first, and failed when none had."""
+    silent = Silent(path=MODELS)
+    server.transport = Chain(Refuse(401, path=MODELS, times=1), silent)
+    c = client(server.url, timeout=100, max_concurrency=4)
+
+    def make(i: int):
+        if i:
+            assert c._local.stop.wait(Fault.HOLD_S)  # the call's stop (thread-local: this request's call)
+        return c.get(MODELS)
+
+    with pytest.raises(EndpointAuthError):
+        c.map(make, list(range(8)))
+    assert silent.seen == 0 and [r["path"] for r in server.requests] == [MODELS]
+    assert open_connections(server) == []
+
+
+def test_a_try_cut_while_it_connects_is_closed_once_connected(server):
+    """A try the call's stop cuts before its socket exists (nothing to shut down yet) gives up as
+    soon as the connection is made, sends nothing and closes it."""
+    silent = Silent(path=MODELS)
+    server.transport = Chain(Refuse(401, path=MODELS, times=1), silent)
+    c = client(server.url, timeout=100, max_concurrency=4)
+    new_connection = c._new_connection
+    first = threading.Lock()
+
+    def connecting_after_the_stop():
+        conn = new_connection()
+        connect = conn.connect
+
+        def connect_late():
+            if not first.acquire(blocking=False):  # every try but the first connects once the call has stopped
+                assert c._local.stop.wait(Fault.HOLD_S)
+            connect()
+        conn.connect = connect_late
+        return conn
+
+    c._new_connection = connecting_after_the_stop
+    with pytest.raises(EndpointAuthError):
+        c.map(lambda i: c.get(MODELS), list(range(8)))
+    assert silent.seen == 0 and [r["path"] for r in server.requests] == [MODELS]
+    assert open_connections(server) == []
 
 
 # ----- resets and answers cut short -------------------------------------------------------------------
@@ -156,7 +276,7 @@ def test_an_answer_over_the_size_cap_is_refused_while_it_streams(server, chunked
         tracemalloc.stop()
     assert peak < 4 * 2**20  # what was read: at most the cap and one piece, never the 20 MiB
     assert big.seen == 1  # a size is not retried
-    assert eventually(lambda: big.hung_up == 1)  # the client stopped reading: the server could not finish
+    assert big.wait_hung_up()  # the client stopped reading: the server could not finish
 
 
 def test_an_answer_over_the_size_cap_at_load_is_named_as_such(server, reference, tmp_path):

@@ -33,6 +33,7 @@ import http.client
 import json
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -264,7 +265,8 @@ class EndpointClient:
         watchdog = threading.Timer(self.timeout, attempt.cut, args=(True,))
         watchdog.daemon = True
         watchdog.start()
-        reuse = answered = False
+        reuse = answered = whole = False
+        answer: http.client.HTTPResponse | None = None
         try:
             if conn.sock is None:
                 conn.connect()
@@ -278,6 +280,7 @@ class EndpointClient:
             content = self._body(answer, headers, attempt)
             reuse = not answer.will_close
             answer.close()  # read to its end: the connection can take the next request
+            whole = True
             return answer.status, answer.reason or "", headers, content
         except (OSError, http.client.HTTPException) as exc:
             if attempt.aborted:
@@ -296,7 +299,7 @@ class EndpointClient:
             if reuse and not (attempt.expired or attempt.aborted):
                 self._release(conn)
             else:
-                conn.close()
+                _hang_up(conn, answer, attempt.sock, abort=not whole)
 
     def _body(self, answer: http.client.HTTPResponse, headers: dict[str, str], attempt: _Try) -> bytes:
         """The whole body, read a socket read at a time (so the deadline can cut it) and never
@@ -405,6 +408,29 @@ class EndpointClient:
             cut = [t for t in self._inflight if t.stop is stop]
         for attempt in cut:
             attempt.cut(expired=False)
+
+
+def _hang_up(conn: http.client.HTTPConnection, answer: http.client.HTTPResponse | None,
+             sock: socket.socket | None, abort: bool) -> None:
+    """Close a try's connection now, whatever ended the try.
+
+    ``conn.close()`` alone is not enough: http.client hands the socket to an answer that will close
+    the connection, and a socket whose answer's file is still open (referenced by the traceback of
+    the error that ended the try, which the caller may keep) is only released by the garbage
+    collector, the server's slot held till then. ``abort`` (the answer was not read to its end):
+    a reset, not a FIN, so that a server blocked writing an answer nobody reads (its window full)
+    learns at once that the client has gone, instead of at its own timeout."""
+    if abort and sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        if answer is not None:
+            answer.close()
+    with contextlib.suppress(OSError):
+        conn.close()
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.close()
 
 
 def _retry_after(value: str | None) -> float | None:
