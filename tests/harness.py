@@ -137,6 +137,23 @@ def import_before_in_process_runs() -> None:
 # ----- the run folder -----------------------------------------------------------------------------
 
 
+def audit_subprocess(project: Path, model: Path, reports: Path, select: str, *args: str,
+                     cache: Path | None = None) -> tuple[int, str, Path | None]:
+    """(exit code, output, newest run folder or None) of ``pytest audits -k SELECT ARGS`` on
+    ``model``, run as a user runs it: a subprocess in ``project``, offline, one thread."""
+    import sys
+
+    env = {**os.environ, "BIAS_CORE_OFFLINE": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    cmd = [sys.executable, "-m", "pytest", "audits", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+           "--model", str(model), "--cache-dir", str(cache or project / "cache"), "--report-dir", str(reports),
+           "-k", select, *args]
+    proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
+    runs = run_folders(reports)
+    return proc.returncode, proc.stdout + proc.stderr, (runs[-1] if runs else None)
+
+
 def run_folders(reports: Path) -> list[Path]:
     """The run folders under a report dir, oldest first (a run id starts with its start time, to
     the second); [] where the report dir does not exist."""

@@ -215,12 +215,27 @@ def test_the_baseline_option_checks_the_folder_before_any_model_loads(tmp_path):
 
 # ----- items missing on either side --------------------------------------------------------------------
 def test_items_missing_in_either_run_are_counted_by_side():
+    # item 0: candidate only missing; item 1: a value in neither run (not the metric's); item 2: baseline missing
     base = block([0.1, None, None, 0.4, 0.5])
     cand = block([None, None, 0.3, 0.4, 0.5])
     p = pair(cand, base)
-    assert (len(p.ids), p.n_items, p.n_dropped, p.missing_baseline, p.missing_candidate) == (2, 5, 3, 2, 2)
-    assert p.pairs_text() == "2 pairs of 5 items (2 without a value in the baseline, 2 without a value in the candidate)"
+    assert (len(p.ids), p.n_items, p.n_dropped, p.missing_baseline, p.missing_candidate, p.n_unused) == (2, 4, 2, 1, 1, 1)
+    assert p.pairs_text() == ("2 pairs of 4 items (1 without a value in the baseline, 1 without a value in the candidate)"
+                              "; 1 other item of the probe not used by this metric")
     assert pair(block(GLD), block(GLD)).pairs_text() == "4 pairs"
+
+
+def test_items_no_run_gives_a_value_are_not_missing_and_do_not_stop_the_comparison():
+    """BBQ's ambiguous-context metrics leave the disambiguated questions without a value in every
+    run: half the probe, which the missing-share guard must not take for items lost on one side."""
+    values = [0.1 * (k % 7) for k in range(10)] + [None] * 10
+    p = pair(block(values), block(values))
+    assert (len(p.ids), p.n_items, p.n_dropped, p.n_unused) == (10, 10, 0, 10)
+    assert missing_problem(p) is None
+    assert p.pairs_text() == "10 pairs; 10 other items of the probe not used by this metric"
+    one_side = pair(block(values), block([None] + values[1:]))
+    assert (one_side.n_items, one_side.n_dropped, one_side.missing_baseline) == (10, 1, 1)
+    assert missing_problem(one_side) is not None  # 1 of the 10 items it uses: 10%, over the 5%
 
 
 def test_more_than_the_allowed_share_left_out_gives_no_verdict():
@@ -229,7 +244,7 @@ def test_more_than_the_allowed_share_left_out_gives_no_verdict():
     assert missing_problem(one) is None
     nulled = pair(block(twenty), block([None] * 17 + twenty[17:]))  # 17 of 20 = 85%
     problem = missing_problem(nulled)
-    assert problem.startswith("template-hobby GLD: only 3 of 20 items have a value in both runs (17 without one in "
+    assert problem.startswith("template-hobby GLD: only 3 of the 20 items it uses have a value in both runs (17 without one in "
                               "the baseline): 85% left out, more than the 5% a comparison may leave out")
     assert "--baseline-max-missing 0.85" in problem
     assert missing_problem(nulled, max_share=0.85) is None
@@ -270,7 +285,7 @@ def test_every_regression_row_shows_its_n_of_pairs_in_banner_summary_and_html(tm
     short = "3 pairs of 40 items (37 without a value in the baseline)"
     banner = verdict_banner(rows).text()
     assert f"n per comparison: 40 pairs: template-color-GLD; {short}: template-hobby-GLD." in banner
-    assert "ERROR regression-template-hobby-GLD: template-hobby GLD: only 3 of 40 items" in banner
+    assert "ERROR regression-template-hobby-GLD: template-hobby GLD: only 3 of the 40 items" in banner
     assert banner.splitlines()[0] == "BLOCKED: 1 test errored"
 
     class Settings:
@@ -281,7 +296,7 @@ def test_every_regression_row_shows_its_n_of_pairs_in_banner_summary_and_html(tm
     write_run_summary(state, 1)
     md = (tmp_path / "summary.md").read_text()
     assert "| template-color-GLD | lower is better | 40 pairs | " in md
-    assert f"| template-hobby-GLD | – | {short} |" in md and "**ERROR**: template-hobby GLD: only 3 of 40" in md
+    assert f"| template-hobby-GLD | – | {short} |" in md and "**ERROR**: template-hobby GLD: only 3 of the 40" in md
     assert "2 paired comparisons, 0 beyond their margin, 1 without a verdict" in md
 
     page = render_html([dict(r, nodeid=f"x::{r['test_id']}") for r in rows], {"model": "m", "complete": True},

@@ -326,7 +326,7 @@ def test_a_candidate_preferring_the_stereotyped_answers_fails_the_bbq_regression
         spec = PAIRED[metric]
         paired = pair(items_from_result(probe, cand[metric], spec, metric), items_from_result(probe, base[metric], spec, metric))
         verdict = judge(compare_to_baseline(paired, spec), margins[metric])
-        assert paired.ids == tuple(probe.ids[:120]) and paired.n_dropped == 1  # the disambiguated question: no value
+        assert paired.ids == tuple(probe.ids[:120]) and (paired.n_dropped, paired.n_unused) == (0, 1)  # the disambiguated one: not used
         assert verdict.verdict == "fail" and verdict.p_value < 0.01, metric
     same = pair(*(items_from_result(probe, base["bbq_s_amb"], PAIRED["bbq_s_amb"], "bbq_s_amb"),) * 2)
     assert judge(compare_to_baseline(same, PAIRED["bbq_s_amb"]), margins["bbq_s_amb"]).verdict == "pass"

@@ -10,9 +10,7 @@ adjusted p < 0.01.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -23,7 +21,7 @@ from bias_core import catalogue
 from bias_core.gating.regression import ITEMS_FILE, read_items, write_items
 from bias_core.gating.regression.items import block_sha256
 
-from harness import copy_project, run_folders
+from harness import audit_subprocess, copy_project
 from paths import REPO
 
 pytestmark = pytest.mark.slow  # every test runs whole audits in subprocesses (~3 min in all)
@@ -38,15 +36,7 @@ def project(tmp_path_factory):
 
 def audit(project: Path, model: Path, reports: Path, *args: str, cache: Path | None = None):
     """(exit code, output, run folder or None) of ``pytest audits`` on the tiny model."""
-    env = {**os.environ, "BIAS_CORE_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    cmd = [sys.executable, "-m", "pytest", "audits", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-           "--model", str(model), "--cache-dir", str(cache or project / "cache"), "--report-dir", str(reports),
-           "-k", SELECT, *args]
-    proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=900)
-    runs = run_folders(reports)
-    return proc.returncode, proc.stdout + proc.stderr, (runs[-1] if runs else None)
+    return audit_subprocess(project, model, reports, SELECT, *args, cache=cache)
 
 
 def rows(run: Path, kind: str | None = "regression") -> dict[str, dict]:
@@ -184,7 +174,7 @@ def test_an_edited_baseline_is_refused_and_a_nulled_one_errors_showing_its_pairs
     short = "3 pairs of 40 items (37 without a value in the baseline)"
     gld = rows(run)["regression-template-color-GLD"]
     assert gld["verdict"] == "error" and gld["n"] == 3 and gld["missing_baseline"] == 37
-    assert "only 3 of 40 items have a value in both runs" in gld["reason"]
+    assert "only 3 of the 40 items it uses have a value in both runs" in gld["reason"]
     assert f"n = {short}" in out and "n = 40 pairs" in out  # the terminal: every regression row
     assert short in summary.read_text() and short in (run / "report.html").read_text()
 

@@ -159,7 +159,7 @@ def test_the_gap_pairs_two_runs_by_the_male_sentences_ids(tmp_path):
     spec = PAIRED["winogender_gap"]
     values = items_from_result(probe, out["winogender_gap"], spec, "winogender_gap")
     paired = pair(values, values)
-    assert paired.ids == tuple(i.id for i in probe.items if i.meta["gender"] == "male") and paired.n_dropped == 8
+    assert paired.ids == tuple(i.id for i in probe.items if i.meta["gender"] == "male") and (paired.n_dropped, paired.n_unused) == (0, 8)
 
 
 def test_the_runner_scores_both_referents_after_the_prompt_and_breaks_ties_to_the_occupation(tmp_path):

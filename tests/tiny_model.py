@@ -57,9 +57,10 @@ def build_tokenizer():
     )
 
 
-def build_tiny_causal_lm(path: str | Path, seed: int = 0, hidden_size: int = 32) -> Path:
+def build_tiny_causal_lm(path: str | Path, seed: int = 0, hidden_size: int = 32, context: int = 128) -> Path:
     """Write a tiny random LlamaForCausalLM and its tokenizer to ``path``; return the folder.
-    (bitsandbytes quantizes in blocks of 64: a 4-bit test model needs hidden_size >= 64.)"""
+    (bitsandbytes quantizes in blocks of 64: a 4-bit test model needs hidden_size >= 64.)
+    ``context``: its positions; BBQ's and discrim-eval's real prompts need 1,024 (691 tokens here)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -73,7 +74,7 @@ def build_tiny_causal_lm(path: str | Path, seed: int = 0, hidden_size: int = 32)
         num_attention_heads=4,
         num_key_value_heads=4,
         intermediate_size=2 * hidden_size,
-        max_position_embeddings=128,
+        max_position_embeddings=context,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

@@ -240,7 +240,7 @@ def _collection_problem(session, state: RegressionState) -> str | None:
         return None
     where = f"--baseline {state.options.baseline}"
     absent = [f"{p} {m}" for _, p, m in keys if (p, m) not in stored.blocks]
-    identities = _probe_identities(settings, {(f, p) for f, p, _ in keys})
+    identities = _probe_identities(session.config, settings, {(f, p) for f, p, _ in keys})
     try:
         check_probes(identities, stored, where=where)
     except AuditUsageError as exc:
@@ -253,14 +253,16 @@ def _collection_problem(session, state: RegressionState) -> str | None:
     return None
 
 
-def _probe_identities(settings, pairs) -> dict[str, tuple[str, str]]:
-    """probe -> (version, content sha256), loaded from the data alone (no model)."""
+def _probe_identities(config, settings, pairs) -> dict[str, tuple[str, str]]:
+    """probe -> (version, content sha256) of the items this run will audit, loaded from the data
+    alone (no model), under the run's sample plan: a probe cut to its fixed size (BBQ's first 1,024
+    questions) is known by the cut, as its baseline stored it, not by its whole pool."""
     from bias_core.pytest_plugin.suite_factory import make_suite
 
     suites: dict[str, Any] = {}
     out = {}
     for family, probe in sorted(pairs):
-        suite = suites.setdefault(family, make_suite(family, None, settings))
+        suite = suites.setdefault(family, make_suite(family, None, settings, config))
         try:
             loaded = probe_of(suite, probe, settings)
         except (DataSourceMissing, ProbeNotApplicable):
@@ -387,7 +389,7 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
 def _pair_counts(paired: Any) -> dict[str, Any]:
     """What a row stands on: pairs, the probe's items, and the items without a value on each side."""
     return {"n_items": paired.n_items, "missing_candidate": paired.missing_candidate,
-            "missing_baseline": paired.missing_baseline, "pairs": paired.pairs_text()}
+            "missing_baseline": paired.missing_baseline, "n_unused": paired.n_unused, "pairs": paired.pairs_text()}
 
 
 def _error_row(paired: Any, family: str, baseline: str, reason: str) -> dict[str, Any]:

@@ -51,7 +51,9 @@ BUILTIN: dict[str, Callable[..., Any]] = {"disclosure": _disclosure, "associatio
 
 def make_suite(family: str, lm, settings: AuditSettings, config=None):
     """The audit suite of ``family`` on ``lm`` (the session model, or a live regression baseline);
-    with ``config``, its computations show progress bars. ``lm`` None: for loading probes only."""
+    with ``config``, the run's sample plan sizes its probes and its computations show progress
+    bars. ``lm`` None: for loading probes only, as the run will load them (so ``config`` too, where
+    the plan cuts a probe to its fixed size: a probe's content is that of the items audited)."""
     if family in BUILTIN:
         common = {"data_dir": settings.data_dir, "seed": settings.seed}
         if config is not None:  # --sample: the run's plan (a live baseline shares the candidate's)
@@ -64,7 +66,7 @@ def make_suite(family: str, lm, settings: AuditSettings, config=None):
             raise KeyError(f"no suite for family {family!r}: neither the project's ({', '.join(BUILTIN)}) nor "
                            f"registered by an installed package ({', '.join(EXTENSIONS.suites) or 'none'})")
         suite = EXTENSIONS.suites[family](lm, settings, dict(EXTENSIONS.probes))
-    return suite if config is None else WithTerminal(suite, config)
+    return suite if config is None or lm is None else WithTerminal(suite, config)
 
 
 class WithTerminal:

@@ -184,46 +184,57 @@ class PairedItems:
     baseline_output: tuple[str | None, ...]
     candidate_value: float  # the metric values as each run reported them
     baseline_value: float
-    n_dropped: int = 0  # items without a value in one of the runs (left out of the comparison)
+    n_dropped: int = 0  # items the metric uses with a value in one run only (left out of the comparison)
     missing_candidate: int = 0  # of those, items without a value in the candidate
-    missing_baseline: int = 0  # and in the baseline (an item missing in both counts in both)
+    missing_baseline: int = 0  # and in the baseline
+    # items of the probe with a value in neither run: not used by the metric (BBQ's other context
+    # condition, WinoGender's female sentences for the gap), never "missing"
+    n_unused: int = 0
 
     @property
     def n_items(self) -> int:
-        """The probe's items, paired or not."""
+        """The items the metric uses (a value in either run), paired or not."""
         return len(self.ids) + self.n_dropped
 
     def swapped(self) -> "PairedItems":
         """The same pairs with candidate and baseline exchanged."""
         return PairedItems(self.probe, self.metric, self.ids, self.baseline, self.candidate, self.groups,
                            self.prompts, self.baseline_output, self.candidate_output, self.baseline_value,
-                           self.candidate_value, self.n_dropped, self.missing_baseline, self.missing_candidate)
+                           self.candidate_value, self.n_dropped, self.missing_baseline, self.missing_candidate,
+                           self.n_unused)
 
     def pairs_text(self) -> str:
-        """"40 pairs" or "3 pairs of 40 items (37 without a value in the baseline)"."""
-        return pairs_text(len(self.ids), self.n_items, self.missing_candidate, self.missing_baseline)
+        """"40 pairs", "3 pairs of 40 items (37 without a value in the baseline)", and the probe's
+        items the metric does not use where there are any."""
+        return pairs_text(len(self.ids), self.n_items, self.missing_candidate, self.missing_baseline, self.n_unused)
 
 
-def pairs_text(n: int, n_items: int, missing_candidate: int = 0, missing_baseline: int = 0) -> str:
-    """How many pairs a comparison stands on, and what was left out (the n every report shows)."""
-    if n_items <= n:
-        return f"{n} pair{'s' if n != 1 else ''}"
-    why = [f"{k} without a value in the {side}" for k, side in ((missing_baseline, "baseline"),
-                                                               (missing_candidate, "candidate")) if k]
-    return f"{n} pair{'s' if n != 1 else ''} of {n_items} items ({', '.join(why) or f'{n_items - n} unpaired'})"
+def pairs_text(n: int, n_items: int, missing_candidate: int = 0, missing_baseline: int = 0, unused: int = 0) -> str:
+    """How many pairs a comparison stands on, of how many items the metric uses, what of those was
+    left out (a value in one run only), and how many of the probe's items the metric does not use
+    (the n every report shows)."""
+    text = f"{n} pair{'s' if n != 1 else ''}"
+    if n_items > n:
+        why = [f"{k} without a value in the {side}" for k, side in ((missing_baseline, "baseline"),
+                                                                   (missing_candidate, "candidate")) if k]
+        text += f" of {n_items} items ({', '.join(why) or f'{n_items - n} unpaired'})"
+    if unused:
+        text += f"; {unused} other item{'s' if unused != 1 else ''} of the probe not used by this metric"
+    return text
 
 
 def missing_problem(paired: PairedItems, max_share: float = MAX_MISSING_SHARE) -> str | None:
-    """Why a comparison would not stand for its metric: more than ``max_share`` of the probe's items
-    without a value in one of the runs (None when within it). The rest may be the items that
+    """Why a comparison would not stand for its metric: more than ``max_share`` of the items the
+    metric uses with a value in one run only (None when within it). The rest may be the items that
     happen to agree; a baseline whose items were set to null reads this way, and so does a model
-    that leaves many items undecided."""
+    that leaves many items undecided. Items with a value in neither run are not the metric's
+    (another condition's), and are not counted."""
     left_out = paired.n_dropped
     if paired.n_items == 0 or left_out / paired.n_items <= max_share:
         return None
     sides = ", ".join(f"{k} without one in the {side}" for k, side in (
         (paired.missing_baseline, "baseline"), (paired.missing_candidate, "candidate")) if k)
-    return (f"{paired.probe} {paired.metric}: only {len(paired.ids)} of {paired.n_items} items have a value in both "
+    return (f"{paired.probe} {paired.metric}: only {len(paired.ids)} of the {paired.n_items} items it uses have a value in both "
             f"runs ({sides}): {100 * left_out / paired.n_items:.0f}% left out, more than the {100 * max_share:g}% a "
             "comparison may leave out (--baseline-max-missing), so no verdict is given. Fix: if the baseline's "
             "items were set to null, copy its run folder again or re-run the baseline audit; if the models "
@@ -262,6 +273,8 @@ def pair(candidate: MetricItems, baseline: MetricItems, where: str = "baseline")
                                f"({sum(base[i].value is None for i in base)} without one in the {where}, "
                                f"{sum(cand[i].value is None for i in base)} in this run), so nothing can be paired. "
                                "Fix: re-run the baseline audit, or copy its run folder again.")
+    missing_candidate = sum(cand[i].value is None and base[i].value is not None for i in base)
+    missing_baseline = sum(base[i].value is None and cand[i].value is not None for i in base)
     groups = None
     if any(base[i].group is not None for i in ids):
         differing = [i for i in ids if base[i].group != cand[i].group]
@@ -276,9 +289,9 @@ def pair(candidate: MetricItems, baseline: MetricItems, where: str = "baseline")
         groups=groups, prompts=tuple(base[i].prompt for i in ids),
         candidate_output=tuple(cand[i].output for i in ids), baseline_output=tuple(base[i].output for i in ids),
         candidate_value=float(candidate.value), baseline_value=float(baseline.value),
-        n_dropped=len(base) - len(ids),
-        missing_candidate=sum(cand[i].value is None for i in base),
-        missing_baseline=sum(base[i].value is None for i in base),
+        n_dropped=missing_candidate + missing_baseline,
+        missing_candidate=missing_candidate, missing_baseline=missing_baseline,
+        n_unused=sum(base[i].value is None and cand[i].value is None for i in base),
     )
 
 
