@@ -188,6 +188,34 @@ def test_a_call_that_ends_early_leaves_no_connection_open(server, ending):
         assert fault.wait_hung_up(), (fault.seen, fault.hung_up)
 
 
+def test_ctrl_c_while_the_call_is_still_handed_out_stops_what_it_had_started(server, monkeypatch):
+    """SIGINT comes while the client is still handing out the call's requests (the first four in
+    flight, the fifth being submitted): the four are cut, the rest never start, no socket stays."""
+    from bias_core.models.engines import http_client
+
+    silent = Silent(path=MODELS, on_seen=_interrupt("sigint"))
+    server.transport = silent
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("a signal reaches the main thread only, and this test runs in another")
+
+    class SlowToHandOut(http_client.ThreadPoolExecutor):
+        handed = 0
+
+        def submit(self, fn, *args):
+            SlowToHandOut.handed += 1
+            if SlowToHandOut.handed == 5:  # held here until the signal ends the wait
+                assert not threading.Event().wait(Fault.HOLD_S), "the signal never came"
+            return super().submit(fn, *args)
+
+    monkeypatch.setattr(http_client, "ThreadPoolExecutor", SlowToHandOut)
+    c = client(server.url, timeout=100, max_concurrency=4)
+    with pytest.raises(KeyboardInterrupt):
+        c.map(lambda i: c.get(MODELS), list(range(8)))
+    assert open_connections(server) == []
+    assert silent.seen >= 3 and silent.wait_hung_up()
+    assert len(server.requests) == silent.seen <= 4
+
+
 def test_a_request_not_yet_sent_when_its_call_fails_is_never_sent(server):
     """The refusal comes back before the other requests of the call are sent (on a loaded machine
     their threads may not have run yet): they are dropped, none reaches the server. Held here by

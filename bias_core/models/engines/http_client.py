@@ -385,8 +385,12 @@ class EndpointClient:
             bar.update(1)
 
         pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(items)))
-        futures = [pool.submit(run, i) for i in range(len(items))]
+        futures: list[Any] = []
         try:
+            # inside the try: Ctrl-C can come while the call is still being handed out, its first
+            # requests already in flight
+            for i in range(len(items)):
+                futures.append(pool.submit(run, i))
             wait(futures, return_when=FIRST_EXCEPTION)
             failed = [f for f in futures if f.done() and not f.cancelled() and f.exception() is not None
                       and not isinstance(f.exception(), _Stopped)]
@@ -396,7 +400,7 @@ class EndpointClient:
             self._stop(stop, futures)
             raise
         finally:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
         return out
 
