@@ -10,7 +10,7 @@ import pytest
 
 from bias_core.gating.adaptive_sampling import BOOTSTRAP_KIND, CS_KIND
 
-from harness import load_tiny, only_run, rows_by_id
+from harness import assert_usage_error, load_tiny, only_run, rows_by_id
 from tolerances import assert_close, disclosure_atol, disclosure_eta
 
 pytest_plugins = ["pytester"]
@@ -89,5 +89,5 @@ def test_fixed_sample_keeps_the_whole_set_and_its_bootstrap(audit_project, tiny_
 ])
 def test_bad_sample_options_are_usage_errors(audit_project, args, message):
     result = audit_project.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--co", *args)
-    assert result.ret == 4
+    assert_usage_error(result)
     result.stderr.fnmatch_lines([message])

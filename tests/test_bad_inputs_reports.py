@@ -24,7 +24,7 @@ from bias_core.pytest_plugin import hooks as plugin
 from bias_core.pytest_plugin import outputs
 from bias_core.reports import table
 
-from harness import BASE, finish, import_before_in_process_runs, no_traceback, only_run, run_folders
+from harness import BASE, assert_usage_error, finish, import_before_in_process_runs, no_traceback, only_run, run_folders
 from paths import REPO
 
 pytest_plugins = ["pytester"]
@@ -72,7 +72,7 @@ def test_killed_run_leaves_a_report_that_says_partial(synthetic, monkeypatch):
 def test_run_stopped_by_a_usage_error_mid_run_says_why(synthetic, monkeypatch):
     monkeypatch.setenv("SYNTHETIC_TEMPLATE_HOBBY", "exit")
     result = synthetic.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     doc = json.loads((only_run(synthetic.path / "reports") / "results.json").read_text())
     assert doc["run"]["complete"] is False and "something found mid-run" in doc["run"]["partial_reason"]
 

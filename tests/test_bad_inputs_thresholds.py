@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from harness import BASE, import_before_in_process_runs, no_traceback, offline, only_run
+from harness import BASE, assert_usage_error, import_before_in_process_runs, no_traceback, offline, only_run
 from paths import REPO
 
 pytest_plugins = ["pytester"]
@@ -95,10 +95,7 @@ def test_missing_gate_under_xdist_is_a_usage_error(synthetic):
     the message, not as crashed workers and an INTERNALERROR."""
     (synthetic.path / "thresholds.toml").write_text("[metrics.GAS]\nmax = 0.35\n")
     result = synthetic.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "-n", "2")
-    out = result.stdout.str() + result.stderr.str()
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:]
-    assert "no default gate for the collected metric(s) GLD" in out
-    no_traceback(out)
+    assert_usage_error(result, ["no default gate for the collected metric(s) GLD"])
 
 
 # ----- the gate fixture on synthetic values (harness.SYNTHETIC) --------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmark_rows import ANSWERS, LABELS, WINO_ROWS, items_and_answers, row, triple_rows, winogender_tsv
-from harness import copy_project
+from harness import assert_usage_error, copy_project
 
 pytest_plugins = ["pytester"]
 
@@ -57,9 +57,7 @@ def test_a_cut_copy_in_the_data_dir_is_refused_before_the_model_loads(pytester, 
     copy_project(pytester.path)
     result = pytester.runpytest("audits", "-p", "no:cacheprovider", "-p", "no:randomly", "--import-mode=importlib",
                                 "--cache-dir", str(tmp_path / "cache"), "--data-dir", str(data), "--no-report")
-    out = result.stdout.str() + result.stderr.str()
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
-    assert f"{data / present}: not the published" in out and found in out and "Fix: restore the file from" in out, out[-3000:]
+    out = assert_usage_error(result, [f"{data / present}: not the published", found, "Fix: restore the file from"])
     assert "Traceback" not in out and "model loader ran" not in out, out[-3000:]
 
 

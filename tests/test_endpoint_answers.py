@@ -16,7 +16,7 @@ import pytest
 from bias_core.errors import AuditUsageError
 from bias_core.models import DecodingConfig, LoadOptions, load_model, resolve_model
 
-from harness import load_tiny, only_run, run_folders
+from harness import assert_usage_error, load_tiny, only_run, run_folders
 from openai_stub_server import StubServer
 from paths import REPO
 
@@ -289,10 +289,10 @@ def test_an_audit_whose_server_answers_impossibly_at_load_stops_with_a_usage_err
     this_checkout(monkeypatch)
     with stub(reference, tamper=only("next words", IMPOSSIBLE["top-out-of-vocabulary"][1])) as server:
         result = audit(audit_project, tiny_model_dir, tmp_path, server.url, "-k", "occupation-pronouns")
-    out = result.stdout.str() + result.stderr.str()
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
-    assert f"usage error: the server at {server.url} gave an impossible answer to a next words request" in out
-    assert f"is id {BIG}, outside the vocabulary" in out and "Traceback" not in out
+    out = assert_usage_error(result, [
+        f"usage error: the server at {server.url} gave an impossible answer to a next words request",
+        f"is id {BIG}, outside the vocabulary"])
+    assert "Traceback" not in out
 
 
 def test_an_audit_against_a_changed_server_says_so_in_the_run_card(audit_project, reference, tiny_model_dir,

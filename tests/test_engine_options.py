@@ -16,7 +16,7 @@ from bias_core.models.engines import BUILTIN, EngineEntry, EngineOption, at_leas
 from bias_core.models.engines import options as engine_options
 from bias_core.models.engines.options import declared, engine_fields, engine_option_values
 
-from harness import no_traceback
+from harness import assert_usage_error, no_traceback
 from paths import REPO
 from toy_package import write_toy_package
 
@@ -106,8 +106,8 @@ def test_a_packages_engine_option_is_in_pytest_help_beside_the_builtin_ones(toy,
 ])
 def test_a_packages_engine_option_is_refused_before_any_model_loads(toy, tmp_path, args, message):
     result, out = run(toy, tmp_path, *args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
-    assert message in out, out[-3000:]
+    assert_usage_error(result)
+    assert message in out, out[-3000:]  # out: whitespace joined, as argparse wraps lines at the terminal's width
     assert loaded() == []  # the engine never loaded
 
 

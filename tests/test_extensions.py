@@ -12,7 +12,7 @@ import pytest
 
 from bias_core.gating.regression import ITEMS_FILE, read_items
 
-from harness import copy_project, last_run, offline, only_run, rows_by_id
+from harness import assert_usage_error, copy_project, last_run, offline, only_run, rows_by_id
 from toy_package import write_toy_package
 
 pytest_plugins = ["pytester"]
@@ -195,7 +195,7 @@ def test_a_package_metric_declared_not_paired_gets_no_regression_test_and_says_w
     with (pytester.path / "thresholds.toml").open("a") as f:
         f.write('\n[regression.toy_order_gap]\nmargin = 0.1\n\n[regression.GBM]\nmargin = 0.1\n')
     refused = pytester.runpytest_subprocess(*args, "--collect-only", "-q")
-    assert refused.ret == 4
+    assert_usage_error(refused)
     refused.stderr.fnmatch_lines([
         "*toy_order_gap cannot be compared item by item (a range of the two orders' shares, not an average of "
         "item values)*"])
@@ -208,5 +208,5 @@ def test_without_the_package_its_metric_is_unknown_to_thresholds(pytester, monke
     copy_project(pytester.path, '\n[metrics.toy_share]\nmax = 1.0\n')
     result = pytester.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
                                            "-k", "test_extension")
-    assert result.ret == 4  # usage error: a typo must not silently switch a gate off
+    assert_usage_error(result)  # a typo must not silently switch a gate off
     result.stderr.fnmatch_lines(["*unknown metric 'toy_share'*"])

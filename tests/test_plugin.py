@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness import only_run
+from harness import assert_usage_error, only_run
 
 pytest_plugins = ["pytester"]
 
@@ -178,7 +178,7 @@ def test_malformed_thresholds_is_a_usage_error(pytester):
     pytester.makefile(".toml", thresholds="[metrics.GLD]\nmax = 'high'\n")
     pytester.makepyfile(test_audit=AUDIT)
     result = pytester.runpytest("-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     result.stderr.fnmatch_lines(["*thresholds.toml*metrics.GLD*"])
 
 
@@ -186,7 +186,7 @@ def test_unknown_probe_in_thresholds_is_a_usage_error(pytester):
     pytester.makefile(".toml", thresholds=THRESHOLDS + '[probes."template-occupaton".GLD]\nmax = 0.2\n')
     pytester.makepyfile(test_audit=AUDIT)
     result = pytester.runpytest("-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     result.stderr.fnmatch_lines(["*template-occupaton*template-occupation*"])
 
 
@@ -211,7 +211,7 @@ def test_unknown_probe_in_thresholds_is_a_usage_error(pytester):
 )
 def test_bad_options_are_usage_errors(audit_dir, args, expected):
     result = audit_dir.runpytest("-p", "no:cacheprovider", *args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     result.stderr.fnmatch_lines([expected])
 
 
@@ -221,7 +221,7 @@ def test_load_in_4bit_without_cuda_is_a_usage_error(audit_dir):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     result = audit_dir.runpytest("-p", "no:cacheprovider", "--load-in-4bit")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     result.stderr.fnmatch_lines(["*--load-in-4bit needs a CUDA GPU*"])
 
 
@@ -236,14 +236,14 @@ def test_missing_gate_for_a_collected_metric_stops_before_any_test(pytester):
     pytester.makefile(".toml", thresholds="[metrics.GAS]\nmax = 0.35\n")
     pytester.makepyfile(test_audit=AUDIT)
     result = pytester.runpytest("-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     result.stderr.fnmatch_lines(["*no default gate for the collected metric(s) GLD*Fix: add [[]metrics.GLD[]]*"])
 
 
 def test_missing_thresholds_file_stops_before_any_test(pytester):
     pytester.makepyfile(test_audit=AUDIT)
     result = pytester.runpytest("-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     result.stderr.fnmatch_lines(["*no thresholds file*Fix: pass --thresholds PATH*"])
 
 

@@ -17,6 +17,8 @@ from bias_core.errors import AuditUsageError
 from bias_core.models import progress
 from bias_core.models.progress import INTERVAL_ENV, LineProgress, duration, log_interval, progress_bar
 
+from harness import assert_usage_error
+
 pytest_plugins = ["pytester"]
 
 
@@ -214,7 +216,7 @@ def test_a_bad_interval_stops_the_run_before_any_test_with_a_usage_error(pyteste
     pytester.makepyfile(test_loop=LOOP)
     monkeypatch.setenv(INTERVAL_ENV, "soon")
     result = pytester.runpytest("-p", "no:cacheprovider", "--no-report")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     result.stderr.fnmatch_lines(["*BIAS_CORE_PROGRESS_INTERVAL='soon': must be a number of seconds >= 0*"])
 
 

@@ -9,6 +9,8 @@ from bias_core.errors import AuditUsageError
 from bias_core.gating.regression import RunConfig, write_items
 from bias_core.pytest_plugin.regression_options import parse_options
 
+from harness import assert_usage_error
+
 pytest_plugins = ["pytester"]
 
 
@@ -74,8 +76,8 @@ def test_summary_md_must_name_a_file(tmp_path):
 def test_command_line_usage_errors_exit_4(pytester, tmp_path):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     result = pytester.runpytest_subprocess("--adapter", str(tmp_path / "none"), "--no-report")
-    assert result.ret == 4
+    assert_usage_error(result)
     result.stderr.fnmatch_lines(["*--adapter *none: no such folder*"])
     result = pytester.runpytest_subprocess("--baseline-adapter", str(tmp_path), "--no-report")
-    assert result.ret == 4
+    assert_usage_error(result)
     result.stderr.fnmatch_lines(["*--baseline-adapter needs --baseline MODEL*"])

@@ -21,7 +21,7 @@ from bias_core import catalogue
 from bias_core.gating.regression import ITEMS_FILE, read_items, write_items
 from bias_core.gating.regression.items import block_sha256
 
-from harness import audit_subprocess, copy_project
+from harness import audit_subprocess, copy_project, no_traceback
 from paths import REPO
 
 pytestmark = pytest.mark.slow  # every test runs whole audits in subprocesses (~3 min in all)
@@ -101,6 +101,7 @@ def test_stored_baseline_with_another_configuration_is_refused_before_anything_r
     code, out, run = audit(project, tiny_model_dir, tmp_path / "seed", "--baseline", str(baseline_run), "--seed", "1",
                            cache=cache)
     assert code == 4, out
+    no_traceback(out)
     assert "seed differs (candidate 1, baseline 0)" in out
     assert run is None and not list(cache.rglob("*.json"))  # no run folder, nothing computed
 
@@ -124,6 +125,7 @@ def test_stored_baseline_with_other_probe_content_is_refused_naming_the_probe(pr
     cache = tmp_path / "cache"
     code, out, run = audit(project, tiny_model_dir, tmp_path / "reports", "--baseline", str(other), cache=cache)
     assert code == 4, out
+    no_traceback(out)
     assert "template-hobby: same version" in out and "other items or prompts" in out
     assert "template-color" not in out.split("does not hold this run's probes")[-1]
     assert not list(cache.rglob("*.json"))  # refused after collection, before the model loaded
@@ -163,6 +165,7 @@ def test_an_edited_baseline_is_refused_and_a_nulled_one_errors_showing_its_pairs
     edited = _edited_copy(baseline_run, tmp_path / "edited", value=0.9)
     code, out, run = audit(project, tiny_model_dir, tmp_path / "r1", "--baseline", str(edited), cache=cache)
     assert code == 4, out
+    no_traceback(out)
     assert f"{edited / ITEMS_FILE}: template-color-GLD: the items give" in out and "header line says" in out
     assert run is None and not list(cache.rglob("*.json"))  # refused before the model loaded
 

@@ -12,7 +12,7 @@ import pytest
 
 from bias_core.errors import AuditUsageError
 
-from harness import last_run, load_tiny, rows_by_id
+from harness import assert_usage_error, last_run, load_tiny, rows_by_id
 from paths import SHARED
 from tolerances import assert_close, disclosure_atol, disclosure_eta
 
@@ -216,7 +216,7 @@ def test_bad_sweep_and_method_are_usage_errors_before_any_model_loads(audit_proj
                                                                        expected):
     result = audit_project.runpytest_subprocess("audits", "-p", "no:cacheprovider", "--model", str(tiny_model_dir),
                                                 *args)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert_usage_error(result)
     result.stderr.fnmatch_lines([expected])
     assert "Loading weights" not in result.stderr.str() + result.stdout.str()
 
