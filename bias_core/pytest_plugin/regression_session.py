@@ -387,7 +387,8 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
 
 
 def _pair_counts(paired: Any) -> dict[str, Any]:
-    """What a row stands on: pairs, the probe's items, and the items without a value on each side."""
+    """What a row stands on: pairs, the items the metric uses, those with a value in one run only (by
+    side), and the probe's items with a value in neither run."""
     return {"n_items": paired.n_items, "missing_candidate": paired.missing_candidate,
             "missing_baseline": paired.missing_baseline, "n_unused": paired.n_unused, "pairs": paired.pairs_text()}
 

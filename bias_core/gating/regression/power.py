@@ -79,15 +79,19 @@ def _sign(spec: PairedSpec, baseline_aggregate: float) -> float:
     return 1.0 if spec.direction == "lower" else -1.0
 
 
+def _binary(paired: PairedItems, spec: PairedSpec) -> bool:
+    return spec.kind == "binary" and bool(np.all(np.isin(paired.baseline, (0.0, 1.0))))
+
+
 def simulate(paired: PairedItems, spec: PairedSpec, margin: Margin, step: float, *, churn: float, sims: int,
              seed: int = 0, n_bootstrap: int = 1000) -> PowerPoint:
     """``sims`` candidates with a regression of ``step`` (module doc), judged against ``margin``."""
     rng = np.random.default_rng(seed)
     b = paired.baseline
     n = b.size
-    base_cmp = compare_to_baseline(paired, spec, n_resamples=1, n_bootstrap=n_bootstrap)
-    binary = spec.kind == "binary" and bool(np.all(np.isin(b, (0.0, 1.0))))
-    bad, sign = _bad_value(spec, base_cmp.baseline_value), _sign(spec, base_cmp.baseline_value)
+    binary = _binary(paired, spec)
+    level = paired.baseline_value  # the baseline's metric value, as its run reported it
+    bad, sign = _bad_value(spec, level), _sign(spec, level)
     failed, harms = 0, []
     for k in range(sims):
         c = b.copy()
@@ -115,7 +119,7 @@ def detectable(paired: PairedItems, spec: PairedSpec, margin: Margin, *, churn: 
     base_cmp = compare_to_baseline(paired, spec, n_resamples=1, n_bootstrap=n_bootstrap)
     m = margin.for_baseline(baseline_level(base_cmp))
     n = paired.baseline.size
-    binary = spec.kind == "binary" and bool(np.all(np.isin(paired.baseline, (0.0, 1.0))))
+    binary = _binary(paired, spec)
     # one flipped item moves a mean of n items x scale by scale / n
     unit = spec.item_scale / n if binary else spec.item_scale
     step = max(1.0, np.ceil(m / unit)) if binary else m / unit / 2
