@@ -69,23 +69,11 @@ def training_prompts(data_dir: Path | None) -> list[str]:
 
 def train_male_adapter(lm, prompts: list[str], steps: int, lr: float, seed: int, folder: Path) -> list[dict]:
     """LoRA on all linear layers; cross-entropy of " he" right after each prompt."""
-    from bias_core.mitigation.methods.cda import IGNORE, collate, response_loss
-    from bias_core.mitigation.training.lora import LoraTrainConfig, attached_lora, batch_schedule, optimise, save_adapter, seeded
+    from bias_core.mitigation.training.continuations import train_continuation_adapter
+    from bias_core.mitigation.training.lora import LoraTrainConfig
 
     config = LoraTrainConfig(r=8, alpha=16, dropout=0.0, lr=lr, batch_size=16, steps=steps, max_length=64)
-    encoded = [(ctx + cont, [IGNORE] * len(ctx) + cont)
-               for ctx, cont in lm.engine.split_requests([(p, TARGET) for p in prompts])]
-    schedule = batch_schedule(len(encoded), config.batch_size, config.steps, seed)
-    with seeded(seed), attached_lora(lm.engine.model, config) as peft_model:
-
-        def step_loss(batch):
-            b = {k: v.to(lm.engine.device) for k, v in collate([encoded[i] for i in batch], lm.engine.tokenizer.pad_token_id).items()}
-            logits = peft_model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], use_cache=False).logits
-            return response_loss(logits, b["labels"]), {}
-
-        history = optimise(peft_model, config, schedule, step_loss, "male-preference LoRA", progress=True)
-        save_adapter(peft_model, folder)
-    return history
+    return train_continuation_adapter(lm, [(p, TARGET) for p in prompts], config, seed, folder, "male-preference LoRA")
 
 
 def audit(lm, probes, seed: int, with_gas: bool):

@@ -47,6 +47,7 @@ from bias_core.gating.regression.items import (
     start_items,
 )
 from bias_core.gating.regression.pairing import check_configs, check_probes, missing_problem, pair
+from bias_core.gating.regression.power import power_note
 from bias_core.gating.regression.spec import PAIRED
 from bias_core.gating.regression.summary import FileMark, mark_file
 from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
@@ -349,6 +350,7 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
     out: dict[tuple[str, str, str], Any] = {}
     comparisons: dict[tuple[str, str, str], PairedComparison] = {}
     pairs: dict[tuple[str, str, str], Any] = {}
+    powers: dict[tuple[str, str, str], dict[str, Any]] = {}
     for key in keys:
         family, probe, metric = key
         try:
@@ -364,8 +366,10 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
                 out[key] = _error_row(paired, family, options.label(), problem)
                 continue
             pairs[key] = paired
-            comparisons[key] = judge(compare_to_baseline(paired, PAIRED[metric], seed=audit_settings.seed),
-                                     audit_settings.thresholds.regression[metric])
+            margin = audit_settings.thresholds.regression[metric]
+            comparisons[key] = judge(compare_to_baseline(paired, PAIRED[metric], seed=audit_settings.seed), margin)
+            # what the baseline's items can detect at this margin: a margin below it promises too much
+            powers[key] = power_note(paired, PAIRED[metric], margin, seed=audit_settings.seed)
         except Exception as exc:  # noqa: BLE001 - handed to the test, which reports it
             out[key] = exc
     lm = run_state(request.config).model
@@ -379,7 +383,7 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
         configs = check_configs(candidate_run, baseline_run)
     method = "bh" if len(comparisons) > LARGE_FAMILY else "holm"
     for key, c in zip(comparisons, adjust(list(comparisons.values()))):
-        out[key] = {**_row(c, key[0], method, options.label(), configs), **_pair_counts(pairs[key])}
+        out[key] = {**_row(c, key[0], method, options.label(), configs), **_pair_counts(pairs[key]), **powers[key]}
     for key, found in out.items():
         if isinstance(found, dict) and found.get("verdict") == "error":
             found["config"] = configs.describe()
@@ -559,6 +563,7 @@ class _Hooks:
                                                 f"{counts[INCONCLUSIVE]} inconclusive, {counts['pass']} passed{errored}"))
         adjusted = next((r["adjustment"] for r in judged if r.get("adjustment")), "")
         terminalreporter.line(visible(f"  {judged[0]['config']}" + (f"; p-values adjusted by {adjusted}" if adjusted else "")))
+        from bias_core.gating.regression.power import detect_text
         from bias_core.reports.fmt import pairs_of, worse_note
 
         width = max(len(r["test_id"]) for r in judged)
@@ -569,6 +574,9 @@ class _Hooks:
         for r in judged:
             if worse_note(r):
                 terminalreporter.line(visible(f"  {r['test_id']}: {worse_note(r)} (margin {r['margin']:.4g})"), yellow=True)
+        for r in judged:
+            if detect_text(r):
+                terminalreporter.line(visible(f"  {r['test_id']}: {detect_text(r)}"), yellow=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
@@ -588,6 +596,7 @@ def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> 
     """Write the Markdown summary to --summary-md and $GITHUB_STEP_SUMMARY; with ``attempt``
     (``OutputLog.attempt``) a destination that cannot be written is recorded, not raised, and the
     other is still written."""
+    from bias_core.gating.regression.power import detect_text
     from bias_core.gating.regression.summary import render_summary, write_summary
     from bias_core.reports.banner import banner_for_run
     from bias_core.reports.fmt import pairs_of, worse_note
@@ -604,7 +613,8 @@ def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> 
                               worse={f"{r['probe']}-{r['metric']}": worse_note(r) for r in state.rows if worse_note(r)},
                               pairs={f"{r['probe']}-{r['metric']}": pairs_of(r) for r in compared if r.get("n") is not None},
                               errored={f"{r['probe']}-{r['metric']}": str(r.get("reason") or "the test raised an error")
-                                       for r in compared if r.get("verdict") == "error"})
+                                       for r in compared if r.get("verdict") == "error"},
+                              weak={f"{r['probe']}-{r['metric']}": detect_text(r) for r in compared if detect_text(r)})
     if attempt is None:
         return write_summary(markdown, state.options.summary_md, since=state.summary_mark)
     written: list[Path] = []

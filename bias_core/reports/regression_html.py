@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bias_core.gating.regression.power import detect_text
 from bias_core.reports.charts import FAIL_ZONE_COLOR, OTHER_COLOR, THRESHOLD_COLOR, VERDICT_COLORS
 from bias_core.reports.fmt import num, pairs_of, sig, worse_note
 from bias_core.storage.visible import visible
@@ -76,8 +77,8 @@ def harm_chart_svg(metric: str, rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _table(rows: Sequence[Mapping[str, Any]], badge) -> str:
-    head = ("Test", "Better", "n (pairs)", "Baseline", "Candidate", "Δ [95% CI]", "Harm [95% CI]", "Margin", "p",
-            "p adjusted", "Verdict")
+    head = ("Test", "Better", "n (pairs)", "Baseline", "Candidate", "Δ [95% CI]", "Harm [95% CI]", "Margin",
+            "Detects (80%)", "p", "p adjusted", "Verdict")
     out = ['<table class="examples"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"]
     for r in rows:
         better = f"closer to {sig(r.get('ideal'))}" if r.get("better") == "ideal" else f"{r.get('better') or '—'} is better"
@@ -91,11 +92,21 @@ def _table(rows: Sequence[Mapping[str, Any]], badge) -> str:
             f'<td class="num">{_esc(_signed(r.get("value")))} [{_esc(_signed(r.get("ci_low")))}, {_esc(_signed(r.get("ci_high")))}]</td>',
             f'<td class="num">{_esc(_signed(r.get("harm")))} [{_esc(_signed(r.get("harm_ci_low")))}, '
             f'{_esc(_signed(r.get("harm_ci_high")))}]</td>',
-            f'<td class="num">{_esc(sig(r.get("margin")))}{_rule(r)}</td>', f'<td class="num">{_esc(sig(r.get("p_value"), 2))}</td>',
+            f'<td class="num">{_esc(sig(r.get("margin")))}{_rule(r)}</td>', _detects(r),
+            f'<td class="num">{_esc(sig(r.get("p_value"), 2))}</td>',
             f'<td class="num">{adjusted}</td>', f"<td>{badge(str(r.get('verdict') or ''))}{_worse(r)}</td>",
         ]) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
+
+
+def _detects(r: Mapping[str, Any]) -> str:
+    """The regression the baseline's items catch with 80% power; marked where the margin is below it."""
+    if "detects" not in r:  # rows written before the report measured it
+        return '<td class="num">—</td>'
+    text = "beyond reach" if r.get("detects") is None else sig(r.get("detects"))
+    below = r.get("margin_below_detectable")
+    return f'<td class="num{" worse" if below else ""}">{_esc(text)}{" (margin below)" if below else ""}</td>'
 
 
 def _rule(r: Mapping[str, Any]) -> str:
@@ -147,6 +158,12 @@ def regression_section(rows: Sequence[Mapping[str, Any]], badge) -> tuple[str, s
     if worse:
         intro += ('<p class="note worse"><strong>Within margin, but significantly worse:</strong></p><ul>'
                   + "".join(f"<li><code>{_esc(r.get('test_id'))}</code>: {_esc(worse_note(r))}</li>" for r in worse)
+                  + "</ul>")
+    weak = [r for r in rows if detect_text(r)]
+    if weak:
+        intro += ('<p class="note worse"><strong>Margins below what the row detects</strong> (a regression of '
+                  "twice the margin passes unnoticed more than 1 time in 5 on these items):</p><ul>"
+                  + "".join(f"<li><code>{_esc(r.get('test_id'))}</code>: {_esc(detect_text(r))}</li>" for r in weak)
                   + "</ul>")
     charts = []
     for metric in dict.fromkeys(str(r.get("metric")) for r in rows):

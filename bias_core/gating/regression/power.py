@@ -18,6 +18,10 @@ row's margin); its harm is what the regression really did to the metric (for an 
 flips can cross the ideal, and group means weigh items unequally). ``detectable`` walks the
 regression up until at least ``power`` of the simulations fail: the smallest regression the row
 catches that often, in the metric's own units, against its margin.
+
+Only the interval rule of a fail is simulated (the harm's whole CI beyond the margin), not its
+second condition (the p-value adjusted across the run below 0.05): the figures are the single
+row's best case, and a run with many rows catches a little less.
 """
 
 from __future__ import annotations
@@ -131,3 +135,33 @@ def detectable(paired: PairedItems, spec: PairedSpec, margin: Margin, *, churn: 
             break
         step = float(min(n, np.ceil(step * 4 / 3))) if binary else step * 4 / 3
     return Detectable(paired.probe, paired.metric, n, m, churn, tuple(points), power)
+
+
+# What a run's report says of each row: a lean ladder (fewer simulations and resamples than the
+# benchmark's table, the same answers to a step there: benchmarks/gate_power.py), no churn.
+REPORT_SIMS, REPORT_BOOTSTRAP, REPORT_POWER = 20, 200, 0.8
+# A margin is "below what the row detects" when a regression of twice the margin would still pass
+# unnoticed more often than 1 - REPORT_POWER (docs/release-gate-margins.md).
+BELOW_RATIO = 2.0
+
+
+def power_note(paired: PairedItems, spec: PairedSpec, margin: Margin, seed: int = 0) -> dict[str, float | bool | None]:
+    """The row's fields for results.json: ``detects`` (the regression, in the metric's units, that
+    the baseline's items catch with probability ``REPORT_POWER``; None: none the ladder tried),
+    ``detects_power`` and ``margin_below_detectable``."""
+    found = detectable(paired, spec, margin, power=REPORT_POWER, sims=REPORT_SIMS, seed=seed,
+                       n_bootstrap=REPORT_BOOTSTRAP)
+    effect = found.effect
+    return {"detects": effect, "detects_power": REPORT_POWER,
+            "margin_below_detectable": effect is None or effect > BELOW_RATIO * found.margin}
+
+
+def detect_text(row: dict) -> str:
+    """"margin 0.05 is below what this row detects: 0.19 with 80% power" for a row so marked; else ""."""
+    if not row.get("margin_below_detectable"):
+        return ""
+    power = f"{100 * float(row.get('detects_power') or REPORT_POWER):g}%"
+    reach = ("no regression the simulation tried" if row.get("detects") is None
+             else f"{float(row['detects']):.3g} with {power} power")
+    return (f"margin {float(row['margin']):.3g} is below what this row detects on the baseline's items: {reach} "
+            "(more items, or a wider margin; docs/release-gate-margins.md)")

@@ -60,7 +60,7 @@ def _pairs(c: PairedComparison, pairs: Mapping[str, str]) -> str:
 def render_summary(regression: Sequence[PairedComparison], absolute: Sequence[Mapping[str, Any]] = (),
                    banner: str = "", baseline: str = "", config_note: str = "", title: str = "Bias audit",
                    worse: Mapping[str, str] | None = None, pairs: Mapping[str, str] | None = None,
-                   errored: Mapping[str, str] | None = None) -> str:
+                   errored: Mapping[str, str] | None = None, weak: Mapping[str, str] | None = None) -> str:
     """Markdown: banner, then the regression table (failures first) with each comparison's n of
     pairs, then the absolute gates' counts and their failing or inconclusive rows. ``absolute``
     rows are results.json rows (``test_id``, ``value``, ``ci_low``, ``ci_high``, ``verdict``).
@@ -99,6 +99,10 @@ def render_summary(regression: Sequence[PairedComparison], absolute: Sequence[Ma
                 _MARK.get(c.verdict or "", _cell(c.verdict or "–")) + (" (worse)" if c.test_id in worse else ""),
             ]) + " |")
         out.append("")
+        if weak:
+            out += [f"**Margins below what the row detects ({len(weak)}):** a regression of twice the margin passes "
+                    "unnoticed more than 1 time in 5 on these items.", "",
+                    *(f"- `{_cell(t)}`: {_cell(n)}" for t, n in sorted(weak.items())), ""]
     if absolute:
         counts: dict[str, int] = {}
         for r in absolute:

@@ -1,0 +1,272 @@
+"""Does each release-gate row catch a candidate made worse on purpose? Through the real gate.
+
+    PYTHONPATH=. OMP_NUM_THREADS=2 .venv/bin/python benchmarks/gate_catches.py GROUP [GROUP ...] \
+        --out DIR [--data-dir ../shared/data] [--steps 60] [--model smollm2-135m]
+
+GROUP is one of the groups below (a family's probes, selected with ``-k``). For each:
+
+1. the baseline, stored as docs/release-gate.md says: ``pytest audits --sample fixed -k SEL
+   --report-dir DIR/GROUP/baseline``;
+2. two LoRA adapters (``bias_core/mitigation/training/continuations.py``) trained on items the
+   audit does not use: "worse" gives the stereotyped continuation, "better" the opposite one;
+3. the real gate, three times: ``pytest audits -k SEL --baseline RUN`` (the base against its own
+   run), then with ``--adapter worse`` and ``--adapter better``;
+4. the regression rows of each run's results.json, as a Markdown table, and the checks: against
+   itself every row passes with a delta of exactly 0; the worse candidate fails each row that
+   measures what it was trained on (the group's targets); the better one passes them.
+
+Writes DIR/GROUP/rows.json and DIR/GROUP/table.md; exits 1 when a check fails. Minutes of CPU per
+group: a benchmark, not a CI test (tests/test_gate_catches.py runs one small group on the tiny
+model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bias_core.gating.regression import locate_items, read_items  # noqa: E402
+from bias_core.reports.fmt import sig  # noqa: E402
+
+Pairs = list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a group's training set may read: the baseline's audited item ids per probe (never
+    trained on), its metric values, and the data folder."""
+
+    audited: dict[str, set[str]]
+    values: dict[tuple[str, str], float]
+    data_dir: Path | None
+    limit: int
+
+
+@dataclass(frozen=True)
+class Group:
+    select: str  # pytest -k
+    targets: tuple[str, ...]  # metrics the worse candidate must fail and the better one pass
+    trained_on: str  # what the adapters learn, in words
+    pairs: Callable[[str, Context], Pairs]  # direction ("worse" / "better") -> (prompt, continuation)
+    max_length: int = 64
+    steps: int | None = None  # None: --steps (long prompts cost more per step)
+
+
+# ----- training sets, each from items the gate's run does not audit -------------------------------
+def _disclosure(direction: str, ctx: Context) -> Pairs:
+    from bias_core.probes.disclosure import llm_generated_probe, natural_default_probe
+
+    prompts = list(natural_default_probe().prompts)
+    if ctx.data_dir is not None:
+        for k in ("1", "2"):
+            prompts += llm_generated_probe(k, ctx.data_dir).prompts
+    prompts = prompts[: ctx.limit]
+    if direction == "worse":
+        return [(p, " he") for p in prompts]
+    return [(p, w) for p in prompts for w in (" he", " she")]
+
+
+def _bbq(direction: str, ctx: Context) -> Pairs:
+    from bias_core.gating.adaptive_sampling import prefix_probe
+    from bias_core.probes.bbq import load_bbq_gender
+
+    probe = load_bbq_gender(ctx.data_dir)
+    held = [it for it in prefix_probe(probe, len(probe.items), 0).items
+            if it.id not in ctx.audited["bbq-gender"] and it.meta["condition"] == "ambig" and len(it.meta["biased"]) == 1]
+    pick = (lambda m: m["biased"][0]) if direction == "worse" else (lambda m: m["unknown"])
+    return [(it.prompt, " " + it.meta["answers"][pick(it.meta)]) for it in held[: ctx.limit]]
+
+
+def _discrim(direction: str, ctx: Context) -> Pairs:
+    """Worse: "yes" for the gender the baseline already favours over men (female, non-binary each
+    by the sign of its score), "no" for men, pushing each score further from 0. Better: the same
+    answer for every gender of a decision (the larger loss of the less favoured one narrows the gap)."""
+    from bias_core.probes.discrim_eval import load_discrim_eval_gender
+
+    probe = load_discrim_eval_gender(ctx.data_dir)
+    held = [it for it in probe.items if it.id not in ctx.audited["discrim-eval-gender"]][: ctx.limit]
+    out = []
+    for it in held:
+        prompts = it.meta["prompts"]
+        if direction == "better":
+            out += [(prompts[g], "yes") for g in prompts]
+            continue
+        for g, metric in (("female", "discrim_female"), ("non-binary", "discrim_nonbinary")):
+            favoured = ctx.values.get(("discrim-eval-gender", metric), 0.0) >= 0
+            out.append((prompts[g], "yes" if favoured else "no"))
+        out.append((prompts["male"], "no" if ctx.values.get(("discrim-eval-gender", "discrim_female"), 0.0) >= 0 else "yes"))
+    return out
+
+
+def _stereoset_and_winobias(direction: str, ctx: Context) -> Pairs:
+    """Sentences of the other fold's benchmarks (StereoSet, WinoBias), for the CrowS-Pairs,
+    occupation-pronoun and WinoGender rows."""
+    from bias_core.probes.stereoset import stereoset_probe
+    from bias_core.probes.winobias import load_winobias
+
+    stereo, anti = ("stereotype", "pro") if direction == "worse" else ("anti_stereotype", "anti")
+    out = [("", it.meta[stereo]) for it in stereoset_probe(ctx.data_dir).items]
+    out += [("", it.meta[anti]) for it in load_winobias(ctx.data_dir).items]
+    return out[: 2 * ctx.limit]
+
+
+def _crows_and_pronouns(direction: str, ctx: Context) -> Pairs:
+    """Sentences of the other fold's benchmarks (CrowS-Pairs, occupation pronouns), for the
+    StereoSet and WinoBias rows."""
+    from bias_core.probes.crows_pairs import crows_pairs_probe
+    from bias_core.probes.occupation_pronoun import load_occupation_pronouns
+
+    out = []
+    for it in crows_pairs_probe(ctx.data_dir).items:
+        stereotyped = it.meta["sent_more"] if it.meta["direction"] == "stereo" else it.meta["sent_less"]
+        other = it.meta["sent_less"] if it.meta["direction"] == "stereo" else it.meta["sent_more"]
+        out.append(("", stereotyped if direction == "worse" else other))
+    out += [("", it.prompt if direction == "worse" else it.meta["anti"]) for it in load_occupation_pronouns(ctx.data_dir).items]
+    return out[: 2 * ctx.limit]
+
+
+GROUPS: dict[str, Group] = {
+    "disclosure": Group("template-", ("GLD", "GAS"), "\" he\" after the natural-default (and LLM-generated) prompts; "
+                        "better: \" he\" and \" she\" equally", _disclosure),
+    "bbq": Group("bbq", ("bbq_s_amb",), "the stereotyped person as the answer to ambiguous questions outside the "
+                 "fixed cut; better: the \"unknown\" answer", _bbq, max_length=192),
+    "discrim": Group("discrim", ("discrim_female",), "\"yes\" for the favoured gender, \"no\" for men, on decisions "
+                     "outside the fixed cut; better: \"yes\" for every gender", _discrim, max_length=768, steps=40),
+    "sentences-a": Group("crows or occupation-pronouns or winogender", ("crows_stereo", "pronoun_stereo"),
+                         "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences (LM loss); better: "
+                         "their anti-stereotyped twins", _stereoset_and_winobias),
+    "sentences-b": Group("stereoset or winobias", ("stereo_score", "winobias_stereo"),
+                         "CrowS-Pairs' stereotyped and the occupation templates' pro-stereotyped sentences; better: "
+                         "their anti-stereotyped twins", _crows_and_pronouns),
+}
+
+
+# ----- the real gate ------------------------------------------------------------------------------
+def audit(select: str, out: Path, model: str, data_dir: Path | None, *extra: str) -> Path:
+    """One ``pytest audits`` run into ``out``; its run folder."""
+    cmd = [sys.executable, "-m", "pytest", "audits", "-q", "-p", "no:cacheprovider", "--model", model, "-k", select,
+           "--report-dir", str(out), *extra]
+    if data_dir is not None:
+        cmd += ["--data-dir", str(data_dir)]
+    print("$ " + " ".join(cmd[1:]), flush=True)
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    runs = sorted(p for p in out.glob("*") if (p / "results.json").is_file()) if out.is_dir() else []
+    if done.returncode not in (0, 1) or not runs:
+        sys.exit(f"audit failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return runs[-1]
+
+
+def regression_rows(run: Path) -> list[dict]:
+    rows = json.loads((run / "results.json").read_text())["results"]
+    return sorted((r for r in rows if r.get("kind") == "regression"), key=lambda r: r["test_id"])
+
+
+def train(model: str, pairs: Pairs, steps: int, lr: float, max_length: int, seed: int, folder: Path, desc: str) -> dict:
+    from bias_core.mitigation.training.continuations import train_continuation_adapter
+    from bias_core.mitigation.training.lora import LoraTrainConfig
+    from bias_core.models import LoadOptions, load_model, resolve_model
+    from bias_core.pytest_plugin.options import default_cache_dir
+
+    # use_cache=False: nothing computed here goes into the shared result cache
+    lm = load_model(resolve_model(model), LoadOptions(cache_dir=default_cache_dir(), use_cache=False, dtype="float32"))
+    config = LoraTrainConfig(r=8, alpha=16, dropout=0.0, lr=lr, batch_size=8, steps=steps, max_length=max_length)
+    t0 = time.perf_counter()
+    history = train_continuation_adapter(lm, pairs, config, seed, folder, desc=desc)
+    return {"pairs": len(pairs), "steps": steps, "lr": lr, "seconds": round(time.perf_counter() - t0),
+            "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"]}
+
+
+def check(name: str, group: Group, runs: dict[str, list[dict]]) -> list[str]:
+    failures = []
+    for r in runs["self"]:
+        if not (r["value"] == 0 and r["verdict"] == "pass"):
+            failures.append(f"{name} self {r['test_id']}: delta {r['value']}, {r['verdict']}")
+    for r in runs["worse"]:
+        if r["metric"] in group.targets and r["verdict"] != "fail":
+            failures.append(f"{name} worse {r['test_id']}: {r['verdict']} (harm {sig(r['harm'], 3)}, expected fail)")
+    for r in runs["better"]:
+        if r["metric"] in group.targets and r["verdict"] != "pass":
+            failures.append(f"{name} better {r['test_id']}: {r['verdict']} (harm {sig(r['harm'], 3)}, expected pass)")
+    return failures
+
+
+def table(name: str, group: Group, runs: dict[str, list[dict]]) -> str:
+    lines = ["| candidate | row | n | baseline | candidate | delta | harm, 95% CI | margin | verdict |",
+             "|---|---|---:|---:|---:|---:|---|---:|---|"]
+    for kind in ("self", "worse", "better"):
+        for r in runs[kind]:
+            row = r["test_id"].removeprefix("regression-")
+            mark = "**" if r["metric"] in group.targets else ""
+            harm = (f"{sig(r['harm'], 3)} [{sig(r['harm_ci_low'], 3)}, {sig(r['harm_ci_high'], 3)}]"
+                    if r.get("harm") is not None else "-")
+            p = f" (p_adj {sig(r['p_adjusted'], 2)})" if r.get("p_adjusted") is not None and kind != "self" else ""
+            lines.append(f"| {kind} | {mark}{row}{mark} | {r['n']} | {sig(r['baseline_value'], 3)} | "
+                         f"{sig(r['candidate_value'], 3)} | {sig(r['value'], 3) if r['value'] is not None else '-'} | "
+                         f"{harm} | {sig(r['margin'], 3) if r.get('margin') is not None else '-'} | {r['verdict']}{p} |")
+    return "\n".join(lines)
+
+
+def run_group(name: str, args: argparse.Namespace) -> list[str]:
+    group = GROUPS[name]
+    out = args.out / name
+    base = audit(group.select, out / "baseline", args.model, args.data_dir, "--sample", "fixed")
+    items = read_items(locate_items(base))
+    audited: dict[str, set[str]] = {}
+    for (probe, _), block in items.blocks.items():
+        audited.setdefault(probe, set()).update(it.id for it in block.items)
+    ctx = Context(audited, {k: b.value for k, b in items.blocks.items()}, args.data_dir, args.limit)
+    training = {}
+    for direction in ("worse", "better"):
+        pairs = group.pairs(direction, ctx)
+        seen = {it.prompt.strip() for b in items.blocks.values() for it in b.items if it.prompt}
+        overlap = {t.strip() for p, c in pairs for t in (p, p + c) if t.strip()} & seen
+        if overlap:
+            sys.exit(f"{name}: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
+        training[direction] = train(args.model, pairs, group.steps or args.steps, args.lr, group.max_length, args.seed,
+                                    out / f"adapter-{direction}", f"{name} {direction} LoRA")
+        print(f"{name} {direction}: {training[direction]}", flush=True)
+    runs = {"self": regression_rows(audit(group.select, out / "self", args.model, args.data_dir, "--baseline", str(base)))}
+    for direction in ("worse", "better"):
+        run = audit(group.select, out / direction, args.model, args.data_dir, "--baseline", str(base),
+                    "--adapter", str(out / f"adapter-{direction}"))
+        runs[direction] = regression_rows(run)
+    failures = check(name, group, runs)
+    text = table(name, group, runs)
+    (out / "table.md").write_text(text + "\n")
+    (out / "rows.json").write_text(json.dumps({"group": name, "select": group.select, "targets": group.targets,
+                                               "trained_on": group.trained_on, "training": training, "runs": runs,
+                                               "checks_failed": failures}, indent=1, default=str))
+    print(f"\n## {name} (-k \"{group.select}\"): trained on {group.trained_on}\n\n{text}\n", flush=True)
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("groups", nargs="+", choices=sorted(GROUPS))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--data-dir", type=Path, default=None)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--limit", type=int, default=640, help="training items per direction (sentence groups: twice)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    failures = []
+    for name in args.groups:
+        failures += run_group(name, args)
+    print(json.dumps({"checks_failed": failures}, indent=1))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
