@@ -17,7 +17,7 @@ def row(test_id, verdict, value=0.2, ci=(0.1, 0.3), limit=0.25, direction="max",
 
 FAILED = [row("a-GLD", "fail", 0.41234, (0.3512, 0.4733), 0.3), row("b-crows_stereo", "fail", 62.64, (61.1, 64.0), 10, ideal=50)]
 PASSING = [row("c-GAS", "pass", 0.1, (0.05, 0.15), 0.35), row("d-ADD", "pass", 0.01, (0.0, 0.02), 0.1)]
-INCONCLUSIVE = [row("e-ADD", "inconclusive", 0.045, (0.03, 0.06), 0.05)]
+INCONCLUSIVE = [row("e-ADD", "inconclusive", 0.045, (0.03, 0.06), 0.05, family="disclosure")]
 SKIPPED = [row("f-BPR", "skipped", None, (None, None), None, reason="data missing")]
 
 
@@ -28,7 +28,8 @@ def test_failures_block_and_are_listed_one_line_each():
     assert lines[0] == "BLOCKED: 2 gates failed"
     assert lines[1] == "  FAIL a-GLD: 0.412, 95% CI [0.351, 0.473], limit ≤ 0.3, n = 100"
     assert lines[2] == "  FAIL b-crows_stereo: 62.6, 95% CI [61.1, 64], limit 50 ± 10, n = 100"
-    assert lines[3].startswith("  INCONCLUSIVE e-ADD: 0.045, 95% CI [0.03, 0.06], limit ≤ 0.05")
+    assert lines[3] == "  disclosure: 1 gate inconclusive"  # inconclusive tests under their family
+    assert lines[4].startswith("    INCONCLUSIVE e-ADD: 0.045, 95% CI [0.03, 0.06], limit ≤ 0.05")
     assert "Inconclusive gates do not block this run; --strict-gates would make them block." in lines
     assert lines[-1] == "Tests: 2 passed, 2 failed, 1 inconclusive, 1 skipped."
     assert "<" not in b.text()  # plain text, reusable outside HTML
@@ -100,8 +101,12 @@ def test_status_follows_the_rules(verdicts, strict, complete):
     assert (b.status == PASSED) == (not blocking and complete and "pass" in verdicts and "inconclusive" not in verdicts)
     assert b.headline.startswith(b.status)
     assert ("INCOMPLETE RUN" in b.headline) == (not complete)
-    assert [i.verdict for i in b.items] == sorted((v for v in verdicts if v in ("fail", "error", "inconclusive")),
-                                                  key=["fail", "error", "inconclusive"].index)
+    # every failure and error listed; the inconclusive ones (one family here) at most 3, the rest counted
+    n_inc = verdicts.count("inconclusive")
+    listed = sorted((v for v in verdicts if v in ("fail", "error")), key=["fail", "error"].index)
+    assert [i.verdict for i in b.items] == listed + ["inconclusive"] * min(n_inc, 3)
+    assert sum(g.total for g in b.groups) == n_inc == b.counts["inconclusive"]
+    assert (f"    and {n_inc - 3} more inconclusive in other (see the results table)" in b.lines) == (n_inc > 3)
 
 
 @pytest.mark.parametrize(("v", "text"), [

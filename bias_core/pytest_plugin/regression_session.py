@@ -607,7 +607,8 @@ def write_run_summary(state: RegressionState, exitstatus: int, attempt=None) -> 
                                          "complete": int(exitstatus) in (0, 1)})
     note = next((r.get("config", "") for r in state.rows if r.get("kind") == "regression" and r.get("config")), "")
     compared = [r for r in state.rows if r.get("kind") == "regression"]
-    markdown = render_summary(regression, absolute, banner="**" + banner.headline + "**",
+    # the banner's headline and its test lines, grouped as in the terminal and report.html
+    markdown = render_summary(regression, absolute, banner=banner.markdown(),
                               baseline=state.options.label(), config_note=note,
                               title=f"Bias audit: {state.settings.model_value}",
                               worse={f"{r['probe']}-{r['metric']}": worse_note(r) for r in state.rows if worse_note(r)},

@@ -1,7 +1,8 @@
 """The verdict banner: one answer to "may this model ship?", as plain text.
 
 A pure function of the result rows, the run's strictness and whether the run finished, shared by
-the HTML report, the terminal summary and any other summary (Markdown): no HTML here.
+the HTML report, the terminal summary and the Markdown summary: no HTML here (``Banner.lines`` is
+the text, ``Banner.markdown`` the Markdown; ``bias_core.reports.html`` renders the same parts).
 
 The answer:
 
@@ -13,8 +14,10 @@ The answer:
 - **PASSED** when every evaluated gate passed in a finished run.
 
 An unfinished run says "INCOMPLETE RUN" in every case: tests that did not run may have failed.
-Below the headline, one line per failed, errored and inconclusive test, and per regression test
-that passed although its candidate is significantly worse than the baseline (inside the margin:
+Below the headline, one line per failed and errored test; then the inconclusive tests by family
+(``banner_groups``: at most 3 per family, closest to deciding first, then "and N more
+inconclusive in <family> (see the results table)"); then one line per regression test that
+passed although its candidate is significantly worse than the baseline (inside the margin:
 "within margin, but worse"; the headline counts them without blocking); every regression row's
 n of pairs (and the items it left out) in a note; an inconclusive line
 says what would decide it: how far the CI must move and about how many times the items that
@@ -29,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bias_core.reports.banner_groups import group_inconclusive
 from bias_core.reports.fmt import change_text, ci_text, gate_text, num, pairs_of, passing_range, sig, worse_note
 from bias_core.storage.result_cache import rejected_note
 from bias_core.storage.visible import visible
@@ -43,7 +47,7 @@ _TALLY = (("pass", "passed"), ("fail", "failed"), ("inconclusive", "inconclusive
 
 @dataclass(frozen=True)
 class BannerItem:
-    """One failed, errored or inconclusive test: its verdict, id and a one-line explanation."""
+    """One failed, errored, inconclusive or "worse" test: its verdict, id and a one-line explanation."""
 
     verdict: str
     test_id: str
@@ -54,23 +58,83 @@ class BannerItem:
 
 
 @dataclass(frozen=True)
+class BannerGroup:
+    """One family's inconclusive tests as the banner lists them: at most 3, closest to deciding
+    first (``banner_groups``), and how many the results table lists besides."""
+
+    family: str
+    items: tuple[BannerItem, ...]
+    total: int
+
+    @property
+    def hidden(self) -> int:
+        return self.total - len(self.items)
+
+    def heading(self) -> str:
+        order = ", closest to deciding first" if len(self.items) > 1 else ""
+        return f"{self.family}: {_plural(self.total, 'gate', 'gates')} inconclusive{order}"
+
+    def more(self) -> str:
+        """"and 2 more inconclusive in disclosure (see the results table)", or "" when none is left out."""
+        return f"and {self.hidden} more inconclusive in {self.family} (see the results table)" if self.hidden else ""
+
+
+@dataclass(frozen=True)
 class Banner:
     status: str                       # BLOCKED, PASSED or NOT DECIDED
     headline: str                     # e.g. "BLOCKED: 2 gates failed"
-    items: tuple[BannerItem, ...]     # failed, errored, then inconclusive tests
+    blocking: tuple[BannerItem, ...]  # every failed, then every errored test
+    groups: tuple[BannerGroup, ...]   # the inconclusive tests by family
+    worse: tuple[BannerItem, ...]     # passed within the margin, but significantly worse
     notes: tuple[str, ...]            # strictness, incomplete run, counts
     counts: Mapping[str, int]
     strict: bool
     complete: bool
 
     @property
+    def items(self) -> tuple[BannerItem, ...]:
+        """Every test line the banner shows, in its order (inconclusive ones left out of it are not here)."""
+        return (*self.blocking, *(i for g in self.groups for i in g.items), *self.worse)
+
+    def _parts(self) -> list[tuple[int, str, BannerItem | None]]:
+        # (indent level, text, item or None): the one layout the text and the Markdown share
+        out: list[tuple[int, str, BannerItem | None]] = [(1, i.text(), i) for i in self.blocking]
+        for g in self.groups:
+            out += [(1, g.heading(), None), *((2, i.text(), i) for i in g.items)]
+            out += [(2, g.more(), None)] if g.hidden else []
+        return out + [(1, i.text(), i) for i in self.worse]
+
+    @property
     def lines(self) -> list[str]:
-        """The banner as text lines: headline, one line per item, then the notes; controls in a
-        row's text (an error quoting a generation) written as escapes, so none reaches a terminal."""
-        return [visible(line) for line in (self.headline, *(f"  {i.text()}" for i in self.items), *self.notes)]
+        """The banner as text lines: headline, the test lines (inconclusive ones indented under
+        their family), then the notes; controls in a row's text (an error quoting a generation)
+        written as escapes, so none reaches a terminal."""
+        body = ["  " * level + text for level, text, _ in self._parts()]
+        return [visible(line) for line in (self.headline, *body, *self.notes)]
 
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    def markdown(self) -> str:
+        """The headline in bold and the test lines as a nested list (for --summary-md); the
+        notes are left to the summary's own counts. Markdown's characters in a row's text are
+        escaped, so a test id or an error message renders as written."""
+        parts = self._parts()
+        out = [f"**{_md(self.headline)}**", *([""] if parts else [])]
+        for level, text, item in parts:
+            # the test id as code, as the summary's own lists show it
+            code = item.test_id.replace("`", "'") if item else ""
+            line = f"**{item.verdict.upper()}** `{code}`: {_md(item.detail)}" if item else _md(text)
+            out.append("  " * (level - 1) + "- " + line)
+        return visible("\n".join(out))
+
+
+# what could start emphasis, code, a link or HTML in a row's text (an error may quote a generation)
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>"})
+
+
+def _md(text: str) -> str:
+    return str(text).replace("\n", " ").translate(_MD_SPECIAL)
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -157,15 +221,15 @@ def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, c
     counts = {"fail": len(fails), "error": len(errors), "inconclusive": len(inconclusive),
               "pass": len(passes), "skipped": len(skipped), "total": len(rows)}
 
-    blocking = []
+    blocks = []
     if fails:
-        blocking.append(_plural(len(fails), "gate failed", "gates failed"))
+        blocks.append(_plural(len(fails), "gate failed", "gates failed"))
     if errors:
-        blocking.append(_plural(len(errors), "test errored", "tests errored"))
+        blocks.append(_plural(len(errors), "test errored", "tests errored"))
     if strict and inconclusive:
-        blocking.append(_plural(len(inconclusive), "gate inconclusive", "gates inconclusive") + " (--strict-gates)")
-    if blocking:
-        status, headline = BLOCKED, f"{BLOCKED}: " + ", ".join(blocking)
+        blocks.append(_plural(len(inconclusive), "gate inconclusive", "gates inconclusive") + " (--strict-gates)")
+    if blocks:
+        status, headline = BLOCKED, f"{BLOCKED}: " + ", ".join(blocks)
         if not complete:
             headline += f" ({INCOMPLETE})"
     elif not complete:
@@ -178,18 +242,16 @@ def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, c
     else:
         status, headline = PASSED, f"{PASSED}: " + ("the gate passed" if len(passes) == 1 else f"all {len(passes)} gates passed")
 
-    items = [BannerItem("fail", str(r.get("test_id") or r.get("nodeid") or "?"), _value_line(r)) for r in fails]
-    items += [BannerItem("error", str(r.get("test_id") or r.get("nodeid") or "?"),
-                         visible(str(r.get("reason") or "the test raised an error")).strip().splitlines()[-1][:200])
-              for r in errors]
-    for r in inconclusive:
-        decide = what_decides(r) or worse_note(r)
-        items.append(BannerItem("inconclusive", str(r.get("test_id") or "?"),
-                                _value_line(r) + (f"; {decide}" if decide else "")))
+    blocking = [BannerItem("fail", str(r.get("test_id") or r.get("nodeid") or "?"), _value_line(r)) for r in fails]
+    blocking += [BannerItem("error", str(r.get("test_id") or r.get("nodeid") or "?"),
+                            visible(str(r.get("reason") or "the test raised an error")).strip().splitlines()[-1][:200])
+                 for r in errors]
+    groups = tuple(BannerGroup(g.family, tuple(_inconclusive_item(r) for r in g.shown), g.total)
+                   for g in group_inconclusive(inconclusive))
     # Passed regression gates whose candidate is nonetheless significantly worse: shown, not blocking.
     worse = [r for r in passes if worse_note(r)]
-    items += [BannerItem("worse", str(r.get("test_id") or "?"),
-                         f"{worse_note(r)}; margin {sig(r.get('margin'))}, n = {pairs_of(r)}") for r in worse]
+    worse_items = tuple(BannerItem("worse", str(r.get("test_id") or "?"),
+                                   f"{worse_note(r)}; margin {sig(r.get('margin'))}, n = {pairs_of(r)}") for r in worse)
     if worse:
         headline += f" ({_plural(len(worse), 'gate passed within its margin', 'gates passed within their margins')} " \
                     "but significantly worse than the baseline)"
@@ -207,7 +269,13 @@ def verdict_banner(rows: Iterable[Mapping[str, Any]], *, strict: bool = False, c
         notes.append(pairs)
     tally = [f"{counts[k]} {label}" for k, label in _TALLY if counts[k]]
     notes.append(f"Tests: {', '.join(tally) if tally else 'none'}.")
-    return Banner(status, headline, tuple(items), tuple(notes), counts, bool(strict), bool(complete))
+    return Banner(status, headline, tuple(blocking), groups, worse_items, tuple(notes), counts, bool(strict),
+                  bool(complete))
+
+
+def _inconclusive_item(row: Mapping[str, Any]) -> BannerItem:
+    decide = what_decides(row) or worse_note(row)
+    return BannerItem("inconclusive", str(row.get("test_id") or "?"), _value_line(row) + (f"; {decide}" if decide else ""))
 
 
 def _pairs_note(rows: list[Mapping[str, Any]]) -> str:

@@ -3,8 +3,10 @@
 Read top to bottom, it answers "may this model ship?" first:
 
 1. the verdict banner (``bias_core.reports.banner``): BLOCKED / NOT DECIDED / PASSED, one line per
-   failed or inconclusive test, whether inconclusive blocks, and count links that filter the
-   results table (CSS ``:target``, no script: without it the table simply shows every row);
+   failed test, the inconclusive ones by family (at most 3 each, closest to deciding first, the
+   rest counted and left to the results table), whether inconclusive blocks, and count links
+   that filter the results table (CSS ``:target``, no script: without it the table simply
+   shows every row);
 2. the run's details (model, run id, strictness, completeness, device, ... and any other run
    info key);
 3. the results table, failures first, numbers to 3 significant figures, the threshold's note
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bias_core.reports.banner import Banner, banner_for_run
+from bias_core.reports.banner_groups import REGRESSION
 from bias_core.reports.caveats import row_caveats
 from bias_core.reports.examples import example_table
 from bias_core.reports.fmt import ci_text, gate_text, num, sig
@@ -152,12 +155,25 @@ def _banner_html(banner: Banner, anchors_by_test: Mapping[str, str]) -> str:
     status = slug(banner.status.lower())
     out = [f'<section id="verdict" class="banner banner-{status}" aria-label="verdict">',
            f'<p class="headline">{esc(banner.headline)}</p>']
+
+    def item(it) -> str:
+        anchor = anchors_by_test.get(it.test_id)
+        name = f'<a href="#t-{anchor}"><code>{esc(it.test_id)}</code></a>' if anchor else f"<code>{esc(it.test_id)}</code>"
+        return f'<li class="item-{esc(it.verdict)}">{_badge(it.verdict)} {name}: {esc(it.detail)}</li>'
+
     if banner.items:
         out.append('<ul class="items">')
-        for it in banner.items:
-            anchor = anchors_by_test.get(it.test_id)
-            name = f'<a href="#t-{anchor}"><code>{esc(it.test_id)}</code></a>' if anchor else f"<code>{esc(it.test_id)}</code>"
-            out.append(f'<li class="item-{esc(it.verdict)}">{_badge(it.verdict)} {name}: {esc(it.detail)}</li>')
+        out += [item(it) for it in banner.blocking]
+        for g in banner.groups:  # the same grouping as the terminal's (bias_core.reports.banner_groups)
+            out.append(f'<li class="group">{esc(g.heading())}<ul class="items">')
+            out += [item(it) for it in g.items]
+            if g.hidden:
+                # regression rows are listed in their own section, the others in the results table
+                target = "regression" if g.family == REGRESSION else "show-inconclusive"
+                text = esc(g.more()).replace("the results table", f'the <a href="#{target}">results table</a>')
+                out.append(f'<li class="more">{text}</li>')
+            out.append("</ul></li>")
+        out += [item(it) for it in banner.worse]
         out.append("</ul>")
     out += [f'<p class="note">{esc(n)}</p>' for n in banner.notes]
     out.append('<p class="note"><a href="#how">How verdicts are reached</a></p></section>')
@@ -410,7 +426,7 @@ code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:
 .banner-passed{border-color:var(--pass);background:#eef7ef}.banner-passed .headline{color:var(--pass)}
 .banner-not-decided{border-color:var(--inc);background:#fff8e8}.banner-not-decided .headline{color:#8a5200}
 .banner ul.items{margin:4px 0 8px;padding-left:0;list-style:none}
-.banner li{margin:3px 0;overflow-wrap:anywhere}
+.banner li{margin:3px 0;overflow-wrap:anywhere}.banner li.group>ul.items{margin:2px 0 4px 1.2em}
 .banner .note{margin:3px 0;font-size:13px;color:#3d4652}
 .card{background:#fff;border:1px solid var(--line);border-radius:8px;padding:12px 16px;margin:10px 0}
 dl.meta{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:2px 14px;margin:6px 0 0;font-size:13px}
