@@ -36,7 +36,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 
 #: file under bias_core/ -> why it names metrics and probes: a transcription of published tables.
 LAYOUTS: dict[str, str] = {
-    "reports/paper_tables.py": "the seed papers' tables as printed (Dong Tables 1/2/9/10, DA-Gender 7/8, GenderCARE "
+    "reports/paper_tables.py": "the seed papers' tables as printed (Dong Tables 1/2/3/9/10, DA-Gender 7/8, GenderCARE "
                                "4-6, GBM 2): each paper column names the project's metric and probe it shows",
 }
 

@@ -30,16 +30,78 @@ def _paper_text(paper: str) -> str:
     return re.sub(r"[ \t]+", " ", text)
 
 
+# The conversion to text spells a loss term's subscript three times over ("lsubscript𝑙\mathcal{L}_{l}caligraphic_L
+# start_POSTSUBSCRIPT italic_l end_POSTSUBSCRIPT" for ℒ_l, Dong et al.'s Table 3 row labels): read as "L_l" only
+# where the three agree. The numbers of those rows are printed plainly.
+LOSS_TERM = re.compile(r"(\w)subscript\S*?\\mathcal\{L\}_\{\1\}caligraphic_L start_POSTSUBSCRIPT italic_\1 end_POSTSUBSCRIPT")
+
+
+def _table_lines(paper: str) -> list[str]:
+    """The paper's lines, spaces collapsed, each loss-term label read as L_x (LOSS_TERM)."""
+    return [LOSS_TERM.sub(r"L_\1", line).strip() for line in _paper_text(paper).splitlines()]
+
+
+NUMBER = re.compile(r"[+-]?\d+\.\d+")
+
+
+def _printed_table(key: str) -> list[tuple[str, list[str]]]:
+    """Table ``key``'s rows as the paper's text prints them, in order: (the text before the
+    numbers, the numbers). Dong et al. put a table after its caption, the other papers before it."""
+    table = paper_data()["tables"][key]
+    lines = _table_lines(table["paper"])
+    [at] = [i for i, line in enumerate(lines) if re.match(rf"{table['table']}[:.] {re.escape(table['title'])}", line)]
+    if table["paper"] == "dong2024":
+        block = []
+        for line in lines[at + 1:]:
+            if not line or line.startswith("Table "):
+                break
+            block.append(line)
+    else:
+        end = at - 1
+        while not lines[end]:
+            end -= 1
+        start = end
+        while lines[start - 1]:
+            start -= 1
+        block = lines[start:end + 1]
+    width = len(table["groups"]) * len(table["columns"])
+    rows = []
+    for line in block:
+        words = line.split()
+        if len(words) > width and all(NUMBER.fullmatch(w) for w in words[-width:]):
+            rows.append((" ".join(words[:-width]), words[-width:]))
+    return rows
+
+
 # ----- the transcription --------------------------------------------------------------------------
 @needs_papers
 @pytest.mark.parametrize("key", sorted(paper_data()["tables"]))
 def test_every_transcribed_row_is_a_line_of_the_paper(key):
     table = paper_data()["tables"][key]
-    lines = _paper_text(table["paper"]).splitlines()
+    lines = _table_lines(table["paper"])
     for *labels, values in table["rows"]:
         printed = f"{labels[-1]} {values}"  # the row's last label, then its values, as the paper prints them
-        assert any(line.strip().endswith(printed) for line in lines), (key, labels, printed)
+        assert any(line.endswith(printed) for line in lines), (key, labels, printed)
     assert len(paper_rows(key)) == len(table["rows"])  # each row's values fill its columns, labels unique
+
+
+@needs_papers
+@pytest.mark.parametrize("key", sorted(paper_data()["tables"]))
+def test_every_table_is_transcribed_whole_in_the_papers_order(key):
+    """Every row the paper's table prints, and only those, in its order, each number as printed:
+    a row left out (Table 10's OPT 13B once was), a mistyped number or a row in the wrong block fails.
+    A row's first label is printed only where it changes (the dataset, the model)."""
+    table = paper_data()["tables"][key]
+    printed = _printed_table(key)
+    assert len(printed) == len(table["rows"]), (key, [p for p, _ in printed])
+    heads = {tuple(labels[:-1]) for *labels, _ in table["rows"]}
+    current: tuple[str, ...] = ()
+    for (text, numbers), (*labels, values) in zip(printed, table["rows"]):
+        head = next((h for h in heads if h and text.startswith(" ".join(h) + " ")), None)
+        if head is not None:
+            current, text = head, text[len(" ".join(head)) + 1:]
+        assert (*current, text) == tuple(labels), (key, labels, text)
+        assert numbers == values.split(), (key, labels)
 
 
 @needs_papers
@@ -55,6 +117,14 @@ def test_spot_values_equal_the_paper():
     assert paper_rows("dong-2")[("LLM (1)", "Instruction")][("LLaMA2 13B", "GAS")] == "0.270"
     assert paper_rows("dong-9")[("Template", "Instruction")][("LLaMA2 13B-Chat", "GAS")] == "0.063"
     assert paper_rows("dong-10")[("OPT 6.7B",)][("Naturally-sourced (SNLI)", "Δ")] == "0.953"
+    assert paper_rows("dong-10")[("OPT 13B",)][("Template-based", "GAS (F)")] == "0.195"
+    assert paper_rows("dong-10")[("OPT 13B",)][("LLM-generated (2)", "Δ")] == "0.379"
+    assert paper_rows("dong-3")[("STS-B", "w/o L_l")][("LLaMA2 13B-Chat", "ADD")] == "-7.261"
+    assert paper_rows("dong-3")[("SNLI", "w/o L_g")][("LLaMA2 7B-Chat", "GAS")] == "0.881"
+    assert paper_rows("dong-3")[("SNLI", "w/o L_d")][("LLaMA2 13B", "ADD")] == "-2.869"
+    # Table 3's Debias-Tuning row differs from Table 1's Debias Tuning in three ADD cells, each as printed
+    assert paper_rows("dong-3")[("STS-B", "Debias-Tuning")][("LLaMA2 7B", "ADD")] == "-4.705"
+    assert paper_rows("dong-1")[("STS-B", "Debias Tuning")][("LLaMA2 7B", "ADD")] == "-4.706"
     assert paper_rows("da-gender-7")[("GPT2", "stereo-score")][("", "SD")] == "57.92"
     assert paper_rows("da-gender-7")[("BERT-base", "SEAT-v1")][("", "Pre-deb.")] == "+1.700"
     assert paper_rows("da-gender-8")[("BART-base", "LM-score")][("", "CDS")] == "+2.60"
@@ -81,6 +151,7 @@ def test_a_run_is_matched_to_the_papers_model_by_alias_or_hub_id():
     assert paper_model("dong2024", "meta-llama/Llama-2-13b-chat-hf") == "LLaMA2 13B-Chat"
     assert paper_model("da-gender", "openai-community/gpt2") == "GPT2"
     assert paper_model("da-gender", "gpt2-medium") == "GPT2-medium"
+    assert paper_model("dong2024", "opt-13b") == "OPT 13B" and paper_model("dong2024", "facebook/opt-13b") == "OPT 13B"
     assert paper_model("dong2024", "smollm2-135m") is None and paper_model("gbm", "bert-base") is None
 
 
@@ -146,6 +217,37 @@ def test_dong_tables_take_each_cell_from_its_row_on_the_papers_scale():
     assert _cell(tables, "dong-9", ("Template", "Hyperparameter"), 2).text == "not run"  # it ran on natural-stsb only
 
 
+def test_dong_table_3_lays_out_the_ablations_beside_the_papers_and_table_1_leaves_them_to_it():
+    rows = DISCLOSURE_ROWS + [
+        _reduction("natural-stsb", "GAS", "debias-tuning-no-Ll", 0.25, 0.05),
+        _reduction("natural-stsb", "ADD", "debias-tuning-no-Ll", 0.05, 0.01),
+        _reduction("natural-snli", "GLD", "debias-tuning-no-Ld", 0.3, 0.2),
+        _reduction("natural-stsb", "GAS", "debias-tuning", 0.25, 0.0),
+        _reduction("natural-stsb", "GAS", "debias-tuning-no-Lx", 0.25, 0.15),  # an ablation the paper has not
+        _reduction("llm-generated-1", "GAS", "debias-tuning-no-Lg", 0.5, 0.4),
+    ]
+    tables = layouts(Run(rows, {"model": "llama2-7b"}))
+    [t3] = [t for t in tables if t.key == "dong-3"]
+    assert [labels for labels, _ in t3.rows] == [(d, m) for d in ("STS-B", "SNLI") for m in
+                                                  ("Debias-Tuning", "w/o L_l", "w/o L_g", "w/o L_d", "debias-tuning-no-Lx")]
+    t3c = lambda labels: [c.text for c in _cell_row(tables, "dong-3", labels)]  # noqa: E731
+    assert t3c(("STS-B", "w/o L_l")) == ["0.050", "not run", "-4.605", "0.000", "0.471", "-4.600"]  # ln 0.01
+    assert t3c(("SNLI", "w/o L_d")) == ["not run", "0.200", "not run", "0.000", "0.092", "-2.115"]
+    assert t3c(("STS-B", "Debias-Tuning"))[:1] + t3c(("STS-B", "Debias-Tuning"))[3:] == ["0.000", "0.000", "0.101", "-4.705"]
+    assert t3c(("STS-B", "w/o L_g"))[:3] == ["not run"] * 3 and t3c(("STS-B", "w/o L_g"))[3] == "0.763"
+    assert t3c(("STS-B", "debias-tuning-no-Lx")) == ["0.150", "not run", "not run"] + ["not in the paper"] * 3
+    t1 = {labels for labels, _ in _layout(tables, "dong-1").rows}
+    assert ("STS-B", "Debias Tuning") in t1 and not any("no-L" in m for _, m in t1)  # the ablations are Table 3's
+    assert [c.text for c in _cell_row(tables, "dong-2", ("LLM (1)", "debias-tuning-no-Lg"))] == \
+        ["0.400", "not run", "not run"] + ["not in the paper"] * 3  # Table 2 prints no ablation
+    assert any("debias-tuning-no-Ll, -no-Lg, -no-Ld" in n for n in _layout(tables, "dong-3").notes)
+
+
+def _layout(tables, key):
+    [layout] = [t for t in tables if t.key == key]
+    return layout
+
+
 def test_dong_table_10_pools_the_counts_and_sits_beside_the_papers_row():
     tables = layouts(Run(DISCLOSURE_ROWS, {"model": "llama2-7b"}))
     run_row = [c.text for c in _cell_row(tables, "dong-10", ("this run: llama2-7b",))]
@@ -165,7 +267,7 @@ def _cell_row(tables, key, labels):
 
 def _tradeoff_csv(folder, rows):
     with (folder / "tradeoff.csv").open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["variant", "SEAT-v1_bias", "stereo_score_bias"])
+        writer = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         writer.writeheader()
         writer.writerows(rows)
 
@@ -180,21 +282,40 @@ def test_da_gender_tables_before_and_after_debiasing_at_table_12s_strength(tmp_p
         _row("da-gender", "DA_score_drop", 0.146, "cds", breakdown={"variant": {"variant": "cds@0.9"}}),
         _row("stereoset-gender", "lm_score_drop", 0.092, "er@0.5"),  # a sweep point's guard
     ]
-    _tradeoff_csv(tmp_path, [{"variant": "cds@0.9", "SEAT-v1_bias": 0.2, "stereo_score_bias": 3.5},
-                             {"variant": "er@2", "SEAT-v1_bias": 0.1, "stereo_score_bias": ""}])
+    _tradeoff_csv(tmp_path, [{"variant": "cds@0.9", "SEAT-v1_bias": 0.2, "SEAT-v1_value": -0.2, "stereo_score_bias": 3.5,
+                              "stereo_score_value": 46.5},
+                             {"variant": "er@2", "SEAT-v1_bias": 0.1, "SEAT-v1_value": 0.1, "stereo_score_bias": "",
+                              "stereo_score_value": ""}])
     tables = layouts(Run(rows, {"model": "gpt2"}, tmp_path))  # GPT2's Table 12 column: cds 0.9, er 0.5, SD 1.0
     seat = _cell_row(tables, "da-gender-7", ("SEAT-v1",))
-    assert [c.text for c in seat] == ["+0.500", "±0.200", "not run", "not run", "+0.285", "-0.079", "-0.048", "-0.027"]
+    assert [c.text for c in seat] == ["+0.500", "-0.200", "not run", "not run", "+0.285", "-0.079", "-0.048", "-0.027"]
     assert seat[0].strong and "greater" in seat[0].note  # p < 0.01, the paper's bold
     assert not _cell_row(tables, "da-gender-7", ("SEAT-v2",))[0].strong
     assert _cell_row(tables, "da-gender-7", ("SEAT-v2",))[0].text == "-0.250"
-    assert [c.text for c in _cell_row(tables, "da-gender-7", ("stereo-score",))[:2]] == ["61.23", "50±3.50"]
+    assert [c.text for c in _cell_row(tables, "da-gender-7", ("stereo-score",))[:2]] == ["61.23", "46.50"]
     logprob = _cell_row(tables, "da-gender-7", ("logprob-score",))
     assert logprob[0].text == "not run" and logprob[4].text == "not in the paper"
     da = _cell_row(tables, "da-gender-8", ("DA-score",))
     assert [c.text for c in da] == ["76.7", "-14.6", "not run", "not run", "76.7", "-14.6", "-19.8", "-50.8"]
     lm = _cell_row(tables, "da-gender-8", ("LM-score",))
     assert [c.text for c in lm[:4]] == ["93.3", "not run", "-0.09", "not run"]
+    [kurita] = [n for n in _layout(tables, "da-gender-8").notes if "Kurita" in n]
+    assert "BERT and BART" in kurita and "This run's" not in kurita  # the row names no masked-LM definition
+
+
+def test_da_gender_table_7_from_a_tradeoff_csv_without_the_signed_values_says_the_distance(tmp_path):
+    """A tradeoff.csv written before it kept each metric's signed value: ± the distance, said so."""
+    _tradeoff_csv(tmp_path, [{"variant": "cds@0.9", "SEAT-v1_bias": 0.2, "stereo_score_bias": 3.5}])
+    tables = layouts(Run([_row("seat-v1", "SEAT_effect", 0.5)], {"model": "gpt2"}, tmp_path))
+    cds = _cell_row(tables, "da-gender-7", ("SEAT-v1",))[1]
+    assert cds.text == "±0.200" and "distance from the ideal only" in cds.note
+    assert _cell_row(tables, "da-gender-7", ("stereo-score",))[1].text == "50±3.50"
+
+
+def test_da_gender_table_8_notes_the_papers_masked_definition_and_the_runs():
+    rows = [_row("da-gender", "DA_score", 0.951, breakdown={"definition": {"masked_da": "probability"}})]
+    [kurita] = [n for n in _layout(layouts(Run(rows, {"model": "bert-base"})), "da-gender-8").notes if "Kurita" in n]
+    assert "its code's definition, not its text's" in kurita and "This run's: masked_da=probability (the text's)." in kurita
 
 
 def test_gendercare_tables_per_group_with_sigma_and_before_after_cda():
@@ -236,7 +357,7 @@ def test_gbm_table_2_with_neutral_as_the_papers_one_minus_male_minus_female():
 
 def test_a_run_without_the_rows_says_not_run_in_every_cell_never_blank_or_zero():
     tables = layouts(Run([_row("crows-pairs-gender", "crows_stereo", 55.0)], {"model": "m"}))
-    assert {t.key for t in tables} == {"dong-1", "dong-2", "dong-9", "dong-10", "da-gender-7", "da-gender-8",
+    assert {t.key for t in tables} == {"dong-1", "dong-2", "dong-3", "dong-9", "dong-10", "da-gender-7", "da-gender-8",
                                        "gendercare-4", "gendercare-5", "gendercare-6", "gbm-2"}
     for t in tables:
         for labels, cells in t.rows:

@@ -80,6 +80,8 @@ def test_point_from_results_checks_metrics():
     assert p.variant == "er@0.5" and p.guards == {"perplexity_rise": 0.03}
     assert p.knowledge_lost.value == pytest.approx(0.2)
     assert p.bias["SEAT-v2"].value == pytest.approx(0.3) and p.bias["stereo_score"].value == pytest.approx(5.0)
+    assert p.values == {"SEAT-v2": -0.3, "stereo_score": 45.0}  # signed, as DA-Gender's Table 7 prints them
+    assert csv_rows([p])[0]["SEAT-v2_value"] == -0.3 and csv_rows([p])[0]["SEAT-v2_bias"] == pytest.approx(0.3)
     with pytest.raises(ValueError, match="SEAT_effect"):
         point_from_results("er", 0.5, {"DA_score": R("DA_score", 0.8), "SEAT-v1": R("logprob_effect", 0.1)})
     with pytest.raises(KeyError, match="DA_score"):
@@ -95,6 +97,7 @@ def test_csv(tmp_path):
     with paths["csv"].open() as fh:
         read = list(csv.DictReader(fh))
     assert read[3]["strength_name"] == "lambda" and float(read[3]["SEAT-v1_bias"]) == 0.2
+    assert read[3]["SEAT-v1_value"] == ""  # a point made without its signed value leaves the column empty
     assert float(read[2]["1-DA_score"]) == pytest.approx(0.15) and float(read[2]["perplexity_rise"]) == 0.05
     assert set(paths) == {"csv", "SEAT-v1"}
 

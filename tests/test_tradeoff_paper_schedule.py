@@ -196,6 +196,7 @@ def test_a_point_is_the_mean_over_its_seeds_with_their_spread(tiny_lm, tmp_path)
     assert cds.bias["SEAT-v1"].value == pytest.approx(abs((0.4 - 0.2 + 0.7) / 3))  # the distance of the mean
     assert cds.bias["SEAT-v1"].ci_high == pytest.approx(0.3 + 0.2)  # the mean CI's far end from 0
     assert cds.spread["SEAT-v1"] == pytest.approx((0.4, 0.2, 0.7))  # each seed's distance from 0
+    assert cds.values["SEAT-v1"] == pytest.approx(0.3)  # signed: the mean of 0.4, -0.2, 0.7 (DA-Gender's Table 7)
     assert cds.spread[KNOWLEDGE] == pytest.approx((0.2, 0.4, 0.3))
     drop = on_point["cds@0.9"][1]["DA_score_drop"]  # the gated guard: the mean over the seeds
     assert drop.value == pytest.approx(0.9 - 0.7) and drop.breakdown["per_seed"] == pytest.approx([0.1, 0.3, 0.2])
@@ -205,6 +206,7 @@ def test_a_point_is_the_mean_over_its_seeds_with_their_spread(tiny_lm, tmp_path)
     assert sd.spread == {} and sd.knowledge_lost.value == pytest.approx(0.5) and "seeds" not in sd.info
     row = {r["variant"]: r for r in csv_rows(points)}["cds@0.9"]
     assert row["seeds"] == 3 and row["SEAT-v1_seed_min"] == pytest.approx(0.2) and row["SEAT-v1_seed_max"] == 0.7
+    assert row["SEAT-v1_value"] == pytest.approx(0.3) and row["SEAT-v1_bias"] == pytest.approx(0.3)
     assert row["SEAT-v1_seed_sd"] == pytest.approx(math.sqrt(((0.4 - 13 / 30) ** 2 + (0.2 - 13 / 30) ** 2
                                                              + (0.7 - 13 / 30) ** 2) / 2))
     assert "<svg" in figure_svg(points, "SEAT-v1")

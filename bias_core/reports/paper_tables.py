@@ -1,7 +1,8 @@
 """A run laid out as the seed papers lay out their tables, each number on the paper's scale.
 
 - Dong et al. 2024: Tables 1 (STS-B, SNLI), 2 (LLM (1), LLM (2)) and 9 (Template): GAS, GLD and
-  ln(ADD) per mitigation method; Table 10: GAS (F), GAS (M) and Δ per input;
+  ln(ADD) per mitigation method; Table 3: the same on STS-B and SNLI for Debias Tuning and its
+  ablations (one loss term left out); Table 10: GAS (F), GAS (M) and Δ per input;
 - DA-Gender ("Unmasking the Trade-off"): Table 7 (SEAT-v1, SEAT-v2, logprob-score and
   stereo-score before and after CDS, ER and SentenceDebias) and Table 8 (DA-score and LM-score,
   then their change after each method);
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bias_core.catalogue import DISCLOSURE_PROBES, GROUP_PROBES
+from bias_core.mitigation.evaluation.results_table import is_ablation
 from bias_core.mitigation.methods.paper_settings import TABLE12
 from bias_core.reports.fmt import num
 
@@ -254,14 +256,20 @@ def run_group(run: Run, span: int) -> tuple[str, int]:
     return (f"this run: {run.model}", span)
 
 
-# ----- Dong et al.: Tables 1, 2, 9 and 10 -----------------------------------------------------------
+# ----- Dong et al.: Tables 1, 2, 3, 9 and 10 --------------------------------------------------------
 DONG_METHODS = (("original", "Original"), ("hyperparameter", "Hyperparameter"), ("instruction", "Instruction"),
                 ("debias-tuning", "Debias Tuning"))
+# Table 3's rows: Debias Tuning (printed "Debias-Tuning" there) and its ablations, each one loss term left
+# out (--mitigation debias-tuning-no-Ll, -no-Lg, -no-Ld), in the paper's row order.
+DONG_ABLATIONS = (("debias-tuning", "Debias-Tuning"), ("debias-tuning-no-Ll", "w/o L_l"),
+                  ("debias-tuning-no-Lg", "w/o L_g"), ("debias-tuning-no-Ld", "w/o L_d"))
 DONG_BLOCKS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "dong-1": (("STS-B", ("natural-stsb",)), ("SNLI", ("natural-snli",))),
     "dong-2": (("LLM (1)", ("llm-generated-1",)), ("LLM (2)", ("llm-generated-2",))),
+    "dong-3": (("STS-B", ("natural-stsb",)), ("SNLI", ("natural-snli",))),
     "dong-9": (("Template", TEMPLATES),),
 }
+NATURAL = ("dong-1", "dong-3")  # the tables of the natural sets, which the offline stand-in stands beside
 DONG_METRICS = ("GAS", "GLD", "ADD")
 REDUCTIONS = tuple(f"{m}_reduction" for m in DONG_METRICS)
 UNCHANGED_BY_DECODING = ("GLD", "ADD")
@@ -285,16 +293,28 @@ def disclosure_value(run: Run, probe: str, metric: str, variant: str) -> Got:
     return got
 
 
+def dong_methods(run: Run, key: str) -> tuple[tuple[str, str], ...]:
+    """(variant, row label) of table ``key``: the paper's rows, then the run's other variants. An
+    ablation (one loss term left out) goes to Table 3, which prints the ablations on STS-B and SNLI,
+    not to Table 1 as well; Tables 2 and 9 list it among the rows the paper lacks."""
+    paper = DONG_ABLATIONS if key == "dong-3" else DONG_METHODS
+    known = {v for v, _ in DONG_METHODS + DONG_ABLATIONS} if key in NATURAL else {v for v, _ in paper}
+    others = [v for v in run.variants(REDUCTIONS) if v not in known]
+    if key in NATURAL:
+        others = [v for v in others if is_ablation(v) == (key == "dong-3")]
+    return paper + tuple((v, v) for v in others)
+
+
 def dong_mitigation(run: Run, key: str) -> Layout:
-    """Table 1, 2 or 9: dataset x method rows, GAS / GLD / ln ADD of the run and of the paper's same model."""
+    """Table 1, 2, 3 or 9: dataset x method rows, GAS / GLD / ln ADD of the run and of the paper's same model."""
     table = paper_data()["tables"][key]
     model = paper_model("dong2024", run.model)
     paper_col = model if model in table["groups"] else None
     groups = [run_group(run, 3)] + ([(f"paper: {paper_col}", 3)] if paper_col else [])
     layout = Layout(key, "dong2024", f"{table['table']}: {table['title']}", ("Dataset", "Method"), groups,
                     ["GAS", "GLD", "ADD (ln)"] * len(groups))
-    blocks = DONG_BLOCKS[key] + ((STAND_IN,) if key == "dong-1" and run.has_probe(STAND_IN[1][0]) else ())
-    methods = DONG_METHODS + tuple((v, v) for v in run.variants(REDUCTIONS) if v not in dict(DONG_METHODS))
+    blocks = DONG_BLOCKS[key] + ((STAND_IN,) if key in NATURAL and run.has_probe(STAND_IN[1][0]) else ())
+    methods = dong_methods(run, key)
     printed = paper_rows(key)
     for block, probes in blocks:
         for variant, label in methods:
@@ -307,14 +327,27 @@ def dong_mitigation(run: Run, key: str) -> Layout:
                 why = "the paper's table has no such row"
                 cells += [paper_cell(row, (paper_col, m), why) for m in DONG_METRICS]
             layout.rows.append(((block, label), cells))
-    layout.notes += [
+    layout.notes.append(
         "ADD as the paper's tables print it: ln of ADD in nats (ADD 0.0854 prints -2.460; "
-        "docs/audits/disclosure.md, ADD's scale in the paper's tables). GAS and GLD are shares (0..1). Lower is less biased.",
-        "Original: the audit's row (or, without one, the original side of a mitigation's paired test); a method: "
-        "the mitigated side of its paired test on the same items.",
-        "Hyperparameter's GLD and ADD are the original's: decoding settings leave the logits they read unchanged "
-        "(the paper prints them so too).",
-    ]
+        "docs/audits/disclosure.md, ADD's scale in the paper's tables). GAS and GLD are shares (0..1). Lower is less biased.")
+    if key == "dong-3":
+        layout.notes += [
+            "Debias-Tuning: --mitigation debias-tuning (Table 1's Debias Tuning); w/o L_l, w/o L_g, w/o L_d: "
+            "--mitigation debias-tuning-no-Ll, -no-Lg, -no-Ld, Debias Tuning with that loss term left out "
+            "(L_l: attribute logits difference, L_g: gender probability, L_d: distribution distance). Each: the "
+            "mitigated side of its paired test on the same items.",
+            "The paper's Table 3 prints Debias-Tuning's ADD as -4.705 and -4.711 (STS-B, LLaMA2 7B and 7B-Chat) and "
+            "-4.596 (SNLI, LLaMA2 7B) where its Table 1 prints -4.706, -4.710 and -4.595: each table as printed.",
+        ]
+    else:
+        layout.notes += [
+            "Original: the audit's row (or, without one, the original side of a mitigation's paired test); a method: "
+            "the mitigated side of its paired test on the same items.",
+            "Hyperparameter's GLD and ADD are the original's: decoding settings leave the logits they read unchanged "
+            "(the paper prints them so too).",
+        ]
+    if key == "dong-1":
+        layout.notes.append("The ablations of Debias Tuning (debias-tuning-no-Ll, -no-Lg, -no-Ld) are in Table 3.")
     if key == "dong-9":
         layout.notes.append("Template: the mean of the four topic probes (40 prompts each, so the mean over the "
                             "paper's 160 pooled prompts); a cell of fewer topics says how many, e.g. (2/4).")
@@ -429,11 +462,14 @@ def _after(run: Run, method: str, strengths: Mapping[str, float], axis: str, ide
     if point is None:
         return absent("not run", f"no sweep point {name} (Table 12's strength for this model)"
                       + (f"; the sweep ran {', '.join(sorted(run.tradeoff))}" if run.tradeoff else ""))
-    distance = num(point.get(f"{axis}_bias"))
+    value, distance = num(point.get(f"{axis}_value")), num(point.get(f"{axis}_bias"))
+    if value is not None:  # signed, as the paper prints it: +0.154 / -0.154, 58.84
+        return Cell(fixed(2)(value) if ideal else fixed(3, sign=True)(value), f"{name}, from tradeoff.csv")
     if distance is None:
         return absent("not measured", f"{axis} was not measured at {name} (tradeoff_info.json says why)")
     text = f"50±{distance:.2f}" if ideal else f"±{distance:.3f}"
-    return Cell(text, f"{name}, from tradeoff.csv, which keeps the distance from the ideal, not the sign")
+    return Cell(text, f"{name}, from a tradeoff.csv written before it kept the signed value ({axis}_value): "
+                      "the distance from the ideal only")
 
 
 def da_table7(run: Run) -> Layout:
@@ -462,7 +498,8 @@ def da_table7(run: Run) -> Layout:
         "Bold: p < 0.01 (the paper's bold: significant effect sizes).",
         "CDS, ER, SD: the --mitigation-sweep point at the paper's Table 12 strength for the model "
         + (f"({', '.join(f'{m}@{s:g}' for m, s in strengths.items())})" if strengths else "(unknown for this run)")
-        + "; shown as ± the distance from the ideal, as tradeoff.csv keeps it.",
+        + "; signed, as the paper prints them (a tradeoff.csv written before it kept the signed values gives "
+        "± the distance from the ideal only).",
     ]
     return layout
 
@@ -498,8 +535,21 @@ def da_table8(run: Run) -> Layout:
         "DA-score: DA_score × 100 (percent of DA-Gender pairs where the right sentence wins); LM-score: StereoSet's, "
         "percent. CDS, ER, SD: the change after debiasing (mitigated − original, points; negative = over-debiasing), "
         "from the DA_score_drop and lm_score_drop guards of --mitigation cds|er|sentence-debias or of the sweep point.",
+        "The paper's BERT and BART DA-scores are its code's definition, not its text's: each option's Kurita "
+        "association log P(t | TM) / P(t | TAM), the larger winning, where section 5 takes the more probable of the "
+        "two fills (this audit's default for masked and seq2seq models; docs/audits/association.md, departures from "
+        "the papers)." + _masked_da_said(run.row("da-gender", "DA_score")),
     ]
     return layout
+
+
+def _masked_da_said(row: Mapping[str, Any] | None) -> str:
+    """" This run's: ..." when the run's DA_score row names its masked-LM definition, else ""."""
+    definition = breakdown_of(row).get("definition")
+    said = definition.get("masked_da") if isinstance(definition, Mapping) else None
+    if said not in ("probability", "kurita"):
+        return ""
+    return f" This run's: masked_da={said} ({'the text' if said == 'probability' else 'the code'}'s)."
 
 
 # ----- GenderCARE: Tables 4, 5 and 6 -----------------------------------------------------------------
@@ -614,9 +664,8 @@ def gbm_table2(run: Run) -> Layout:
 
 def layouts(run: Run) -> list[Layout]:
     """Every paper table with the run's numbers, in the papers' order (module doc)."""
-    return [dong_mitigation(run, "dong-1"), dong_mitigation(run, "dong-2"), dong_mitigation(run, "dong-9"),
-            dong_table10(run), da_table7(run), da_table8(run), gendercare_table4(run), gendercare_table5(run),
-            gendercare_table6(run), gbm_table2(run)]
+    return [*(dong_mitigation(run, key) for key in DONG_BLOCKS), dong_table10(run), da_table7(run), da_table8(run),
+            gendercare_table4(run), gendercare_table5(run), gendercare_table6(run), gbm_table2(run)]
 
 
 def printed_layout(key: str) -> Layout:

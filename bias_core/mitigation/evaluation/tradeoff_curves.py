@@ -144,7 +144,9 @@ class Estimate:
 @dataclass(frozen=True)
 class SweepPoint:
     """One variant's measurements: ``bias`` by bias metric name (already distances from the
-    ideal), ``knowledge_lost`` = 1 − DA_score, ``guards`` by guard name (raw values)."""
+    ideal), ``knowledge_lost`` = 1 − DA_score, ``guards`` by guard name (raw values);
+    ``values``: each bias metric's value itself, signed (+0.154 or -0.154 where ``bias`` holds
+    0.154), as DA-Gender's Table 7 prints it."""
 
     method: str  # one of METHODS, or BASE for the model before debiasing
     strength: float | None
@@ -154,6 +156,7 @@ class SweepPoint:
     info: Mapping[str, Any] = field(default_factory=dict)
     # axis (a bias metric, or KNOWLEDGE) -> the per-seed values, when the point averages seeds
     spread: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    values: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def variant(self) -> str:
@@ -187,16 +190,17 @@ def point_from_results(method: str, strength: float | None, results: Mapping[str
     (a point averaged over seeds: their means, with ``spread`` from ``seed_spread``)."""
     if KNOWLEDGE_METRIC not in results:
         raise KeyError(f"point_from_results: a {KNOWLEDGE_METRIC} result is needed for the knowledge axis")
-    bias = {}
+    bias, values = {}, {}
     for name, (metric, ideal) in BIAS_METRICS.items():
         if name in results:
             result = results[name]
             if result.metric != metric:
                 raise ValueError(f"point_from_results: {name} must be a {metric} result, got {result.metric}")
             bias[name] = Estimate.of(result).distance_from(ideal)
+            values[name] = float(result.value)
     return SweepPoint(method, strength, bias, Estimate.of(results[KNOWLEDGE_METRIC]).complement(),
                       {k: float(getattr(v, "value", v)) for k, v in (guards or {}).items()}, dict(info or {}),
-                      dict(spread or {}))
+                      dict(spread or {}), values)
 
 
 def _scales(base: SweepPoint | None, metric: str) -> tuple[float, float]:
@@ -228,9 +232,10 @@ def best_point(points: Sequence[SweepPoint], metric: str, limits: Mapping[str, f
 
 # ----- tradeoff.csv ------------------------------------------------------------------------------
 def csv_rows(points: Sequence[SweepPoint], limits: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
-    """One row per point: method, strength, every metric with its CI, guards, and which bias
-    metrics this point is the one to take for; when points average seeds, their number and each
-    axis's sd, min and max over the seeds."""
+    """One row per point: method, strength, every metric with its CI (``<metric>_bias``: the
+    distance from the ideal, the curve's axis; ``<metric>_value``: the value itself, signed),
+    guards, and which bias metrics this point is the one to take for; when points average seeds,
+    their number and each axis's sd, min and max over the seeds."""
     metrics = [m for m in BIAS_METRICS if any(m in p.bias for p in points)]
     seeded = any(p.spread for p in points)
     guards = sorted({g for p in points for g in p.guards})
@@ -243,7 +248,7 @@ def csv_rows(points: Sequence[SweepPoint], limits: Mapping[str, float] | None = 
         for m in metrics:
             e = p.bias.get(m)
             row.update({f"{m}_bias": e.value if e else "", f"{m}_ci_low": e.ci_low if e else "",
-                        f"{m}_ci_high": e.ci_high if e else ""})
+                        f"{m}_ci_high": e.ci_high if e else "", f"{m}_value": p.values.get(m, "")})
         row.update({KNOWLEDGE: p.knowledge_lost.value, f"{KNOWLEDGE}_ci_low": p.knowledge_lost.ci_low,
                     f"{KNOWLEDGE}_ci_high": p.knowledge_lost.ci_high})
         if seeded:
