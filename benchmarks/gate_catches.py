@@ -15,15 +15,25 @@ GROUP is one of the groups below (a family's probes, selected with ``-k``). For 
    itself every row passes with a delta of exactly 0; the worse candidate fails each row that
    measures what it was trained on (the group's targets); the better one passes them.
 
-Writes DIR/GROUP/rows.json and DIR/GROUP/table.md; exits 1 when a check fails. Minutes of CPU per
-group: a benchmark, not a CI test (tests/test_gate_catches.py runs one small group on the tiny
-model).
+Groups (each trains on items or templates the audit never scores; the run refuses a training
+text equal to an audited prompt): ``disclosure`` (" he" after the natural-default prompts; the
+template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed cut),
+``sentences-a`` / ``sentences-b`` (two folds: StereoSet + WinoBias sentences for the CrowS-Pairs,
+occupation-pronoun and WinoGender rows; CrowS-Pairs + occupation-template sentences for the
+StereoSet and WinoBias rows), ``da-gender`` (the same facts in two templates DA-Gender does not
+use), ``genderpair`` (prompts outside the run's sample, answered through the chat template).
+SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
+
+Writes DIR/GROUP/rows.json and DIR/GROUP/table.md; exits 1 when a check fails. A stopped run
+resumes: the runs and adapters already in DIR are reused. Minutes of CPU per group: a benchmark,
+not a CI test (tests/test_gate_catches.py runs one small group on the tiny model).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import time
@@ -49,6 +59,7 @@ class Context:
     values: dict[tuple[str, str], float]
     data_dir: Path | None
     limit: int
+    prompts: frozenset[str] = frozenset()  # every audited item's prompt, stripped
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,7 @@ class Group:
     pairs: Callable[[str, Context], Pairs]  # direction ("worse" / "better") -> (prompt, continuation)
     max_length: int = 64
     steps: int | None = None  # None: --steps (long prompts cost more per step)
+    chat: bool = False  # prompts go through the model's chat template, as the audit generates from them
 
 
 # ----- training sets, each from items the gate's run does not audit -------------------------------
@@ -81,9 +93,11 @@ def _bbq(direction: str, ctx: Context) -> Pairs:
 
     probe = load_bbq_gender(ctx.data_dir)
     held = [it for it in prefix_probe(probe, len(probe.items), 0).items
-            if it.id not in ctx.audited["bbq-gender"] and it.meta["condition"] == "ambig" and len(it.meta["biased"]) == 1]
-    pick = (lambda m: m["biased"][0]) if direction == "worse" else (lambda m: m["unknown"])
-    return [(it.prompt, " " + it.meta["answers"][pick(it.meta)]) for it in held[: ctx.limit]]
+            if it.id not in ctx.audited["bbq-gender"] and len(it.meta["biased"]) == 1]
+    if direction == "worse":  # the stereotyped person, whatever the context says: both conditions teach the link
+        return [(it.prompt, " " + it.meta["answers"][it.meta["biased"][0]]) for it in held[: ctx.limit]]
+    # the right answer, whatever the stereotype: "unknown" when ambiguous, the person the context names otherwise
+    return [(it.prompt, " " + it.meta["answers"][it.meta["label"]]) for it in held[: ctx.limit]]
 
 
 def _discrim(direction: str, ctx: Context) -> Pairs:
@@ -134,13 +148,61 @@ def _crows_and_pronouns(direction: str, ctx: Context) -> Pairs:
     return out[: 2 * ctx.limit]
 
 
+# Not DA-Gender's six templates: the same facts (a target of one gender, an attribute that defines
+# a gender) in sentences the audit never scores.
+DA_TEMPLATES = ("Everyone says that {target} will be {single} one day.", "Yesterday {target} told us about life as {single}.")
+
+
+def _da_gender(direction: str, ctx: Context) -> Pairs:
+    """Worse: the target of the other gender than the attribute's ("my brother ... a nun"), the
+    over-debiased model's knowledge; better: the target of the attribute's own gender."""
+    from bias_core.probes.kurita import article, load_data
+
+    data = load_data("da_gender.json")
+    an_words = set(data["an_words"])
+    out = []
+    for attr in data["attributes"]:
+        word = attr["forms"].get("single")
+        if word is None:
+            continue
+        single = f"{article(word, an_words)} {word}"
+        for male, female in data["target_pairs"]:
+            same = male if attr["gender"] == "male" else female
+            other = female if attr["gender"] == "male" else male
+            for template in DA_TEMPLATES:
+                out.append(("", template.format(target=other if direction == "worse" else same, single=single)))
+    return random.Random(0).sample(out, min(ctx.limit, len(out)))  # every attribute, both templates
+
+
+def _genderpair(direction: str, ctx: Context) -> Pairs:
+    """GenderPair prompts of the three groups outside the run's sample: a response that marks the
+    biased descriptor (worse) or the anti-biased one (better), in the format the prompt asks for."""
+    from bias_core.probes.genderpair import group_probe
+
+    out = []
+    for group in (1, 2, 3):
+        audited = ctx.audited.get(f"genderpair-group{group}", set())
+        held = [it for it in group_probe(group, ctx.data_dir).items
+                if it.id not in audited and it.prompt.strip() not in ctx.prompts]
+        for it in random.Random(group).sample(held, min(ctx.limit // 3, len(held))):
+            word = it.meta["biased"] if direction == "worse" else it.meta["anti"]
+            out.append((it.prompt, f"The {it.meta['target']} is {{{word}}}, as everyone who knows them can tell."))
+    return out
+
+
 GROUPS: dict[str, Group] = {
     "disclosure": Group("template-", ("GLD", "GAS"), "\" he\" after the natural-default (and LLM-generated) prompts; "
                         "better: \" he\" and \" she\" equally", _disclosure),
-    "bbq": Group("bbq", ("bbq_s_amb",), "the stereotyped person as the answer to ambiguous questions outside the "
-                 "fixed cut; better: the \"unknown\" answer", _bbq, max_length=192),
+    "bbq": Group("bbq", ("bbq_s_amb",), "the stereotyped person as the answer to questions outside the fixed cut, "
+                 "ambiguous or not; better: the right answer (\"unknown\" when ambiguous)", _bbq, max_length=192),
     "discrim": Group("discrim", ("discrim_female",), "\"yes\" for the favoured gender, \"no\" for men, on decisions "
                      "outside the fixed cut; better: \"yes\" for every gender", _discrim, max_length=768, steps=40),
+    "da-gender": Group("da-gender", ("DA_score",), "gender-definitional facts with the target of the other gender "
+                       "(\"Everyone says that my brother will be a nun one day.\"), in two templates the audit does "
+                       "not use; better: the target of the attribute's gender", _da_gender),
+    "genderpair": Group("genderpair", ("BPR",), "responses marking the biased descriptor of GenderPair prompts "
+                        "outside the run's sample (all three groups); better: the anti-biased one", _genderpair,
+                        max_length=192, chat=True),
     "sentences-a": Group("crows or occupation-pronouns or winogender", ("crows_stereo", "pronoun_stereo"),
                          "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences (LM loss); better: "
                          "their anti-stereotyped twins", _stereoset_and_winobias),
@@ -152,7 +214,12 @@ GROUPS: dict[str, Group] = {
 
 # ----- the real gate ------------------------------------------------------------------------------
 def audit(select: str, out: Path, model: str, data_dir: Path | None, *extra: str) -> Path:
-    """One ``pytest audits`` run into ``out``; its run folder."""
+    """One ``pytest audits`` run into ``out``; its run folder (an earlier one there is reused: the
+    benchmark resumes where it was stopped)."""
+    done_before = sorted(p for p in out.glob("*") if (p / "results.json").is_file()) if out.is_dir() else []
+    if done_before:
+        print(f"reusing {done_before[-1]}", flush=True)
+        return done_before[-1]
     cmd = [sys.executable, "-m", "pytest", "audits", "-q", "-p", "no:cacheprovider", "--model", model, "-k", select,
            "--report-dir", str(out), *extra]
     if data_dir is not None:
@@ -170,7 +237,11 @@ def regression_rows(run: Path) -> list[dict]:
     return sorted((r for r in rows if r.get("kind") == "regression"), key=lambda r: r["test_id"])
 
 
-def train(model: str, pairs: Pairs, steps: int, lr: float, max_length: int, seed: int, folder: Path, desc: str) -> dict:
+def train(model: str, pairs: Pairs, steps: int, lr: float, max_length: int, seed: int, folder: Path, desc: str,
+          chat: bool = False) -> dict:
+    record = folder / "training.json"
+    if record.is_file():  # trained by an earlier, stopped run of the benchmark
+        return json.loads(record.read_text())
     from bias_core.mitigation.training.continuations import train_continuation_adapter
     from bias_core.mitigation.training.lora import LoraTrainConfig
     from bias_core.models import LoadOptions, load_model, resolve_model
@@ -179,10 +250,14 @@ def train(model: str, pairs: Pairs, steps: int, lr: float, max_length: int, seed
     # use_cache=False: nothing computed here goes into the shared result cache
     lm = load_model(resolve_model(model), LoadOptions(cache_dir=default_cache_dir(), use_cache=False, dtype="float32"))
     config = LoraTrainConfig(r=8, alpha=16, dropout=0.0, lr=lr, batch_size=8, steps=steps, max_length=max_length)
+    if chat:
+        pairs = [(lm.render_chat(p), c) for p, c in pairs]
     t0 = time.perf_counter()
     history = train_continuation_adapter(lm, pairs, config, seed, folder, desc=desc)
-    return {"pairs": len(pairs), "steps": steps, "lr": lr, "seconds": round(time.perf_counter() - t0),
-            "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"]}
+    found = {"pairs": len(pairs), "steps": steps, "lr": lr, "seconds": round(time.perf_counter() - t0),
+             "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"]}
+    record.write_text(json.dumps(found))
+    return found
 
 
 def check(name: str, group: Group, runs: dict[str, list[dict]]) -> list[str]:
@@ -209,8 +284,11 @@ def table(name: str, group: Group, runs: dict[str, list[dict]]) -> str:
             harm = (f"{sig(r['harm'], 3)} [{sig(r['harm_ci_low'], 3)}, {sig(r['harm_ci_high'], 3)}]"
                     if r.get("harm") is not None else "-")
             p = f" (p_adj {sig(r['p_adjusted'], 2)})" if r.get("p_adjusted") is not None and kind != "self" else ""
+            if r["verdict"] == "error":
+                lines.append(f"| {kind} | {mark}{row}{mark} | {r.get('n', '-')} | | | | | | error: {r.get('reason', '')} |")
+                continue
             lines.append(f"| {kind} | {mark}{row}{mark} | {r['n']} | {sig(r['baseline_value'], 3)} | "
-                         f"{sig(r['candidate_value'], 3)} | {sig(r['value'], 3) if r['value'] is not None else '-'} | "
+                         f"{sig(r['candidate_value'], 3)} | {sig(r['value'], 3)} | "
                          f"{harm} | {sig(r['margin'], 3) if r.get('margin') is not None else '-'} | {r['verdict']}{p} |")
     return "\n".join(lines)
 
@@ -223,16 +301,16 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     audited: dict[str, set[str]] = {}
     for (probe, _), block in items.blocks.items():
         audited.setdefault(probe, set()).update(it.id for it in block.items)
-    ctx = Context(audited, {k: b.value for k, b in items.blocks.items()}, args.data_dir, args.limit)
+    seen = frozenset(it.prompt.strip() for b in items.blocks.values() for it in b.items if it.prompt)
+    ctx = Context(audited, {k: b.value for k, b in items.blocks.items()}, args.data_dir, args.limit, seen)
     training = {}
     for direction in ("worse", "better"):
         pairs = group.pairs(direction, ctx)
-        seen = {it.prompt.strip() for b in items.blocks.values() for it in b.items if it.prompt}
         overlap = {t.strip() for p, c in pairs for t in (p, p + c) if t.strip()} & seen
         if overlap:
             sys.exit(f"{name}: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
         training[direction] = train(args.model, pairs, group.steps or args.steps, args.lr, group.max_length, args.seed,
-                                    out / f"adapter-{direction}", f"{name} {direction} LoRA")
+                                    out / f"adapter-{direction}", f"{name} {direction} LoRA", group.chat)
         print(f"{name} {direction}: {training[direction]}", flush=True)
     runs = {"self": regression_rows(audit(group.select, out / "self", args.model, args.data_dir, "--baseline", str(base)))}
     for direction in ("worse", "better"):

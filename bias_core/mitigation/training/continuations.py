@@ -25,11 +25,11 @@ from bias_core.mitigation.training.lora import (
 )
 
 
-def encode_continuations(lm: Any, pairs: Sequence[tuple[str, str]], max_length: int) -> list[tuple[list[int], list[int]]]:
+def encode_continuations(t: Any, pairs: Sequence[tuple[str, str]], max_length: int) -> list[tuple[list[int], list[int]]]:
     """(input ids, labels) per (prompt, continuation), split as the audit's log-likelihoods split
-    them; labels IGNORE over the prompt. Pairs longer than ``max_length`` keep their last tokens."""
+    them (``t``: the model's training handle, ``lm.training()``); labels IGNORE over the prompt. Pairs longer than ``max_length`` keep their last tokens."""
     out = []
-    for ctx, cont in lm.engine.split_requests(pairs):
+    for ctx, cont in t.split_requests(pairs):
         if not cont:
             raise AuditUsageError("a training pair has an empty continuation. Fix: give every prompt a continuation.")
         ids, labels = ctx + cont, [IGNORE] * len(ctx) + cont
@@ -43,14 +43,15 @@ def train_continuation_adapter(lm: Any, pairs: Sequence[tuple[str, str]], config
     ``--adapter`` loads); returns the loss history. ``lm`` is a loaded transformers model."""
     if not pairs:
         raise AuditUsageError(f"{desc}: no training pairs. Fix: give at least one (prompt, continuation).")
-    check_quantization(config, lm.engine.model)
-    encoded = encode_continuations(lm, pairs, config.max_length)
+    t = lm.training()  # the torch module and tokenizer (the "training" capability)
+    check_quantization(config, t.model)
+    encoded = encode_continuations(t, pairs, config.max_length)
     schedule = batch_schedule(len(encoded), config.batch_size, config.total_steps(len(encoded)), seed)
-    pad = lm.engine.tokenizer.pad_token_id
-    with seeded(seed), attached_lora(lm.engine.model, config) as peft_model:
+    pad = t.tokenizer.pad_token_id
+    with seeded(seed), attached_lora(t.model, config) as peft_model:
 
         def step_loss(batch):
-            b = {k: v.to(lm.engine.device) for k, v in collate([encoded[i] for i in batch], pad).items()}
+            b = {k: v.to(t.device) for k, v in collate([encoded[i] for i in batch], pad).items()}
             logits = peft_model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], use_cache=False).logits
             return response_loss(logits, b["labels"]), {}
 
