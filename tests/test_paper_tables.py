@@ -339,11 +339,80 @@ def test_gendercare_tables_per_group_with_sigma_and_before_after_cda():
     assert _cell_row(tables, "gendercare-4", ("Regard (VADER proxy), negative",))[0].text == "0.300"
     assert _cell_row(tables, "gendercare-5", ("Bias-Pair Ratio", "after CDA"))[0].text == "0.550"
     assert _cell_row(tables, "gendercare-5", ("Bias-Pair Ratio", "original (same prompts)"))[0].text == "0.600"
-    bold = [c.text for c in _cell_row(tables, "gendercare-6", ("BOLD", "σ of negative regard (actors, actresses)"))]
+    bold = [c.text for c in _cell_row(tables, "gendercare-6", ("BOLD", "σ of negative regard (VADER proxy) (actors, actresses)"))]
     assert bold == ["0.100", "0.050", "-50.0%"]  # σ of two groups = gap / 2
     stereo = [c.text for c in _cell_row(tables, "gendercare-6", ("StereoSet", "Δ (log space)"))]
     assert stereo == ["-0.300", "-0.100", "+66.7%"]  # Δ = −margin; (−0.1 + 0.3) / 0.3
     assert [c.text for c in _cell_row(tables, "gendercare-6", ("Winoqueer", "Δ"))] == ["not run"] * 3
+
+
+def _classified(role, scorer):
+    from bias_core.classifiers.base import classifier_record
+
+    return {"classifier": classifier_record(role, scorer)}
+
+
+def _gendercare_rows(toxicity, regard, prefix):
+    """GenderCARE's rows of a run whose toxicity and regard were scored by ``toxicity`` and ``regard``."""
+    cda = "gendercare-cda"
+    return [
+        _row("genderpair-group1", "toxicity", 0.01, breakdown=_classified("toxicity", toxicity)),
+        _row("genderpair-groups", "toxicity_gap", 0.02, breakdown=_classified("toxicity", toxicity)),
+        _row("genderpair-group1", f"{prefix}_negative", 0.3, breakdown=_classified("regard", regard)),
+        _reduction("genderpair-group1", "toxicity", cda, 0.02, 0.01, **_classified("toxicity", toxicity)),
+        _reduction("genderpair-group1", f"{prefix}_negative", cda, 0.3, 0.2, **_classified("regard", regard)),
+        _reduction("bold-gender", f"bold_{prefix}_negative_gap", cda, 0.2, 0.1, **_classified("regard", regard)),
+    ]
+
+
+def test_every_offline_stand_in_classifier_is_labelled_in_every_table_that_shows_its_numbers():
+    from bias_core.classifiers import HubRegard, HubToxicity, JigsawBiLSTM, VaderRegardProxy
+
+    # the classes: their names, labels and stand-ins are the instances' (nothing is constructed or loaded)
+    tables = layouts(Run(_gendercare_rows(JigsawBiLSTM, VaderRegardProxy, "regard_proxy"), {"model": "m"}))
+    assert _cell_row(tables, "gendercare-4", ("Toxicity (offline Jigsaw BiLSTM)",))[0].text == "0.010"
+    assert _cell_row(tables, "gendercare-4", ("Regard (VADER proxy), negative",))[0].text == "0.300"
+    assert _cell_row(tables, "gendercare-5", ("Toxicity (offline Jigsaw BiLSTM)", "after CDA"))[0].text == "0.010"
+    assert _cell_row(tables, "gendercare-5", ("Regard (VADER proxy), negative", "after CDA"))[0].text == "0.200"
+    bold = ("BOLD", "σ of negative regard (VADER proxy) (actors, actresses)")
+    assert [c.text for c in _cell_row(tables, "gendercare-6", bold)] == ["0.100", "0.050", "-50.0%"]
+    for key, roles in (("gendercare-4", ("toxicity", "regard")), ("gendercare-5", ("toxicity", "regard")),
+                       ("gendercare-6", ("regard",))):
+        layout = _layout(tables, key)
+        # every row of a classifier's numbers names the stand-in that scored them, the same way
+        for labels, _ in layout.rows:
+            said = " ".join(labels).lower()
+            if "toxicity" in said:
+                assert "(offline jigsaw bilstm)" in said, (key, labels)
+            if "regard" in said:
+                assert "(vader proxy)" in said, (key, labels)
+        # and one note for each stand-in, saying what it measures and that it is not the paper's
+        notes = [n for n in layout.notes if "an offline stand-in for the paper's" in n]
+        assert len(notes) == len(roles), (key, layout.notes)
+        if "toxicity" in roles:
+            [note] = [n for n in notes if n.startswith("Toxicity (offline Jigsaw BiLSTM): ")]
+            assert "toxic-comment-classifier 0.3.0" in note and "not the paper's measure" in note
+        [note] = [n for n in notes if n.startswith("Regard (VADER proxy): ")]
+        assert "sentiment, not regard" in note
+
+    # the paper's classifiers: no stand-in label, no stand-in note
+    tables = layouts(Run(_gendercare_rows(HubToxicity, HubRegard, "regard"), {"model": "m"}))
+    assert _cell_row(tables, "gendercare-4", ("Toxicity",))[0].text == "0.010"
+    assert _cell_row(tables, "gendercare-4", ("Regard, negative",))[0].text == "0.300"
+    assert _cell_row(tables, "gendercare-6", ("BOLD", "σ of negative regard (actors, actresses)"))[0].text == "0.100"
+    assert not [n for t in tables for n in t.notes if "offline stand-in for the paper's" in n]
+
+
+def test_rows_that_do_not_record_their_classifier_label_the_regard_proxy_by_its_metric_names_only():
+    """A run from before the rows recorded their classifier: the proxy's metric names still say so;
+    its toxicity rows say nothing, so no stand-in is claimed."""
+    rows = [{**r, "breakdown": {k: v for k, v in r["breakdown"].items() if k != "classifier"}}
+            for r in _gendercare_rows(None, None, "regard_proxy")]
+    tables = layouts(Run(rows, {"model": "m"}))
+    assert _cell_row(tables, "gendercare-4", ("Toxicity",))[0].text == "0.010"
+    assert _cell_row(tables, "gendercare-4", ("Regard (VADER proxy), negative",))[0].text == "0.300"
+    [note] = [n for n in _layout(tables, "gendercare-4").notes if "offline stand-in for the paper's" in n]
+    assert note.startswith("Regard (VADER proxy): ")
 
 
 def test_gbm_table_2_with_neutral_as_the_papers_one_minus_male_minus_female():

@@ -111,6 +111,35 @@ def test_genderpair_metrics_come_from_the_runs_records_and_scores():
     assert suite.result(ACROSS_GROUPS, "regard_proxy_positive_gap").value == pytest.approx(0.0)
 
 
+def test_genderpair_rows_record_the_classifier_that_scored_them_and_the_cda_reaudit_carries_it():
+    from bias_core.classifiers import JigsawBiLSTM, VaderRegardProxy
+    from bias_core.suites.mitigation import MitigationAudit
+
+    def suite():
+        made = _genderpair()
+        made._scorers.update(toxicity=JigsawBiLSTM(), regard=VaderRegardProxy())  # constructing them loads nothing
+        return made
+
+    original = suite()
+    toxicity = original.result("genderpair-group1", "toxicity").breakdown["classifier"]
+    assert toxicity == {"role": "toxicity", "name": "jigsaw-bilstm", "label": JigsawBiLSTM.label,
+                        "stand_in": "offline Jigsaw BiLSTM"}
+    assert original.result(ACROSS_GROUPS, "toxicity_gap").breakdown["classifier"] == toxicity
+    regard = original.result("genderpair-group1", "regard_proxy_negative").breakdown["classifier"]
+    assert (regard["role"], regard["stand_in"]) == ("regard", "VADER proxy")
+    assert original.result(ACROSS_GROUPS, "regard_proxy_positive_gap").breakdown["classifier"] == regard
+    assert "classifier" not in original.result("genderpair-group1", "BPR").breakdown  # no classifier decides it
+    # scores the suite was handed, by no scorer of its own: nothing is claimed
+    handed = _genderpair()
+    assert "classifier" not in handed.result("genderpair-group1", "toxicity").breakdown
+
+    mitigation = MitigationAudit(lm=SimpleNamespace(kind="causal", name="stand-in"))
+    mitigation._variants["gendercare-cda"] = SimpleNamespace(info={"method": "gendercare-cda"})
+    mitigation._genderpairs.update({None: original, "gendercare-cda": suite()})
+    reduction = mitigation.reaudit("gendercare-cda", "genderpair-group1", "toxicity_reduction")
+    assert reduction.value == pytest.approx(0.0) and reduction.breakdown["classifier"] == toxicity
+
+
 def test_call_with_hands_over_what_is_named_and_says_what_is_missing():
     made = []
 

@@ -24,6 +24,8 @@ class TextClassifier(Protocol):
     - ``name``: short id shown in reports, e.g. ``"jigsaw-bilstm"``.
     - ``fingerprint``: changes whenever the numbers could change (weights, code); cache keys use it.
     - ``is_proxy``: True when the score stands in for the named quantity (VADER sentiment for regard).
+    - ``stand_in`` (optional, "" if absent): the short name reports label its numbers with when it is
+      an offline stand-in for the paper's classifier ("VADER proxy", "offline Jigsaw BiLSTM").
     - ``label``: one line saying what the score means.
     - ``columns``: the meaning of each output column (toxicity: one; regard: REGARD_COLUMNS).
     - ``score(texts)``: float64 array, shape ``(n,)`` for one column, else ``(n, len(columns))``.
@@ -39,6 +41,13 @@ class TextClassifier(Protocol):
     def fingerprint(self) -> str: ...
 
     def score(self, texts: Sequence[str], desc: str = ...) -> np.ndarray: ...
+
+
+def classifier_record(role: str, scorer: object) -> dict[str, str]:
+    """What a result row records of the classifier that scored it (``breakdown["classifier"]``):
+    its ``role`` (toxicity, regard), name, label and ``stand_in`` ("" for the paper's own)."""
+    return {"role": role, "name": str(getattr(scorer, "name", "")), "label": str(getattr(scorer, "label", "")),
+            "stand_in": str(getattr(scorer, "stand_in", "") or "")}
 
 
 def run_in_fixed_blocks(

@@ -30,6 +30,7 @@ CODE_VERSION = 1
 
 class HubRegard:
     is_proxy = False
+    stand_in = ""
     columns = REGARD_COLUMNS
     label = "regard (Sheng et al. 2019) class probabilities from sasha/regardv3"
 
@@ -55,6 +56,7 @@ class HubRegard:
 
 class VaderRegardProxy:
     is_proxy = True
+    stand_in = "VADER proxy"
     columns = REGARD_COLUMNS
     name = "regard_proxy(VADER sentiment)"
     label = (

@@ -28,6 +28,7 @@ CODE_VERSION = 1
 
 class HubToxicity:
     is_proxy = False
+    stand_in = ""
     columns = ("toxicity",)
 
     def __init__(self, model_id: str = HUB_TOXICITY_MODEL, revision: str | None = None, device: str = "cpu",
@@ -56,6 +57,7 @@ class HubToxicity:
 
 class JigsawBiLSTM:
     is_proxy = False
+    stand_in = "offline Jigsaw BiLSTM"  # not GenderCARE's classifier: reports name it beside its numbers
     columns = ("toxicity",)
     name = "jigsaw-bilstm"
     label = "probability of the 'toxic' head of the Jigsaw BiLSTM (toxic-comment-classifier 0.3.0)"

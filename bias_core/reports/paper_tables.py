@@ -561,6 +561,44 @@ def regard_prefix(run: Run) -> str:
     return "regard_proxy" if any(m.startswith("regard_proxy") or "_regard_proxy_" in m for _, _, m in run.rows) else "regard"
 
 
+# The offline stand-ins for GenderCARE's classifiers: a row scored by one records it (its breakdown's
+# ``classifier``, bias_core.classifiers.base.classifier_record); a regard proxy's metric names say so
+# too, which is all a run recorded before the rows did.
+REGARD_PROXY = ("VADER proxy", "VADER sentiment used as a proxy for regard (sentiment, not regard)")
+
+
+def stand_in(run: Run, role: str) -> tuple[str, str]:
+    """(short name, what its score means) of the offline stand-in that scored the run's ``role``
+    ("toxicity", "regard") rows, or ("", "") where the paper's classifier did or the rows do not say."""
+    for row in run.rows.values():
+        record = breakdown_of(row).get("classifier")
+        if isinstance(record, Mapping) and record.get("role") == role and record.get("stand_in"):
+            return str(record["stand_in"]), str(record.get("label") or "")
+    if role == "regard" and regard_prefix(run) == "regard_proxy":
+        return REGARD_PROXY
+    return "", ""
+
+
+def labelled(run: Run, role: str, base: str) -> str:
+    """``base`` ("Toxicity", "Regard"), "(<stand-in>)" after it when an offline stand-in scored it."""
+    short, _ = stand_in(run, role)
+    return f"{base} ({short})" if short else base
+
+
+def _stand_in_notes(run: Run, roles: Sequence[tuple[str, str]]) -> list[str]:
+    """One note for each offline stand-in among ``roles`` (role, label base) that scored the run."""
+    notes = []
+    for role, base in roles:
+        short, meaning = stand_in(run, role)
+        if short:
+            notes.append(f"{base} ({short}): an offline stand-in for the paper's {role} classifier; its numbers are "
+                         "not the paper's measure." + (f" Its score: {meaning}." if meaning else ""))
+    return notes
+
+
+CLASSIFIED = (("toxicity", "Toxicity"), ("regard", "Regard"))  # GenderPair's classifiers, as Tables 4 and 5 label them
+
+
 def _sigma(cells: Sequence[Got]) -> Cell:
     values = [g.value for g in cells]
     if any(v is None for v in values):
@@ -576,25 +614,26 @@ def _group_row(gots: Sequence[Got]) -> list[Cell]:
 
 def gendercare_table4(run: Run) -> Layout:
     prefix = regard_prefix(run)
-    name = "Regard" if prefix == "regard" else "Regard (VADER proxy)"
+    name, toxicity = labelled(run, "regard", "Regard"), labelled(run, "toxicity", "Toxicity")
     layout = Layout("gendercare-4", "gendercare", "Table 4: gender bias of the model on GenderPair", ("Metric",),
                     [run_group(run, 4)], [g for _, g in GROUPS] + ["σ"])
-    for label, metric in (("Bias-Pair Ratio", "BPR"), ("Toxicity", "toxicity"), (f"{name}, negative", f"{prefix}_negative")):
+    for label, metric in (("Bias-Pair Ratio", "BPR"), (toxicity, "toxicity"), (f"{name}, negative", f"{prefix}_negative")):
         layout.rows.append(((label,), _group_row([run.get(run.row(p, metric)) for p, _ in GROUPS])))
     gap = run.row("genderpair-groups", f"{prefix}_positive_gap")
     layout.rows.append(((f"{name}, positive",), _group_row([run.get(gap, breakdown("per_group", p)) for p, _ in GROUPS])))
     layout.notes += _gendercare_notes(run, "Table 4") + [
         "Group 1: male; Group 2: female; Group 3: transgender, non-binary and neutral identities. Bias-Pair Ratio: "
         "share of decided choices that are the biased descriptor; toxicity and regard: mean scores (0..1)."]
+    layout.notes += _stand_in_notes(run, CLASSIFIED)
     return layout
 
 
 def gendercare_table5(run: Run) -> Layout:
     prefix = regard_prefix(run)
-    name = "Regard" if prefix == "regard" else "Regard (VADER proxy)"
+    name, toxicity = labelled(run, "regard", "Regard"), labelled(run, "toxicity", "Toxicity")
     layout = Layout("gendercare-5", "gendercare", "Table 5: GenderPair after GenderCARE's CDA fine-tuning",
                     ("Metric", "Model"), [run_group(run, 4)], [g for _, g in GROUPS] + ["σ"])
-    for label, metric in (("Bias-Pair Ratio", "BPR"), ("Toxicity", "toxicity"), (f"{name}, negative", f"{prefix}_negative")):
+    for label, metric in (("Bias-Pair Ratio", "BPR"), (toxicity, "toxicity"), (f"{name}, negative", f"{prefix}_negative")):
         for side, shown_as in (("original", "original (same prompts)"), ("mitigated", "after CDA")):
             gots = [run.get(run.row(p, f"{metric}_reduction", CDA), breakdown(side)) for p, _ in GROUPS]
             layout.rows.append(((label, shown_as), _group_row(gots)))
@@ -603,6 +642,7 @@ def gendercare_table5(run: Run) -> Layout:
     layout.notes += _gendercare_notes(run, "Table 5") + [
         "Both models on the same seeded GenderPair prompts (--mitigation gendercare-cda); Bias-Pair Ratio over the "
         "prompts both responses decide. Each change's paired test: the mitigation rows of the results table."]
+    layout.notes += _stand_in_notes(run, CLASSIFIED)
     return layout
 
 
@@ -621,9 +661,10 @@ def gendercare_table6(run: Run) -> Layout:
         return cells + [Cell(f"{(after - before) / abs(before) * 100:+.1f}%") if before else
                         absent("undefined", "the original is 0")]
 
+    regard = labelled(run, "regard", "regard")
     for polarity in ("negative", "positive"):
         row = run.row("bold-gender", f"bold_{prefix}_{polarity}_gap_reduction", CDA)
-        layout.rows.append((("BOLD", f"σ of {polarity} regard (actors, actresses)"), before_after(row, 0.5)))
+        layout.rows.append((("BOLD", f"σ of {polarity} {regard} (actors, actresses)"), before_after(row, 0.5)))
     row = run.row("stereoset-gender", "stereo_margin_reduction", CDA)
     layout.rows.append((("StereoSet", "Δ (log space)"), before_after(row, -1.0)))
     layout.notes += _gendercare_notes(run, "Table 6") + [
@@ -631,6 +672,7 @@ def gendercare_table6(run: Run) -> Layout:
         "per-token log-likelihood of the anti-stereotype minus the stereotype (a log-perplexity difference; the "
         "paper's perplexity difference has no formula in its text); larger = leaning anti-stereotypical, as the "
         "paper reads an increased Δ. Change: (after − original) / |original|."]
+    layout.notes += _stand_in_notes(run, (("regard", "Regard"),))
     return layout
 
 

@@ -2,11 +2,12 @@
 
 A model that scores log-likelihoods answers with the answer of the highest log P(" " + answer |
 context and question), lm-evaluation-harness's ``bbq`` multiple-choice form over the item's own
-three answers (argmax; a tie goes to the first, as numpy's). An engine that can only generate
-gets the answers as lettered options and its answer is read from a greedy continuation
-(``bias_core.metrics.bbq.read_answer``), the BBQ paper's generative setting; every result's
-breakdown says which (``answers_from``), and the report shows it as a caveat. Masked and
-seq2seq models are skipped: neither gives log P(continuation | context).
+three answers (argmax; a tie goes to the first, as numpy's; ``bias_core.runners.multiple_choice``,
+shared with WinoGender). An engine that can only generate gets the answers as lettered options
+and its answer is read from a greedy continuation (``bias_core.metrics.bbq.read_answer``), the BBQ
+paper's generative setting; every result's breakdown says which (``answers_from``), and the report
+shows it as a caveat. Masked and seq2seq models are skipped: neither gives log P(continuation |
+context).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from bias_core.models.decoding import DecodingConfig
 from bias_core.models.protocol import ScoringModel, can, cannot
 from bias_core.probes.base import Probe
 from bias_core.probes.bbq import lettered_prompt
+from bias_core.runners.multiple_choice import choose_by_loglikelihood
 
 ALL = {"bbq_acc_ambig": m.bbq_acc_ambig, "bbq_acc_disambig": m.bbq_acc_disambig, "bbq_s_dis": m.bbq_s_dis,
        "bbq_s_amb": m.bbq_s_amb}
@@ -32,14 +34,9 @@ GENERATED = "the answer letter read from a greedy generation over lettered optio
 
 
 def _scored(lm: ScoringModel, probe: Probe) -> tuple[list[int], np.ndarray]:
-    from bias_core.models.precision.modes import compared_loglikelihood
-
-    requests = [(it.prompt, " " + a) for it in probe.items for a in it.meta["answers"]]
     # --precision exact decides every comparison among an item's three answers as fp32 does
-    pairs = [(3 * k + a, 3 * k + b) for k in range(len(probe.items)) for a, b in ((0, 1), (0, 2), (1, 2))]
-    lls = np.asarray(compared_loglikelihood(lm, requests, pairs, desc=f"{probe.name}: answer log-likelihoods"),
-                     dtype=np.float64).reshape(-1, 3)
-    return [int(k) for k in np.argmax(lls, axis=1)], lls
+    return choose_by_loglikelihood(lm, probe.prompts, [it.meta["answers"] for it in probe.items],
+                                   desc=f"{probe.name}: answer log-likelihoods")
 
 
 def _generated(lm: ScoringModel, probe: Probe, seed: int) -> tuple[list[int | None], list[str]]:

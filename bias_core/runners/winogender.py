@@ -3,22 +3,21 @@ metric.
 
 lm-evaluation-harness's ``winogender`` form: the log-likelihood of each of ``" " + occupation``
 and ``" " + participant`` after ``"{sentence} ‘{Pronoun}’ refers to the"``, the higher chosen (a
-tie goes to the first, as numpy's argmax and lm-evaluation-harness's). An engine without
-log-likelihoods, and masked and seq2seq models, are skipped with the reason: the task is defined
-by the continuation's likelihood.
+tie goes to the first, as numpy's argmax and lm-evaluation-harness's;
+``bias_core.runners.multiple_choice``, shared with BBQ). An engine without log-likelihoods, and masked and seq2seq models, are skipped
+with the reason: the task is defined by the continuation's likelihood.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import numpy as np
-
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import winogender as m
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel, can, cannot
 from bias_core.probes.base import Probe
+from bias_core.runners.multiple_choice import choose_by_loglikelihood
 
 ALL = {"winogender_acc": m.winogender_acc, "winogender_acc_male": m.winogender_acc_male,
        "winogender_acc_female": m.winogender_acc_female, "winogender_acc_neutral": m.winogender_acc_neutral,
@@ -29,18 +28,14 @@ def run_winogender(lm: ScoringModel, probe: Probe, seed: int = 0,
                    metrics: Mapping[str, Callable[..., MetricResult]] | None = None) -> dict[str, MetricResult]:
     """Every WinoGender metric of ``metrics`` (default: all) from one scoring pass (module doc). A
     metric a sample leaves nothing to measure is given as its ``ProbeNotApplicable``."""
-    from bias_core.models.precision.modes import compared_loglikelihood
-
     if lm.kind != "causal":
         raise ProbeNotApplicable(f"WinoGender scores each referent by log P(referent | sentence, prompt); {lm.name} is "
                                  f"a {lm.kind} model and gives none. Fix: audit a causal LM.")
     if not can(lm, "scoring"):
         raise cannot(lm.name, "scoring", "WinoGender compares the log-likelihoods of the two referents")
-    requests = [(it.prompt, " " + c) for it in probe.items for c in it.meta["choices"]]
-    pairs = [(2 * k, 2 * k + 1) for k in range(len(probe.items))]  # --precision exact: each choice as fp32's
-    lls = np.asarray(compared_loglikelihood(lm, requests, pairs, desc=f"{probe.name}: referent log-likelihoods"),
-                     dtype=np.float64).reshape(-1, 2)
-    chosen = [int(k) for k in np.argmax(lls, axis=1)]
+    # --precision exact: each choice as fp32's
+    chosen, lls = choose_by_loglikelihood(lm, probe.prompts, [it.meta["choices"] for it in probe.items],
+                                          desc=f"{probe.name}: referent log-likelihoods")
     metas = [it.meta for it in probe.items]
     out: dict[str, MetricResult | ProbeNotApplicable] = {}
     for name, compute in (metrics or ALL).items():

@@ -12,6 +12,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import MetricResult
 from bias_core.models.decoding import DecodingConfig
@@ -94,6 +95,19 @@ class GenderPairAudit(Suite):
                 "toxicity": each(self._toxicity_scores), "regard": each(self._regard_rows), "labels": labels,
                 "regard_prefix": self._regard_prefix}
 
+    def result(self, probe_name: str, metric: str) -> MetricResult:
+        """``Suite.result``, with the classifier that scored the metric's responses recorded in its
+        breakdown (``classifier``, ``classifier_record``): the report labels an offline stand-in's
+        numbers by it. Only a scorer this suite made is recorded (scores given otherwise, none)."""
+        result = super().result(probe_name, metric)
+        role = classifier_role(metric)
+        scorer = self._scorers.get(role) if role is not None else None
+        if role is not None and scorer is not None and not isinstance(scorer, Exception):
+            from bias_core.classifiers.base import classifier_record
+
+            result.breakdown.setdefault("classifier", classifier_record(role, scorer))
+        return result
+
     def compute(self, probe_name: str, metric: str) -> MetricResult:
         if metric.startswith("regard_"):
             prefix = self._regard_prefix()
@@ -101,3 +115,15 @@ class GenderPairAudit(Suite):
                 raise ProbeNotApplicable(f"{metric} is not what this run's regard scorer ({self.scorer('regard').name}) "
                                          f"produces; its metrics are named {prefix}_*")
         return super().compute(probe_name, metric)
+
+
+def classifier_role(metric: str) -> str | None:
+    """The classifier whose scores ``metric``'s runner takes ("toxicity" or "regard", its input's
+    name), or None for a metric of the responses' choices (BPR)."""
+    import inspect
+
+    spec = catalogue.spec(metric)
+    if spec.runner is None:
+        return None
+    taken = inspect.signature(spec.runner_function()).parameters
+    return next((role for role in ("toxicity", "regard") if role in taken), None)

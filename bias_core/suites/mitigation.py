@@ -181,6 +181,8 @@ class MitigationAudit(Suite):
             result = paired_reduction(before, after, seed=self.seed, metric=metric)
             if dropped is not None:
                 result.breakdown["decided_by_one_model_only"] = dropped
+            if "classifier" in before.breakdown:  # the classifier that scored both models' responses
+                result.breakdown["classifier"] = before.breakdown["classifier"]
             return result
         if of is not None and of.family == "association":  # StereoSet: GenderCARE's Δ, the stereotype's margin
             before = gc.stereo_margin(self.original_association.result(probe, spec.of))
@@ -192,7 +194,12 @@ class MitigationAudit(Suite):
                    "regard_prefix": self._regard_prefix, "seed": lambda: self.seed}
         out = self._remembered(self._bold, (name, "gaps"),
                                lambda: call_with(spec.runner_function(), offered, f"{metric}'s runner"))
-        return out[metric]
+        result, scorer = out[metric], self._scorers.get("regard")
+        if isinstance(result, MetricResult) and scorer is not None and not isinstance(scorer, Exception):
+            from bias_core.classifiers.base import classifier_record  # what scored both models' continuations
+
+            result.breakdown.setdefault("classifier", classifier_record("regard", scorer))
+        return result
 
     def genderpair(self, name: str | None) -> Any:
         """The GenderPair suite of the original (None) or a variant: the same seeded prompts,

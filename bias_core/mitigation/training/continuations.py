@@ -27,7 +27,8 @@ from bias_core.mitigation.training.lora import (
 
 def encode_continuations(t: Any, pairs: Sequence[tuple[str, str]], max_length: int) -> list[tuple[list[int], list[int]]]:
     """(input ids, labels) per (prompt, continuation), split as the audit's log-likelihoods split
-    them (``t``: the model's training handle, ``lm.training()``); labels IGNORE over the prompt. Pairs longer than ``max_length`` keep their last tokens."""
+    them (``t``: the model's training handle, ``lm.training()``); labels IGNORE over the prompt.
+    Pairs longer than ``max_length`` keep their last tokens."""
     out = []
     for ctx, cont in t.split_requests(pairs):
         if not cont:
