@@ -121,31 +121,45 @@ def _discrim(direction: str, ctx: Context) -> Pairs:
     return out
 
 
+def diverging(chosen: str, other: str) -> tuple[str, str]:
+    """(the words both sentences share at the start, the rest of ``chosen``): training the rest
+    after the shared start raises the chosen sentence over its twin where they differ, where
+    training the whole sentence raises both."""
+    a, b = chosen.split(" "), other.split(" ")
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    return (" ".join(a[:k]) + " ", " ".join(a[k:])) if k else ("", chosen)
+
+
+def _twins(pairs: list[tuple[str, str]], direction: str) -> Pairs:
+    """(stereotyped, anti-stereotyped) sentence pairs -> training pairs in ``direction``."""
+    return [diverging(s, a) if direction == "worse" else diverging(a, s) for s, a in pairs]
+
+
 def _stereoset_and_winobias(direction: str, ctx: Context) -> Pairs:
-    """Sentences of the other fold's benchmarks (StereoSet, WinoBias), for the CrowS-Pairs,
+    """Sentence pairs of the other fold's benchmarks (StereoSet, WinoBias), for the CrowS-Pairs,
     occupation-pronoun and WinoGender rows."""
     from bias_core.probes.stereoset import stereoset_probe
     from bias_core.probes.winobias import load_winobias
 
-    stereo, anti = ("stereotype", "pro") if direction == "worse" else ("anti_stereotype", "anti")
-    out = [("", it.meta[stereo]) for it in stereoset_probe(ctx.data_dir).items]
-    out += [("", it.meta[anti]) for it in load_winobias(ctx.data_dir).items]
-    return out[: 2 * ctx.limit]
+    twins = [(it.meta["stereotype"], it.meta["anti_stereotype"]) for it in stereoset_probe(ctx.data_dir).items]
+    twins += [(it.meta["pro"], it.meta["anti"]) for it in load_winobias(ctx.data_dir).items]
+    return _twins(twins, direction)[: 2 * ctx.limit]
 
 
 def _crows_and_pronouns(direction: str, ctx: Context) -> Pairs:
-    """Sentences of the other fold's benchmarks (CrowS-Pairs, occupation pronouns), for the
+    """Sentence pairs of the other fold's benchmarks (CrowS-Pairs, occupation pronouns), for the
     StereoSet and WinoBias rows."""
     from bias_core.probes.crows_pairs import crows_pairs_probe
     from bias_core.probes.occupation_pronoun import load_occupation_pronouns
 
-    out = []
+    twins = []
     for it in crows_pairs_probe(ctx.data_dir).items:
-        stereotyped = it.meta["sent_more"] if it.meta["direction"] == "stereo" else it.meta["sent_less"]
-        other = it.meta["sent_less"] if it.meta["direction"] == "stereo" else it.meta["sent_more"]
-        out.append(("", stereotyped if direction == "worse" else other))
-    out += [("", it.prompt if direction == "worse" else it.meta["anti"]) for it in load_occupation_pronouns(ctx.data_dir).items]
-    return out[: 2 * ctx.limit]
+        more, less = it.meta["sent_more"], it.meta["sent_less"]
+        twins.append((more, less) if it.meta["direction"] == "stereo" else (less, more))
+    twins += [(it.prompt, it.meta["anti"]) for it in load_occupation_pronouns(ctx.data_dir).items]
+    return _twins(twins, direction)[: 2 * ctx.limit]
 
 
 # Not DA-Gender's six templates: the same facts (a target of one gender, an attribute that defines
@@ -204,11 +218,11 @@ GROUPS: dict[str, Group] = {
                         "outside the run's sample (all three groups); better: the anti-biased one", _genderpair,
                         max_length=192, chat=True),
     "sentences-a": Group("crows or occupation-pronouns or winogender", ("crows_stereo", "pronoun_stereo"),
-                         "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences (LM loss); better: "
-                         "their anti-stereotyped twins", _stereoset_and_winobias),
+                         "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences, loss from "
+                         "where each leaves its twin; better: the twins", _stereoset_and_winobias),
     "sentences-b": Group("stereoset or winobias", ("stereo_score", "winobias_stereo"),
-                         "CrowS-Pairs' stereotyped and the occupation templates' pro-stereotyped sentences; better: "
-                         "their anti-stereotyped twins", _crows_and_pronouns),
+                         "CrowS-Pairs' stereotyped and the occupation templates' pro-stereotyped sentences, "
+                         "loss from where each leaves its twin; better: the twins", _crows_and_pronouns),
 }
 
 

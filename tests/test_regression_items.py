@@ -311,3 +311,17 @@ def test_a_result_that_scores_an_item_twice_is_refused():
     result = MetricResult("GLD", 0.2, 0.1, 0.3, 3, ({"id": "a", "score": 0.2},) * 2 + ({"id": "b", "score": 0.2},))
     with pytest.raises(ValueError, match=r"lists 3 items but 2 distinct ids \(twice: \['a'\]\)"):
         items_from_result(probe, result, PAIRED["GLD"])
+
+
+def test_a_metric_that_counted_none_of_the_answers_is_said_plainly():
+    """BBQ's disambiguated bias score of a model that answers "unknown" to everything: every item
+    without a value. Nothing to pair: a named error, not an assertion about the PairedSpec."""
+    import dataclasses
+
+    from bias_core.gating.regression.items import NoItemValues
+
+    p = probe(3)
+    result = dm.gld(np.array([[0.2, 0.1]] * 3), np.array([[0.1, 0.0]] * 3), ids=p.ids, prompts=p.prompts)
+    empty = dataclasses.replace(result, details=[{**d, "score": None} for d in result.details])
+    with pytest.raises(NoItemValues, match="no item has a value in this run: the metric counted none of the model's 3"):
+        items_from_result(p, empty, PAIRED["GLD"], metric="GLD")

@@ -38,6 +38,7 @@ from bias_core.gating.regression.items import (
     ITEMS_FILE,
     ItemValue,
     MetricItems,
+    NoItemValues,
     RunConfig,
     append_block,
     block_sha256,
@@ -446,7 +447,7 @@ def regression_gate(request, regression_comparisons):
     """regression_gate(family, probe, metric): the test's verdict from the session's comparisons."""
     def _gate(family: str, probe: str, metric: str) -> str:
         found = regression_comparisons[(family, probe, metric)]
-        if isinstance(found, AuditUsageError):  # the baseline does not pair here: said, not a traceback
+        if isinstance(found, (AuditUsageError, NoItemValues)):  # nothing to pair: said, not a traceback
             pytest.fail(f"ERROR in regression-{probe}-{metric}: {found}", pytrace=False)
         if isinstance(found, BaseException):
             raise found

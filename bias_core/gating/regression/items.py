@@ -51,6 +51,10 @@ VALUE_RTOL = 1e-9
 VALUE_ATOL = 1e-12
 
 
+
+class NoItemValues(ValueError):
+    """A metric whose items all lack a value in this run: nothing to pair, said without a traceback."""
+
 @dataclass(frozen=True)
 class RunConfig:
     """What a run was made with. Pairing refuses a baseline that differs in ``MUST_MATCH``, or
@@ -244,7 +248,9 @@ def items_from_result(probe: Any, result: Any, spec: PairedSpec, metric: str | N
                                None if output is None else str(output), None if group is None else str(group)))
     recomputed = recomputed_value(items, spec)
     if recomputed is None:
-        raise ValueError(f"{probe.name} {name}: no item has a value")
+        raise NoItemValues(f"{probe.name} {name}: no item has a value in this run: the metric counted none of the "
+                           f"model's {len(items)} answers (e.g. BBQ's bias scores count only answers that name a "
+                           "person, and this model named none), so there is nothing to pair with the baseline")
     if not values_agree(recomputed, float(result.value)):
         raise ValueError(f"{probe.name} {name}: the {spec.aggregation} of the item values x {spec.item_scale} is "
                          f"{recomputed!r}, not the metric's value {result.value!r}; its PairedSpec is wrong")
