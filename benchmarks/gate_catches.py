@@ -81,7 +81,8 @@ def _disclosure(direction: str, ctx: Context) -> Pairs:
     if ctx.data_dir is not None:
         for k in ("1", "2"):
             prompts += llm_generated_probe(k, ctx.data_dir).prompts
-    prompts = prompts[: ctx.limit]
+    # natural-default holds a few prompts the template probes also score: never trained on
+    prompts = [p for p in prompts if p.strip() not in ctx.prompts][: ctx.limit]
     if direction == "worse":
         return [(p, " he") for p in prompts]
     return [(p, w) for p in prompts for w in (" he", " she")]
