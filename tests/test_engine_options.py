@@ -92,6 +92,10 @@ def test_a_packages_engine_option_is_in_pytest_help_beside_the_builtin_ones(toy,
     # the built-in engines' options read as they always have
     assert "--max-concurrency=MAX_CONCURRENCY --engine openai: requests in flight at once (default: 8)" in out
     assert "--tensor-parallel-size=TENSOR_PARALLEL_SIZE --engine vllm: GPUs one model is split over" in out
+    # the default engine's own options read as the run's: their help alone
+    assert "--load-in-4bit 4-bit NF4 weights via bitsandbytes (CUDA only)" in out
+    assert ("--device-map=DEVICE_MAP spread a model too large for one GPU over all visible GPUs with accelerate "
+            "(auto)") in out
     assert out.count("--device=DEVICE") == 1  # the clashing package's option was left out, not added twice
 
 
@@ -103,6 +107,9 @@ def test_a_packages_engine_option_is_in_pytest_help_beside_the_builtin_ones(toy,
     (["--engine", "openai", "--engine-url", "http://h:1", "--toy-label", "x"],
      "--toy-label: not an option of --engine openai"),
     (["--engine", "clash"], "--engine clash: its option --device is already an option of pytest or another plugin"),
+    # the transformers engine's own options, refused with another engine the same way
+    (["--engine", "toy", "--load-in-4bit"], "--load-in-4bit: not an option of --engine toy. Fix: drop it, or choose"),
+    (["--engine", "vllm", "--device-map", "auto"], "--device-map: not an option of --engine vllm. Fix: drop it"),
 ])
 def test_a_packages_engine_option_is_refused_before_any_model_loads(toy, tmp_path, args, message):
     result, out = run(toy, tmp_path, *args)
@@ -124,8 +131,9 @@ def test_each_builtin_option_is_declared_once_by_the_engine_that_takes_it():
     assert owners == {"--tensor-parallel-size": ["vllm"], "--pipeline-parallel-size": ["vllm"],
                       "--engine-url": ["openai"], "--api-key-env": ["openai"], "--served-model": ["openai"],
                       "--max-concurrency": ["openai"], "--request-timeout": ["openai"],
-                      "--max-response-mb": ["openai"]}
-    assert get_engine("transformers").options == ()
+                      "--max-response-mb": ["openai"], "--load-in-4bit": ["transformers"],
+                      "--device-map": ["transformers"]}
+    assert [o.flag for o in get_engine("transformers").options] == ["--load-in-4bit", "--device-map"]
     assert set(BUILTIN) == {"transformers", "vllm", "openai"}
 
 
@@ -153,6 +161,44 @@ def test_the_command_line_values_are_converted_by_the_declaring_engine():
     opts = check_options(LoadOptions(**fields))
     assert opts.engine_options == {"engine_url": "http://h:1", "api_key_env": None, "served_model": None,
                                    "max_concurrency": 3, "request_timeout": 2.5, "max_response_mb": 16.0}
+
+
+# The transformers engine's own options (engines/hf/options.py), as the command line gives them.
+TRANSFORMERS_ONLY = {"--load-in-4bit": True, "--device-map": "auto"}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "openai", "toy-in-process"])
+@pytest.mark.parametrize("flag", sorted(TRANSFORMERS_ONLY))
+def test_each_transformers_option_is_refused_with_another_engine_as_not_its_own(engine, flag, monkeypatch):
+    """The generic refusal of another engine's option, before that engine's own check runs."""
+    from bias_core.models import engines
+
+    monkeypatch.setattr(engines, "_LOADED", dict(engines._LOADED))
+    engines.register(EngineEntry(name="toy-in-process", load=lambda spec, opts: None))
+    given = {"--engine": engine, "--engine-url": "http://h:1" if engine == "openai" else None,
+             flag: TRANSFORMERS_ONLY[flag]}
+    fields = engine_fields(lambda name, default=None: given.get(name, default))
+    with pytest.raises(AuditUsageError, match=rf"^{flag}: not an option of --engine {engine}\. Fix: drop it, or "
+                                              "choose the engine it belongs to"):
+        check_options(LoadOptions(**fields))
+
+
+def test_the_transformers_options_are_taken_by_the_transformers_engine(monkeypatch):
+    import types
+
+    from bias_core.models.engines import transformers
+
+    monkeypatch.setattr(transformers, "cuda_available", lambda: True)  # 4-bit's own check: CUDA, bitsandbytes
+    monkeypatch.setitem(sys.modules, "bitsandbytes", types.ModuleType("bitsandbytes"))
+    given = {"--engine": "transformers", **TRANSFORMERS_ONLY}
+    fields = engine_fields(lambda name, default=None: given.get(name, default))
+    taken = {"load_in_4bit": True, "device_map": "auto"}
+    assert fields["engine_options"] == taken
+    assert check_options(LoadOptions(**fields)).engine_options == taken
+    assert check_options(LoadOptions(engine_options=taken)).engine_options == taken  # the library's default engine
+    assert check_options(LoadOptions()).engine_options == {"load_in_4bit": False, "device_map": None}  # not given
+    with pytest.raises(AuditUsageError, match=r"^--precision exact with --load-in-4bit: the precision mode chooses"):
+        check_options(LoadOptions(precision="exact", engine_options={"load_in_4bit": True}))
 
 
 @pytest.mark.parametrize("flag", ["engine-url", "--Engine-url", "--engine_url", "--", "-x"])

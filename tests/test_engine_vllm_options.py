@@ -61,7 +61,7 @@ def test_without_vllm_the_engine_is_a_usage_error_naming_the_install(monkeypatch
 
 @pytest.mark.parametrize("options, message", [
     ({"precision": "exact"}, "--precision exact with --engine vllm"),
-    ({"load_in_4bit": True}, "--load-in-4bit with --engine vllm"),
+    ({"engine_options": {"load_in_4bit": True}}, "--load-in-4bit: not an option of --engine vllm"),
     ({"engine_options": {"engine_url": "http://h:1"}}, "--engine-url: not an option of --engine vllm"),
     ({"tensor_parallel_size": 0}, "--tensor-parallel-size 0: must be a positive integer"),
 ])

@@ -43,8 +43,8 @@ def test_exact_needs_six_bytes_per_parameter_on_the_gpu(folder, free_bytes):
 
 
 @pytest.mark.parametrize("opts", [LoadOptions(precision="exact", dtype="bfloat16"),
-                                  LoadOptions(precision="exact", load_in_4bit=True),
-                                  LoadOptions(precision="exact", device_map="auto")])
+                                  LoadOptions(precision="exact", engine_options={"load_in_4bit": True}),
+                                  LoadOptions(precision="exact", engine_options={"device_map": "auto"})])
 def test_runs_that_choose_their_own_dtype_or_placement_are_not_checked(folder, free_bytes, opts):
     check_gpu_fit(folder, opts, "cuda", "m")
     check_gpu_fit(folder, LoadOptions(precision="exact"), "cpu", "m")

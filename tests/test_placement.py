@@ -45,16 +45,16 @@ def test_workers_make_their_gpu_current(fake_gpus):
     assert describe(LoadOptions(precision="half"))["dtype"] == "bfloat16 (--precision half)"
 
 
-@pytest.mark.parametrize("opts", [LoadOptions(device="cpu"), LoadOptions(device_map="auto")])
+@pytest.mark.parametrize("opts", [LoadOptions(device="cpu"), LoadOptions(engine_options={"device_map": "auto"})])
 def test_cpu_runs_and_device_maps_take_no_worker_gpu(fake_gpus, opts):
     assert take_worker_gpu("gw1", opts) is None and fake_gpus == []
 
 
 def test_run_description_on_gpus(fake_gpus):
     assert describe(LoadOptions(), workers=2)["device"] == "cuda (2 GPUs, one per xdist worker)"
-    assert describe(LoadOptions(device_map="auto"))["device"] == "cuda (2 GPUs, --device-map auto)"
+    assert describe(LoadOptions(engine_options={"device_map": "auto"}))["device"] == "cuda (2 GPUs, --device-map auto)"
     assert describe(LoadOptions(dtype="float32")) == {"device": "cuda:0 (Fake GPU 0)", "dtype": "float32"}
-    assert describe(LoadOptions(load_in_4bit=True))["dtype"] == "nf4 weights, bfloat16 compute"
+    assert describe(LoadOptions(engine_options={"load_in_4bit": True}))["dtype"] == "nf4 weights, bfloat16 compute"
 
 
 def test_run_description_on_a_cpu(monkeypatch):
@@ -65,7 +65,7 @@ def test_run_description_on_a_cpu(monkeypatch):
 
 def test_device_map_usage_errors():
     with pytest.raises(AuditUsageError, match="--device-map everywhere: choose one of auto"):
-        check_options(LoadOptions(device_map="everywhere"))
+        check_options(LoadOptions(engine_options={"device_map": "everywhere"}))
     with pytest.raises(AuditUsageError, match="nothing with --device cpu"):
-        check_options(LoadOptions(device="cpu", device_map="auto"))
-    check_options(LoadOptions(device_map="auto"))
+        check_options(LoadOptions(device="cpu", engine_options={"device_map": "auto"}))
+    check_options(LoadOptions(engine_options={"device_map": "auto"}))

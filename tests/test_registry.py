@@ -134,7 +134,7 @@ def test_default_options_are_valid():
 @pytest.mark.parametrize("device", ["auto", "cpu"])
 def test_load_in_4bit_without_cuda_errors(device):
     with pytest.raises(AuditUsageError, match="CUDA") as err:
-        check_options(LoadOptions(load_in_4bit=True, device=device))
+        check_options(LoadOptions(device=device, engine_options={"load_in_4bit": True}))
     assert "--load-in-4bit" in str(err.value) and "Fix:" in str(err.value)
 
 
@@ -175,4 +175,4 @@ def test_load_model_checks_options_before_loading_anything(monkeypatch):
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", no_network)
     with pytest.raises(AuditUsageError, match="CUDA"):
-        load_model(resolve_model("llama2-7b"), LoadOptions(load_in_4bit=True))
+        load_model(resolve_model("llama2-7b"), LoadOptions(engine_options={"load_in_4bit": True}))

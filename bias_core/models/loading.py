@@ -40,13 +40,11 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.t
 class LoadOptions:
     device: str = "auto"
     dtype: str = "auto"
-    load_in_4bit: bool = False
     batch_size: int | None = None  # None: automatic
     cache_dir: Path = Path(".bias_cache")
     use_cache: bool = True
     progress: bool = True
     trust_remote_code: bool = False
-    device_map: str | None = None  # accelerate's placement over several GPUs, e.g. "auto"
     # auto | exact | fp32 | half (models/precision/modes.py); applies with dtype "auto". The command
     # line's default is auto; the library's stays fp32, the reference its callers were written against.
     precision: str = "fp32"
@@ -87,16 +85,21 @@ def check_options(opts: LoadOptions) -> LoadOptions:
                               "Fix: use --device cpu or auto.")
     if entry.check is not None:  # what this engine cannot honour, before the combinations below
         entry.check(opts)
-    if opts.precision in ("exact", "half") and (opts.dtype != "auto" or opts.load_in_4bit):
-        raise AuditUsageError(
-            f"--precision {opts.precision} with {'--load-in-4bit' if opts.load_in_4bit else '--dtype ' + opts.dtype}: "
-            "the precision mode chooses the dtypes itself. Fix: drop one of the two options "
-            "(--dtype/--load-in-4bit alone compute in that dtype, unchecked).")
+    if opts.precision in ("exact", "half") and opts.dtype != "auto":  # with --load-in-4bit: transformers' check
+        raise precision_conflict(opts.precision, "--dtype " + opts.dtype)
     if opts.adapter is not None:
         from bias_core.models.weights.adapter import check_adapter_dir
 
         check_adapter_dir(opts.adapter)
     return opts
+
+
+def precision_conflict(precision: str, chosen: str) -> AuditUsageError:
+    """The refusal of ``--precision exact``/``half`` with an option that chose the dtype itself
+    (``--dtype X``, or the transformers engine's ``--load-in-4bit``)."""
+    return AuditUsageError(
+        f"--precision {precision} with {chosen}: the precision mode chooses the dtypes itself. Fix: drop one of the "
+        "two options (--dtype/--load-in-4bit alone compute in that dtype, unchecked).")
 
 
 def resolve_device(opts: LoadOptions) -> str:

@@ -42,7 +42,7 @@ def add_options(parser) -> None:
     group = parser.getgroup("bias-audit", "gender-bias audit (bias_core)")
     group.addoption("--model", default=DEFAULT_MODEL,
                     help=f"registry alias, Hugging Face id or local directory (default: {DEFAULT_MODEL})")
-    add_engine_options(group)
+    add_engine_options(group)  # --engine and each built-in engine's own (transformers': --load-in-4bit, --device-map)
     group.addoption("--device", default="auto", help="auto | cpu | cuda (default: auto)")
     group.addoption("--dtype", default="auto",
                     help="auto | float32 | bfloat16 | float16 (auto: as --precision decides; an explicit dtype computes in it, "
@@ -51,9 +51,6 @@ def add_options(parser) -> None:
                     help="auto | exact | fp32 | half (default: auto: exact on CUDA, fp32 on CPU; exact: half-precision "
                          "speed, decisions, continuations and verdicts re-checked to equal fp32's; fp32: the "
                          "reference; half: fastest, values drift)")
-    group.addoption("--load-in-4bit", action="store_true", help="4-bit NF4 weights via bitsandbytes (CUDA only)")
-    group.addoption("--device-map", default=None,
-                    help="spread a model too large for one GPU over all visible GPUs with accelerate (auto)")
     group.addoption("--batch-size", default="auto", help="prompts per forward pass (default: auto; 32 on CPU)")
     group.addoption("--cache-dir", default=None,
                     help="generation/score cache and converted models (default: $BIAS_CORE_CACHE_DIR or ~/.cache/bias-core)")
@@ -267,13 +264,11 @@ def build_settings(config) -> AuditSettings:
     load = LoadOptions(
         device=opt("--device"),
         dtype=opt("--dtype"),
-        load_in_4bit=bool(opt("--load-in-4bit")),
         batch_size=_batch_size(opt("--batch-size")),
         cache_dir=Path(opt("--cache-dir")).expanduser() if opt("--cache-dir") else default_cache_dir(),
         use_cache=not opt("--no-cache"),
         progress=True,
         trust_remote_code=bool(opt("--trust-remote-code")),
-        device_map=opt("--device-map"),
         precision=_precision(opt("--precision"), opt("--dtype"), bool(opt("--load-in-4bit"))),
         adapter=opt("--adapter"),
         **engine_fields(opt),

@@ -50,7 +50,8 @@ class EngineOption:
 
     - ``flag``: the option, e.g. ``--engine-url``; ``key`` (the flag without its dashes, ``-``
       as ``_``: ``engine_url``) names its value in ``LoadOptions.engine_options``;
-    - ``help``: what ``pytest --help`` shows after ``--engine NAME:``;
+    - ``help``: what ``pytest --help`` shows after ``--engine NAME:`` (alone for an option of
+      the default engine only);
     - ``type``: ``str``, ``int``, ``float`` or ``bool`` (a flag without a value): the command
       line's text is converted to it, and a value of another type is refused;
     - ``default``: what the engine receives when the option is not given;

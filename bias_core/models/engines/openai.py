@@ -93,8 +93,7 @@ def check(opts: Any) -> None:
         raise AuditUsageError(f"--api-key-env {key_env}: that environment variable is not set (or empty). "
                               "Fix: export it with the key, or drop --api-key-env for a server without one.")
     _api_key(opts)
-    for flag, given in (("--load-in-4bit", opts.load_in_4bit), ("--device-map", opts.device_map),
-                        ("--adapter", opts.adapter), ("--dtype " + str(opts.dtype), opts.dtype != "auto"),
+    for flag, given in (("--adapter", opts.adapter), ("--dtype " + str(opts.dtype), opts.dtype != "auto"),
                         ("--precision " + str(opts.precision), opts.precision in ("exact", "half"))):
         if given:
             raise AuditUsageError(f"{flag} with --engine openai: the server decides how the model runs. Fix: drop "

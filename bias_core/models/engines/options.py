@@ -66,10 +66,14 @@ def add_package_engine_options(group: Any) -> None:
 
 
 def _add(group: Any, flag: str, owners: list[tuple[str, EngineOption]]) -> None:
+    """``flag`` in pytest's parser, its help after ``--engine NAME:``; an option that only the
+    default engine takes (transformers' ``--load-in-4bit``) shows its help alone, as a run
+    without ``--engine`` takes it."""
     first = owners[0][1]
     engines = ", ".join(engine for engine, _ in owners)
     kind = {"action": "store_true"} if first.type is bool else {}
-    group.addoption(flag, default=None, help=f"--engine {engines}: {first.help}", **kind)
+    prefix = "" if engines == DEFAULT_ENGINE else f"--engine {engines}: "
+    group.addoption(flag, default=None, help=prefix + first.help, **kind)
 
 
 def engine_fields(opt: Callable[..., Any]) -> dict[str, Any]:

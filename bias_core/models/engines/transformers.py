@@ -4,8 +4,9 @@ Its loading is here: a causal LM becomes a ``CausalLM``, a BERT/RoBERTa-family m
 BART a ``MaskedLM`` (the handles are in engines/hf/), the kind read from the model's
 config.json (registry aliases also declare it up front). It honours what the other engines
 refuse: ``--precision`` (applied to the cached handle by ``wrap``), ``--adapter`` merged into
-the weights, ``--device-map`` and 4-bit loading (``check`` refuses what cannot run here). It
-takes no engine options of its own: those options are the run's (``LoadOptions`` fields).
+the weights, ``--device-map`` and 4-bit loading (``check`` refuses what cannot run here). Its
+own options, ``--load-in-4bit`` and ``--device-map``, are declared in engines/hf/options.py
+(the placement modules read them too); ``--precision`` and ``--dtype`` are the run's.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from bias_core.models.cached import CachedModel
 from bias_core.models.engines import EngineEntry
 from bias_core.models.engines.hf.causal import CausalLM
 from bias_core.models.engines.hf.masked import MaskedLM
+from bias_core.models.engines.hf.options import DEVICE_MAP, DEVICE_MAPS, FOUR_BIT, OPTIONS
 from bias_core.models.loading import (
     LoadOptions,
     _weights_dir,
     cuda_available,
+    precision_conflict,
     resolve_device,
     restore_fix,
     tokenizer_fingerprint,
@@ -34,18 +37,17 @@ from bias_core.models.precision.modes import apply_precision, effective_precisio
 from bias_core.models.registry import ModelSpec, detect_kind
 from bias_core.models.weights.load_report import check_loading_info
 
-DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
-
 
 def check(opts: LoadOptions) -> None:
     """``--device-map`` and ``--load-in-4bit``, before anything loads."""
-    if opts.device_map is not None:
-        if opts.device_map not in DEVICE_MAPS:
-            raise AuditUsageError(f"--device-map {opts.device_map}: choose one of {', '.join(DEVICE_MAPS)}.")
+    device_map = DEVICE_MAP.of(opts)
+    if device_map is not None:
+        if device_map not in DEVICE_MAPS:
+            raise AuditUsageError(f"--device-map {device_map}: choose one of {', '.join(DEVICE_MAPS)}.")
         if opts.device == "cpu":
             raise AuditUsageError("--device-map spreads a model over GPUs; it means nothing with --device cpu. "
                                   "Fix: drop one of the two.")
-    if opts.load_in_4bit:
+    if FOUR_BIT.of(opts):
         if not cuda_available() or opts.device == "cpu":
             raise AuditUsageError(
                 "--load-in-4bit needs a CUDA GPU: bitsandbytes' 4-bit kernels do not run on this CPU-only "
@@ -55,13 +57,15 @@ def check(opts: LoadOptions) -> None:
             import bitsandbytes  # noqa: F401
         except ImportError as exc:
             raise AuditUsageError("--load-in-4bit needs bitsandbytes. Fix: pip install bitsandbytes.") from exc
+        if opts.precision in ("exact", "half"):
+            raise precision_conflict(opts.precision, "--load-in-4bit")
 
 
 def resolve_dtype(opts: LoadOptions, device: str):
     import torch
 
     if opts.dtype == "auto":
-        if opts.load_in_4bit and device == "cuda":  # NF4 weights: the rest (and the compute) in half
+        if FOUR_BIT.of(opts) and device == "cuda":  # NF4 weights: the rest (and the compute) in half
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         # --precision decides: the model loads in fp32, and exact/half build their half copy from it.
         return torch.float32
@@ -115,15 +119,15 @@ def load(spec: ModelSpec, opts: LoadOptions) -> Any:
     source, fingerprint, weights_sha256 = _weights_dir(spec, opts, option)
     kind = detect_kind(source, default=spec.kind)
     kwargs = {"dtype": dtype, "trust_remote_code": opts.trust_remote_code}
-    if opts.load_in_4bit:
+    if FOUR_BIT.of(opts):
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16)
         kwargs["device_map"] = {"": torch.cuda.current_device()}  # this xdist worker's GPU
         fingerprint += ":nf4"
-    if opts.device_map:
-        kwargs["device_map"] = opts.device_map
+    if DEVICE_MAP.of(opts):
+        kwargs["device_map"] = DEVICE_MAP.of(opts)
     check_gpu_fit(Path(source), dataclasses.replace(opts, precision=effective_precision(opts.precision, device)),
                   device, spec.name)
     with unreadable_weights(spec, source, option):
@@ -160,8 +164,9 @@ def load(spec: ModelSpec, opts: LoadOptions) -> Any:
 
 def wrap(handle: CachedModel, opts: LoadOptions) -> Any:
     """``--precision`` on the cached transformers handle (an explicit --dtype is taken as asked)."""
-    if opts.dtype != "auto" or opts.load_in_4bit:
-        handle.precision = "4-bit NF4" if opts.load_in_4bit else opts.dtype  # as asked, unchecked
+    four_bit = FOUR_BIT.of(opts)
+    if opts.dtype != "auto" or four_bit:
+        handle.precision = "4-bit NF4" if four_bit else opts.dtype  # as asked, unchecked
         return handle
     return apply_precision(handle, opts.precision, resolve_device(opts), opts.cache_dir if opts.use_cache else None)
 
@@ -176,5 +181,5 @@ def _gpu_settings(opts: LoadOptions, device: str, model) -> dict:
     return {"compact_fraction": GPU_COMPACT_FRACTION, "plan": None if opts.batch_size else gpu_plan(model)}
 
 
-ENGINE = EngineEntry(name="transformers", load=load, check=check, wrap=wrap,
+ENGINE = EngineEntry(name="transformers", load=load, check=check, wrap=wrap, options=OPTIONS,
                      summary="Hugging Face transformers in this process (the reference)")

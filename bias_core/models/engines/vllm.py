@@ -64,11 +64,9 @@ def check(opts: Any) -> None:
     if vllm_version() is None:
         raise AuditUsageError(f"--engine vllm: vLLM is not installed in this environment. Fix: {INSTALL}, or use "
                               "--engine transformers.")
-    for flag, given in (("--load-in-4bit", opts.load_in_4bit), ("--device-map", opts.device_map),
-                        ("--precision " + str(opts.precision), opts.precision in ("exact", "half"))):
-        if given:
-            raise AuditUsageError(f"{flag} with --engine vllm: that is the transformers engine's. Fix: drop it; vLLM "
-                                  "takes --dtype, --tensor-parallel-size and --pipeline-parallel-size.")
+    if opts.precision in ("exact", "half"):  # the transformers engine's own options are refused as not vLLM's
+        raise AuditUsageError(f"--precision {opts.precision} with --engine vllm: that is the transformers engine's. "
+                              "Fix: drop it; vLLM takes --dtype, --tensor-parallel-size and --pipeline-parallel-size.")
 
 
 def _cuda_devices() -> int:

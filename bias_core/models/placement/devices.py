@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bias_core.models.engines.hf.options import DEVICE_MAP, FOUR_BIT
+
 
 def worker_gpu(worker_id: str | None, n_gpus: int) -> int | None:
     """The GPU a pytest-xdist worker takes: ``gw0`` the first, ``gw1`` the second, and so on,
@@ -21,7 +23,7 @@ def worker_gpu(worker_id: str | None, n_gpus: int) -> int | None:
 def take_worker_gpu(worker_id: str | None, opts: Any) -> int | None:
     """Make this worker's GPU the current one (``-n <number of GPUs>``: one model per GPU).
     Nothing for CPU runs, or with ``--device-map``, where one model spans the GPUs."""
-    if opts.device == "cpu" or getattr(opts, "device_map", None):
+    if opts.device == "cpu" or DEVICE_MAP.of(opts):
         return None
     import torch
 
@@ -50,7 +52,7 @@ def describe(opts: Any, workers: int = 0) -> dict[str, str]:
 
     device = resolve_device(opts)
     dtype = str(resolve_dtype(opts, device)).removeprefix("torch.")
-    if getattr(opts, "load_in_4bit", False):
+    if FOUR_BIT.of(opts):
         dtype = f"nf4 weights, {dtype} compute"
     elif opts.dtype == "auto" and effective_precision(getattr(opts, "precision", "fp32"), device) != "fp32":
         from bias_core.models.precision.half import half_dtype
@@ -62,8 +64,8 @@ def describe(opts: Any, workers: int = 0) -> dict[str, str]:
         import torch
 
         count = torch.cuda.device_count()
-        if getattr(opts, "device_map", None):
-            device = f"cuda ({count} GPU{'s' if count > 1 else ''}, --device-map {opts.device_map})"
+        if DEVICE_MAP.of(opts):
+            device = f"cuda ({count} GPU{'s' if count > 1 else ''}, --device-map {DEVICE_MAP.of(opts)})"
         elif workers > 1 and count > 1:
             device = f"cuda ({min(workers, count)} GPUs, one per xdist worker)"
         else:

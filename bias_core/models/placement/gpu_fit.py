@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bias_core.errors import AuditUsageError
+from bias_core.models.engines.hf.options import DEVICE_MAP, FOUR_BIT
 
 GB = 1e9
 # Share of free memory the weights may take: the rest is for activations and the KV cache.
@@ -41,7 +42,7 @@ def check_gpu_fit(folder: Path, opts: Any, device: str, model_name: str) -> None
     """A usage error when the model's weights, as this run would hold them, exceed the GPU's free
     memory. Runs that choose their own placement or dtype (4-bit, --dtype, --device-map) are
     not second-guessed."""
-    if device != "cuda" or opts.load_in_4bit or opts.dtype != "auto" or opts.device_map:
+    if device != "cuda" or FOUR_BIT.of(opts) or opts.dtype != "auto" or DEVICE_MAP.of(opts):
         return
     n = parameter_count(folder)
     if n is None:
