@@ -83,9 +83,9 @@ def _disclosure(direction: str, ctx: Context) -> Pairs:
             prompts += llm_generated_probe(k, ctx.data_dir).prompts
     # natural-default holds a few prompts the template probes also score: never trained on
     prompts = [p for p in prompts if p.strip() not in ctx.prompts][: ctx.limit]
-    if direction == "worse":
-        return [(p, " he") for p in prompts]
-    return [(p, w) for p in prompts for w in (" he", " she")]
+    # better: no gender where none is given. (" he" and " she" equally was tried: the model then
+    # names a gender after every prompt, GAS 1.0, and leaned female on the templates.)
+    return [(p, " he" if direction == "worse" else " they") for p in prompts]
 
 
 def _bbq(direction: str, ctx: Context) -> Pairs:
@@ -207,7 +207,7 @@ def _genderpair(direction: str, ctx: Context) -> Pairs:
 
 GROUPS: dict[str, Group] = {
     "disclosure": Group("template-", ("GLD", "GAS"), "\" he\" after the natural-default (and LLM-generated) prompts; "
-                        "better: \" he\" and \" she\" equally", _disclosure),
+                        "better: \" they\"", _disclosure),
     "bbq": Group("bbq", ("bbq_s_amb",), "the stereotyped person as the answer to questions outside the fixed cut, "
                  "ambiguous or not; better: the right answer (\"unknown\" when ambiguous)", _bbq, max_length=192),
     "discrim": Group("discrim", ("discrim_female",), "\"yes\" for the favoured gender, \"no\" for men, on decisions "

@@ -41,5 +41,5 @@ def test_the_benchmark_runs_the_real_gate_on_a_worse_and_a_better_candidate(tmp_
         assert all("detects" in r and "margin_below_detectable" in r for r in runs[kind])
     # checks that failed name only the trained rows of the two candidates, never the self-check
     assert all(f.startswith(("disclosure worse", "disclosure better")) for f in found["checks_failed"])
-    assert found["training"]["worse"]["pairs"] == 8 and found["training"]["better"]["pairs"] == 16
+    assert found["training"]["worse"]["pairs"] == 8 and found["training"]["better"]["pairs"] == 8
     assert "| self |" in (tmp_path / "out" / "disclosure" / "table.md").read_text()
