@@ -455,6 +455,9 @@ th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;vertic
 th{background:#eef1f5;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 td.num{white-space:nowrap}
+td.num.wrap{white-space:normal;min-width:9em;text-align:left}
+.wide{overflow-x:auto}
+td.id code{white-space:nowrap}
 table.results td.c-test{max-width:420px}
 tr.row-fail td:first-child{box-shadow:inset 4px 0 var(--fail)}
 tr.row-error td:first-child{box-shadow:inset 4px 0 var(--err)}

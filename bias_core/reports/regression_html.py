@@ -17,7 +17,7 @@ from bias_core.reports.charts import FAIL_ZONE_COLOR, OTHER_COLOR, THRESHOLD_COL
 from bias_core.reports.fmt import num, pairs_of, sig, worse_note
 from bias_core.storage.visible import visible
 
-_ROW_H, _W, _LABEL_W, _PAD = 22, 640, 190, 12
+_ROW_H, _W, _LABEL_W, _PAD, _MARGIN_LABEL_W = 22, 640, 190, 12, 100
 
 
 def is_regression(row: Mapping[str, Any]) -> bool:
@@ -45,7 +45,7 @@ def harm_chart_svg(metric: str, rows: Sequence[Mapping[str, Any]]) -> str:
     lo, hi = min(values), max(values)
     span = (hi - lo) or max(abs(margin), 1e-3)
     lo, hi = lo - 0.08 * span, hi + 0.08 * span
-    plot_w = _W - _LABEL_W - _PAD
+    plot_w = _W - _LABEL_W - _PAD - _MARGIN_LABEL_W  # room right of the plot for the margin's label
     height = _PAD * 2 + _ROW_H * len(rows) + 16
 
     def x(v: float) -> float:
@@ -79,14 +79,16 @@ def harm_chart_svg(metric: str, rows: Sequence[Mapping[str, Any]]) -> str:
 def _table(rows: Sequence[Mapping[str, Any]], badge) -> str:
     head = ("Test", "Better", "n (pairs)", "Baseline", "Candidate", "Δ [95% CI]", "Harm [95% CI]", "Margin",
             "Detects (80%)", "p", "p adjusted", "Verdict")
-    out = ['<table class="examples"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"]
+    # twelve columns: a narrow window scrolls the table rather than breaking test ids letter by letter
+    out = ['<div class="wide"><table class="examples"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
+           + "</tr></thead><tbody>"]
     for r in rows:
         better = f"closer to {sig(r.get('ideal'))}" if r.get("better") == "ideal" else f"{r.get('better') or '—'} is better"
         adjusted = f"{sig(r.get('p_adjusted'), 2)} ({_esc(r.get('adjustment') or '')})" if num(r.get("p_adjusted")) is not None else "—"
         note = f'<div class="note">{_esc(r["reason"])}</div>' if r.get("reason") else ""
         out.append("<tr>" + "".join([
-            f'<td><code>{_esc(r.get("probe"))}-{_esc(r.get("metric"))}</code>{note}</td>', f"<td>{_esc(better)}</td>",
-            f'<td class="num{" worse" if r.get("n_dropped") else ""}">{_esc(pairs_of(r))}</td>',
+            f'<td class="id"><code>{_esc(r.get("probe"))}-{_esc(r.get("metric"))}</code>{note}</td>', f"<td>{_esc(better)}</td>",
+            f'<td class="num wrap{" worse" if r.get("n_dropped") else ""}">{_esc(pairs_of(r))}</td>',
             f'<td class="num">{_esc(sig(r.get("baseline_value")))}</td>',
             f'<td class="num">{_esc(sig(r.get("candidate_value")))}</td>',
             f'<td class="num">{_esc(_signed(r.get("value")))} [{_esc(_signed(r.get("ci_low")))}, {_esc(_signed(r.get("ci_high")))}]</td>',
@@ -96,7 +98,7 @@ def _table(rows: Sequence[Mapping[str, Any]], badge) -> str:
             f'<td class="num">{_esc(sig(r.get("p_value"), 2))}</td>',
             f'<td class="num">{adjusted}</td>', f"<td>{badge(str(r.get('verdict') or ''))}{_worse(r)}</td>",
         ]) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
