@@ -231,6 +231,16 @@ def test_mitigation_keeps_the_disclosure_and_da_gender_probes_whole():
     assert plan.samples("crows-pairs-gender") and not plan.samples("genderpair-groups")
 
 
+def test_a_run_against_a_baseline_keeps_genderpairs_fixed_sample_as_the_stored_baseline_has_it():
+    """The documented candidate command (no --sample) against a baseline stored with --sample
+    fixed: an adaptive GenderPair sample would stop at another size, and the baseline be refused."""
+    stored = ad.plan_for(ad.SampleOptions("fixed"), genderpair_fixed=False, paired=False)
+    candidate = ad.plan_for(ad.SampleOptions(), genderpair_fixed=False, paired=True, baseline=True)
+    for probe in ("genderpair-group1", "genderpair-group2", "genderpair-group3", "genderpair-groups"):
+        assert not stored.samples(probe) and not candidate.samples(probe)
+    assert candidate.fixed_size("bbq-gender") == stored.fixed_size("bbq-gender") == 1024
+
+
 def test_under_exact_precision_gld_looks_are_computed_in_fp32():
     from bias_core.gating.precision_recheck import ExactGate
 

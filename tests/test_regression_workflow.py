@@ -25,6 +25,9 @@ FAMILIES = {
     "disclosure": ("template-color", ()),
     "association": ("bbq or discrim or crows or winobias", ()),
     "genderpair": ("genderpair-group3", GENDERPAIR_SMALL),
+    # GenderPair's own default sample (72 prompts of group 3), which a candidate run without
+    # --sample once drew adaptively and so never paired with a --sample fixed baseline
+    "genderpair-default-sample": ("genderpair-group3", GENDERPAIR_SMALL[2:]),
 }
 
 

@@ -119,14 +119,20 @@ class SamplePlan:
                 "budget_s": self.budget_s, "alpha": self.alpha, "probes": list(self.probes), **cut}
 
 
-def plan_for(options: SampleOptions, genderpair_fixed: bool, paired: bool) -> SamplePlan:
+def plan_for(options: SampleOptions, genderpair_fixed: bool, paired: bool, baseline: bool = False) -> SamplePlan:
     """The run's plan over the catalogue's sampled probes (``ProbeSpec.sampled``). A probe whose
     family draws a sample of its own (GenderPair's) keeps it when --genderpair-sample or --sample N
-    sizes it (``genderpair_fixed``); ``paired`` (--mitigation, --baseline) keeps the others whole,
-    because the variants' paired comparisons and guards need the original's results on the same
-    items."""
-    probes = [p.name for p in catalogue.sampled_probes()
-              if (not genderpair_fixed and options.mode == "auto" if p.sampled.own_sample else not paired)]
+    sizes it (``genderpair_fixed``), and under ``baseline`` (a run with --baseline), whose rows pair
+    with a baseline stored with --sample fixed: its fixed sample, never an adaptive one, which
+    would stop at another size than the baseline's. ``paired`` (--mitigation, --baseline) keeps the
+    others whole, because the variants' paired comparisons and guards need the original's results
+    on the same items."""
+    def adaptive(p) -> bool:
+        if p.sampled.own_sample:
+            return not genderpair_fixed and not baseline and options.mode == "auto"
+        return not paired
+
+    probes = [p.name for p in catalogue.sampled_probes() if adaptive(p)]
     # the probes whose family samples them itself after the others (the run header's order)
     probes.sort(key=lambda name: catalogue.PROBES[name].sampled.own_sample)
     return SamplePlan(options.mode, cap=options.cap, budget_s=options.budget_s, probes=tuple(probes))

@@ -103,8 +103,9 @@ def plan(config) -> SamplePlan:
         settings = run.settings
         gp_fixed = config.getoption("--genderpair-sample") is not None or settings.sample.mode.isdigit()
         # paired comparisons (--mitigation variants, a --baseline) need both sides on the same items
-        paired = bool(settings.mitigations) or config.getoption("--baseline", None) is not None
-        run.plan = plan_for(settings.sample, genderpair_fixed=gp_fixed, paired=paired)
+        baseline = config.getoption("--baseline", None) is not None
+        paired = bool(settings.mitigations) or baseline
+        run.plan = plan_for(settings.sample, genderpair_fixed=gp_fixed, paired=paired, baseline=baseline)
     return run.plan
 
 
