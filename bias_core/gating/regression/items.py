@@ -51,9 +51,9 @@ VALUE_RTOL = 1e-9
 VALUE_ATOL = 1e-12
 
 
-
 class NoItemValues(ValueError):
     """A metric whose items all lack a value in this run: nothing to pair, said without a traceback."""
+
 
 @dataclass(frozen=True)
 class RunConfig:
