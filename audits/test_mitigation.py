@@ -12,7 +12,7 @@ import pytest
 
 from bias_core import catalogue
 from bias_core.mitigation.methods.names import WEIGHT_CHANGING
-from bias_core.suites import DISCLOSURE_PROBES, MITIGATION_GUARDS
+from bias_core.suites import DISCLOSURE_PROBES, MITIGATION_GUARDS, proxied
 
 NO_MITIGATION = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no --mitigation given"), id="none")
 GENDERCARE = "gendercare-cda"
@@ -34,7 +34,7 @@ def pytest_generate_tests(metafunc):
         proxy = get_regard(metafunc.config.getoption("--regard-classifier")).is_proxy
         cases = [pytest.param(GENDERCARE, p, m.name, id=f"{GENDERCARE}-{p}-{m.name}")
                  for m in catalogue.reaudits() if GENDERCARE in names
-                 if "regard" not in m.name or ("regard_proxy" in m.name) == proxy for p in m.probes]
+                 if m.audited_with(proxied(proxy)) for p in m.probes]
         metafunc.parametrize(("variant", "probe", "metric"), cases or [NO_REAUDIT])
     elif metafunc.function.__name__ == "test_mitigation_reduces_bias":
         cases = [pytest.param(v, p, m.name, id=f"{v}-{p}-{m.name}")

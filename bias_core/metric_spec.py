@@ -144,6 +144,18 @@ class MetricSpec:
     # of bias left (its distance from ``ideal``, one axis per probe), or "knowledge", the axis of
     # genuine knowledge lost (1 - value, a share)
     tradeoff: Literal["bias", "knowledge"] | None = None
+    # the role of the classifier whose scores it is computed from ("toxicity", "regard": the
+    # suite's scorer of that name), or of the metric it compares; None when none scores it. The
+    # report records that classifier beside its numbers.
+    scorer: str | None = None
+    # what stands in, offline, for the paper's ``scorer`` classifier when it is computed
+    # ("VADER sentiment" for regard). Its numbers measure something else than the paper's, so a
+    # run audits it only when its ``scorer`` classifier is that proxy, and the paper's metric
+    # otherwise (``audited_with``); the report says so beside it.
+    stand_in: str | None = None
+    # the paper's metric this stand-in's metric takes the place of (regard_proxy_negative of
+    # regard_negative): where a report shows the paper's, it shows this one from a proxy's run
+    variant_of: str | None = None
 
     def __post_init__(self) -> None:
         def bad(field: str, got: Any, want: str) -> ValueError:
@@ -173,6 +185,23 @@ class MetricSpec:
             reference = getattr(self, field)
             if reference is not None and not (isinstance(reference, str) and ":" in reference):
                 raise bad(field, reference, '"module:function"')
+        for field in ("scorer", "stand_in", "variant_of"):
+            value = getattr(self, field)
+            if value is not None and not (isinstance(value, str) and value.strip()):
+                raise bad(field, value, "None or a name")
+        if self.stand_in is not None and self.scorer is None:
+            raise ValueError(f"{self.name}: stand_in says what replaces its scorer's classifier: give the scorer")
+        if self.variant_of is not None and self.stand_in is None:
+            raise ValueError(f"{self.name}: variant_of is the paper's metric a stand-in's takes the place of: "
+                             "give the stand_in")
+        if self.variant_of == self.name:
+            raise ValueError(f"{self.name}: variant_of names another metric, not itself")
+
+    def audited_with(self, proxies: set[str] | frozenset[str] | tuple[str, ...]) -> bool:
+        """Whether a run whose classifiers of the roles ``proxies`` are offline proxies (their
+        ``is_proxy``) audits this metric: a stand-in's metric only with its proxy, the paper's
+        only without; a metric no classifier scores, always."""
+        return self.scorer is None or (self.stand_in is not None) == (self.scorer in proxies)
 
     @property
     def paired(self) -> bool:

@@ -250,3 +250,78 @@ def test_metric_spec_rejects_contradictions():
         MetricSpec("x", family="", better="lower", **fields)
     # an installed package may bring a family of its own (bias_core.pytest_plugin.hookspec); the project may not
     assert {m.family for m in catalogue.METRICS} <= set(catalogue.FAMILIES)
+
+
+# ----- the classifier fields: scorer, stand_in, variant_of ------------------------------------------
+_SCORED = {"family": "genderpair", "probes": ("p",), "better": "lower", "scale": "", "value_range": (0.0, 1.0),
+           "compute": "m:f", "sampling": MeanOfItems(), "pairing": NotPaired("why"), "precision": "decisions",
+           "examples": "m:g"}
+
+
+@pytest.mark.parametrize("field", ["scorer", "stand_in", "variant_of"])
+@pytest.mark.parametrize("bad", ["", "  ", 3, ("regard",)])
+def test_a_classifier_field_is_a_name_or_none(field, bad):
+    with pytest.raises(ValueError, match=f"x: {field} must be None or a name"):
+        MetricSpec("x", **{"scorer": "regard", "stand_in": "VADER sentiment", **_SCORED, field: bad})
+
+
+def test_a_stand_in_needs_its_scorer_and_a_variant_its_stand_in():
+    with pytest.raises(ValueError, match="x: stand_in says what replaces its scorer's classifier"):
+        MetricSpec("x", **_SCORED, stand_in="VADER sentiment")
+    with pytest.raises(ValueError, match="x: variant_of is the paper's metric a stand-in's takes the place of"):
+        MetricSpec("x", **_SCORED, scorer="regard", variant_of="y")
+    with pytest.raises(ValueError, match="x: variant_of names another metric"):
+        MetricSpec("x", **_SCORED, scorer="regard", stand_in="VADER sentiment", variant_of="x")
+    MetricSpec("x", **_SCORED, scorer="regard", stand_in="VADER sentiment", variant_of="y")
+
+
+def test_a_run_audits_the_metrics_of_the_scorer_it_has():
+    paper = MetricSpec("x", **_SCORED, scorer="regard")
+    proxy = MetricSpec("x_proxy", **_SCORED, scorer="regard", stand_in="VADER sentiment", variant_of="x")
+    unscored = MetricSpec("y", **_SCORED)
+    toxicity = MetricSpec("z", **_SCORED, scorer="toxicity")
+    assert [m.audited_with(()) for m in (paper, proxy, unscored, toxicity)] == [True, False, True, True]
+    assert [m.audited_with(("regard",)) for m in (paper, proxy, unscored, toxicity)] == [False, True, True, True]
+
+
+def test_every_regard_proxy_metric_declares_its_stand_in_and_the_papers_metric_it_replaces():
+    """regard_proxy_* (VADER sentiment standing in for the regard model): the report's caveat, the
+    scorer a run audits with and the paper tables' rows read the declaration, not the name."""
+    stand_ins = [m for m in METRICS if m.stand_in is not None]
+    assert {m.name for m in stand_ins} == {m.name for m in METRICS if "proxy" in m.name}
+    for m in stand_ins:
+        paper = BY_NAME[m.variant_of]  # every one declares the paper's metric, which exists
+        assert (m.scorer, m.stand_in) == ("regard", "VADER sentiment"), m.name
+        assert paper.scorer == m.scorer and paper.stand_in is None, m.name
+        assert (paper.family, paper.probes, paper.better, paper.value_range, paper.runner) == (
+            m.family, m.probes, m.better, m.value_range, m.runner), m.name
+    # each paper metric has one stand-in's variant at most: a report shows that one in its place
+    variants = [m.variant_of for m in stand_ins]
+    assert len(variants) == len(set(variants))
+    assert {m.name for m in METRICS if m.scorer == "regard" and m.stand_in is None} == set(variants)
+
+
+def test_a_declared_scorer_is_the_classifier_input_its_runner_takes():
+    """The GenderPair suite hands a runner the scores of the classifier its parameter names
+    (``toxicity``, ``regard``): the declared scorer is that one, and a comparison's is its metric's."""
+    import inspect
+
+    for m in METRICS:
+        if m.family == "genderpair":
+            taken = inspect.signature(m.runner_function()).parameters
+            assert m.scorer == next((r for r in ("toxicity", "regard") if r in taken), None), m.name
+        elif m.of is not None and m.of in BY_NAME:
+            assert m.scorer == BY_NAME[m.of].scorer and m.stand_in == BY_NAME[m.of].stand_in, m.name
+        elif m.runner is not None and m.family != "mitigation":
+            assert m.scorer is None, m.name
+
+
+def test_a_runner_of_several_metrics_computes_those_the_catalogue_declares_of_it():
+    from bias_core.runners.bbq import run_bbq
+
+    bbq = {m.name: m.compute_function() for m in METRICS if m.runner == "bias_core.runners.bbq:run_bbq"}
+    assert len(bbq) == 4 and catalogue.computed_by(run_bbq) == bbq == catalogue.computed_by("bias_core.runners.bbq:run_bbq")
+    assert list(catalogue.computed_by(run_bbq, "bbq-gender")) == list(bbq)
+    assert catalogue.computed_by(run_bbq, "winogender") == {}
+    regard = catalogue.computed_by("bias_core.runners.genderpair:run_group_regard", "genderpair-group1")
+    assert list(regard) == ["regard_negative", "regard_proxy_negative"]

@@ -213,8 +213,10 @@ MAY_IMPORT = {
     "bias_core.models": {"bias_core.errors", "bias_core.storage", "bias_core.probes.placeholders"},
     "bias_core.metrics": {"bias_core.errors", "bias_core.probes", "bias_core.stats"},
     "bias_core.classifiers": {"bias_core.errors", "bias_core.probes", "bias_core.models"},
+    # a runner of several metrics computes, by default, those the catalogue declares of it
+    # (catalogue.computed_by), never a table of names of its own
     "bias_core.runners": {"bias_core.errors", "bias_core.probes", "bias_core.models", "bias_core.metrics",
-                          "bias_core.stats"},
+                          "bias_core.stats", "bias_core.catalogue"},
     "bias_core.gating": {"bias_core.errors", "bias_core.storage", "bias_core.metric_spec", "bias_core.catalogue",
                          "bias_core.probes", "bias_core.metrics", "bias_core.stats"},
     # mitigation reads the catalogue for what its tables are keyed by (the trade-off's axes, the

@@ -242,7 +242,7 @@ def check_da_score_against_direct(lm, probe: Probe) -> None:
             direct[key][1].append(sum(sizes.word_logprob_atol(n if key == "total" else 1) for n in tokens)
                                   + value_atol(right[k], wrong[k]))
     for causal in ("mean", "total"):
-        got = run_da_score(lm, probe) if causal == "mean" else run_da_score(lm, probe, causal="total")
+        got = run_da_score(lm, probe) if causal == "total" else run_da_score(lm, probe, causal="mean")
         assert got.breakdown["definition"] == {"articles": "paper", "causal_likelihood": causal}
         margins, tol = np.array(direct[causal][0]), np.array(direct[causal][1])
         got_margins = np.array([d["margin"] for d in got.details])

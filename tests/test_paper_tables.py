@@ -312,10 +312,31 @@ def test_da_gender_table_7_from_a_tradeoff_csv_without_the_signed_values_says_th
     assert _cell_row(tables, "da-gender-7", ("stereo-score",))[1].text == "50±3.50"
 
 
+def test_da_gender_table_7_takes_the_ideal_from_the_catalogue(tmp_path, monkeypatch):
+    """stereo-score's "50±" and "(50 = unbiased)" are its catalogue entry's ideal, not the table's own."""
+    import dataclasses
+
+    from bias_core import catalogue
+
+    monkeypatch.setitem(catalogue.BY_NAME, "stereo_score", dataclasses.replace(catalogue.spec("stereo_score"), ideal=60.0))
+    _tradeoff_csv(tmp_path, [{"variant": "cds@0.9", "stereo_score_bias": 3.5}])
+    tables = layouts(Run([_row("stereoset-gender", "stereo_score", 61.234)], {"model": "gpt2"}, tmp_path))
+    assert _cell_row(tables, "da-gender-7", ("stereo-score",))[1].text == "60±3.50"
+    assert any("stereo-score: percent (60 = unbiased)" in n for n in _layout(tables, "da-gender-7").notes)
+
+
 def test_da_gender_table_8_notes_the_papers_masked_definition_and_the_runs():
     rows = [_row("da-gender", "DA_score", 0.951, breakdown={"definition": {"masked_da": "probability"}})]
     [kurita] = [n for n in _layout(layouts(Run(rows, {"model": "bert-base"})), "da-gender-8").notes if "Kurita" in n]
     assert "its code's definition, not its text's" in kurita and "This run's: masked_da=probability (the text's)." in kurita
+
+
+@pytest.mark.parametrize("said,whose", [("total", "the text"), ("mean", "the code")])
+def test_da_gender_table_8_notes_the_papers_causal_definition_and_the_runs(said, whose):
+    rows = [_row("da-gender", "DA_score", 0.7, breakdown={"definition": {"causal_likelihood": said}})]
+    [note] = [n for n in _layout(layouts(Run(rows, {"model": "gpt2"})), "da-gender-8").notes if "GPT-2" in n]
+    assert "per-token mean" in note and "sentence probabilities" in note
+    assert note.endswith(f"This run's: {said} ({whose}'s).")
 
 
 def test_gendercare_tables_per_group_with_sigma_and_before_after_cda():

@@ -245,20 +245,23 @@ def TableCausal(table):
     return FakeEngine(kind="causal", sentence=table.__getitem__)
 
 
-def test_run_da_score_causal_per_token_mean_is_the_default():
-    # The paper's GPT-2 code: per-token mean log-likelihood (geometric mean probability).
+def test_run_da_score_causal_default_is_the_texts_sentence_probability():
+    # Section 5: "For GPT2, we compute sentence probabilities": joint log-likelihoods by default;
+    # the paper's GPT-2 code compares per-token means (causal="mean").
     # Right "My sister is pregnant." 4 tokens, total -8 (mean -2); wrong "He is pregnant."
     # 3 tokens, total -7 (mean -7/3). Totals prefer the wrong sentence, means the right one.
     item = ProbeItem(id="0", prompt="My sister is pregnant.",
                      meta={"template": "t", "attribute": "pregnant", "correct": "female", "wrong_sentence": "He is pregnant."})
     lm = TableCausal({"My sister is pregnant.": -8.0, "He is pregnant.": -7.0})
     probe = Probe("da-gender", "1", (item,))
-    mean = run_da_score(lm, probe)
+    default = run_da_score(lm, probe)
+    assert default.value == 0.0 and default.details[0]["margin"] == pytest.approx(-1.0)
+    assert default.breakdown["definition"] == {"causal_likelihood": "total"}
+    mean = run_da_score(lm, probe, causal="mean")
     assert mean.value == 1.0 and mean.details[0]["margin"] == pytest.approx(-2.0 + 7.0 / 3.0)
     assert mean.breakdown["definition"] == {"causal_likelihood": "mean"}
-    total = run_da_score(lm, probe, causal="total")
-    assert total.value == 0.0 and total.details[0]["margin"] == pytest.approx(-1.0)
-    with pytest.raises(ValueError, match="choose one of mean, total"):
+    assert run_da_score(lm, probe, causal="total").details[0]["margin"] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="choose one of paper, mean, total"):
         run_da_score(lm, probe, causal="median")
 
 

@@ -179,6 +179,18 @@ def test_caveats_from_breakdowns(breakdown, metric, expected):
     assert any(c.startswith(expected) for c in row_caveats({"metric": metric, "breakdown": breakdown}))
 
 
+def test_the_proxy_caveat_is_the_declared_stand_ins_not_the_names():
+    """Every metric the catalogue declares a stand-in's says so, with what stands in for what; a
+    name alone says nothing (an installed package's "proxy_count" is not a proxy)."""
+    from bias_core import catalogue
+
+    for m in catalogue.METRICS:
+        said = [c for c in row_caveats({"metric": m.name, "breakdown": {}}) if c.startswith("proxy metric")]
+        assert said == ([f"proxy metric: {m.stand_in} stands in for the {m.scorer} classifier (offline)"]
+                        if m.stand_in else []), m.name
+    assert row_caveats({"metric": "proxy_count", "breakdown": {}}) == []
+
+
 def test_caveats_stay_quiet_below_their_thresholds():
     quiet = {"metric": "BPR", "breakdown": {"fallback_share": 0.5, "by_position": {"biased_first": 0.6, "anti_first": 0.41},
                                             "data": {"source": "paper"}}}

@@ -79,7 +79,7 @@ def test_online_the_loader_reads_the_hub_and_says_so(monkeypatch, tmp_path):
     monkeypatch.delenv("BIAS_CORE_OFFLINE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
-    monkeypatch.setattr(probe_module, "reachable", lambda url: None)
+    monkeypatch.setattr(sources, "reachable", lambda url: None)  # the walk's check of the hub (probes/data_walk.py)
     rows = [hub_row(i.meta["sentence"], i.meta["pronoun"], *i.meta["choices"], i.meta["gender"], i.meta["label"])
             for i in rows_of(winogender_tsv(), tmp_path)]
     monkeypatch.setattr(probe_module, "_hub_rows", lambda: rows)

@@ -15,12 +15,22 @@ def scored_token_counts(lm, texts: Sequence[str]) -> np.ndarray:
 
 # How a causal LM's sentence log-likelihoods are compared where a paper compares sentences:
 # "mean" per scored token (the per-token geometric mean probability of DA-Gender's and
-# StereoSet's GPT-2 code), or "total" (the joint log-likelihood).
-CAUSAL_LIKELIHOODS = ("mean", "total")
-DEFAULT_CAUSAL_LIKELIHOOD = "mean"
+# StereoSet's GPT-2 code), "total" (the joint log-likelihood), or "paper": each metric as its
+# source defines it (``paper_causal``).
+CAUSAL_LIKELIHOODS = ("paper", "mean", "total")
+DEFAULT_CAUSAL_LIKELIHOOD = "paper"
 
 
-def sentence_scores(lm, sentences: Sequence[str], causal: str = DEFAULT_CAUSAL_LIKELIHOOD,
+def paper_causal(causal: str, paper: str) -> str:
+    """The comparison a metric makes: its source's (``paper``, "mean" or "total") under the
+    "paper" setting, else the one the user chose. DA-Gender's text compares "sentence
+    probabilities" (total), StereoSet's evaluation per-token means: one setting cannot be both."""
+    if causal not in CAUSAL_LIKELIHOODS:
+        raise ValueError(f"causal likelihood {causal!r}: choose one of {', '.join(CAUSAL_LIKELIHOODS)}")
+    return paper if causal == "paper" else causal
+
+
+def sentence_scores(lm, sentences: Sequence[str], causal: str = "mean",
                     desc: str = "sentence log-likelihoods",
                     pairs: Sequence[tuple[int, int]] | None = None) -> np.ndarray:
     """``lm.sentence_logprob``, divided by the scored tokens for a causal LM when ``causal`` is
@@ -30,8 +40,8 @@ def sentence_scores(lm, sentences: Sequence[str], causal: str = DEFAULT_CAUSAL_L
     every one of them is decided as fp32 decides it (the per-token division included)."""
     from bias_core.models.precision.modes import compared_sentence_logprob
 
-    if causal not in CAUSAL_LIKELIHOODS:
-        raise ValueError(f"causal likelihood {causal!r}: choose one of {', '.join(CAUSAL_LIKELIHOODS)}")
+    if causal not in ("mean", "total"):
+        raise ValueError(f"causal likelihood {causal!r}: the metric resolves 'paper' (paper_causal) before scoring")
     per_token = lm.kind == "causal" and causal == "mean"
     counts = scored_token_counts(lm, sentences) if per_token else None
     weights = None if counts is None else 1.0 / counts

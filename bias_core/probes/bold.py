@@ -11,7 +11,8 @@ import numpy as np
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import CARE, DataDirFile, find_in_data_dir
+from bias_core.probes.data_walk import DataWalk
+from bias_core.probes.published import CARE, DataDirFile
 from bias_core.probes.sources import RESTORE, check_text, csv_records
 
 NAME = "bold-gender"
@@ -37,21 +38,25 @@ FILES: dict[str, DataDirFile] = {
     group: DataDirFile((f"GenderCARE-ccs24/bold_gender_{group}_prompts.csv",), f"GenderCARE's BOLD {group} prompts",
                        None, None, CARE, None)
     for group in GROUPS}
+#: Where the items come from: both groups' files, each needed (the catalogue's declaration, walked by the loader).
+SOURCES = tuple(FILES.values())
 
 
 def load_bold(data_dir: Path | None = None, seed: int = 0, sample: int | None = SAMPLE) -> Probe:
     """A seeded sample of ``sample`` prompts per group (None: all), each item's ``meta["group"]``
     its group; both files must be there, checked against the published copies."""
-    paths = {g: file.present(data_dir) for g, file in FILES.items()}
-    if not all(paths.values()):
+    # unlike the other probes' sources these are not alternatives: every one found is kept
+    found = {f.source: f.path for f in DataWalk(data_dir, SOURCES)}
+    if len(found) < len(SOURCES):
         where = f"--data-dir {data_dir}" if data_dir is not None else "no --data-dir given"
-        looked = ", ".join(c for file in FILES.values() for c in file.candidates)
+        looked = ", ".join(c for file in SOURCES for c in file.candidates)
         raise DataSourceMissing(f"BOLD gender prompts not available ({where}; looked for {looked}). Fix: pass "
                                 "--data-dir with GenderCARE-ccs24/bold_gender_actors_prompts.csv and "
                                 "bold_gender_actresses_prompts.csv (GenderCARE's copy of BOLD).")
+    paths = {g: found[FILES[g]] for g in GROUPS}
     items = []
     for k, group in enumerate(GROUPS):
-        rows = read_bold_csv(find_in_data_dir(data_dir, FILES[group]))
+        rows = read_bold_csv(paths[group])
         order = np.arange(len(rows))
         if sample is not None and sample < len(rows):
             order = np.sort(np.random.default_rng([seed, k]).permutation(len(rows))[:sample])

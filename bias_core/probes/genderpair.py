@@ -33,18 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe, ProbeItem, Select, pooled_probe
-from bias_core.probes.published import CARE, Counter, Counts, DataDirFile, find_in_data_dir
-from bias_core.probes.sources import (
-    Unique,
-    fetch_text,
-    missing,
-    online_allowed,
-    project_data,
-    reachable,
-    read_json,
-)
+from bias_core.probes.data_walk import DataWalk
+from bias_core.probes.published import CARE, Counter, Counts, DataDirFile, Online, Shipped, Source
+from bias_core.probes.sources import Unique, fetch_text, project_data, read_json
 
 #: Prompts audited over the three groups unless told otherwise (a fixed, seeded sample; the
 #: suite and the command line both default to it).
@@ -68,6 +61,8 @@ PAPER = "Tang et al. 2024, GenderCARE (ACM CCS 2024, arXiv:2408.12494)"
 UPSTREAM_COMMIT = "942d13525e8a029df11bae5271aa3cb5db48b1a0"
 UPSTREAM_DIR = "Datasets/Assess_Gender_Bias/Our_Benchmark_GenderPair/pair_sets"
 UPSTREAM = f"https://raw.githubusercontent.com/kstanghere/GenderCARE-ccs24/{UPSTREAM_COMMIT}/{UPSTREAM_DIR}/"
+#: The instruction and requirement texts (data, bias_core/data/genderpair_prompts.json), read by every GenderPair probe.
+PROMPTS = Shipped("genderpair_prompts.json")
 #: Full benchmark size stated in the paper (Sec. 3.3); count_benchmark reproduces it from the files.
 PAPER_PROMPT_COUNT = 103_854
 
@@ -173,37 +168,29 @@ def upstream_url(group: int) -> str:
     return f"{UPSTREAM}group{group}/group{group}_pairset.json"
 
 
+#: group -> the project-written stand-in for its pair set (bias_core/data/GENDERPAIR.md)
+STAND_INS: dict[int, Shipped] = {g: Shipped(f"genderpair_pairset_group{g}.json") for g in GROUPS}
+#: group -> where its pair set comes from, in the order tried: the paper's from --data-dir, else
+#: online, else the project's stand-in.
+PAIRSET_SOURCES: dict[int, tuple[Source, ...]] = {g: (PAIRSETS[g], Online(upstream_url(g)), STAND_INS[g]) for g in GROUPS}
+#: The catalogue's declarations, in the order the loaders read: a group's pair set, then the prompt
+#: texts; the robustness probe the texts (its wordings) first, then each group's pair set.
+GROUP_SOURCES: dict[int, tuple[Source, ...]] = {g: (*PAIRSET_SOURCES[g], PROMPTS) for g in GROUPS}
+ROBUSTNESS_SOURCES: tuple[Source, ...] = (PROMPTS, *(s for g in GROUPS for s in PAIRSET_SOURCES[g]))
+
+
 def load_published_pairset(group: int, data_dir: Path | None) -> PairSet:
     """The paper's pair set: from ``--data-dir`` first, then the repository online.
 
     Raises DataSourceMissing naming every place looked at when neither is available.
     """
-    _check_group(group)
-    path = find_in_data_dir(data_dir, PAIRSETS[group])
-    if path is not None:
-        rows = read_json(path)
-        return parse_pairset(rows, group, {"source": f"{PAPER}: published GenderPair pair set, group {group}",
-                                           "licence": "MIT", "loaded_from": str(path), "kind": "published"})
-    error = None
-    if online_allowed() and (error := reachable("https://raw.githubusercontent.com")) is None:
-        url = upstream_url(group)
-        try:
-            rows = json.loads(fetch_text(url))
-            return parse_pairset(rows, group, {"source": f"{PAPER}: published GenderPair pair set, group {group}",
-                                               "licence": "MIT", "loaded_from": url, "kind": "published"})
-        except Exception as exc:  # reported in the skip reason
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    raise missing(f"GenderPair group {group} pair set", data_dir, list(PAIRSETS[group].candidates), error)
+    return _walk_pairset(group, data_dir, stand_in=False)
 
 
 def load_project_pairset(group: int) -> PairSet:
     """The project-written stand-in (not the paper's descriptors; see bias_core/data/GENDERPAIR.md)."""
     _check_group(group)
-    path = project_data(f"genderpair_pairset_group{group}.json")
-    rows = json.loads(path.read_text(encoding="utf-8"))
-    return parse_pairset(rows, group, {"source": "written by the project (bias_core/data/GENDERPAIR.md), not the paper's pair set",
-                                       "licence": "Apache-2.0", "loaded_from": "project data", "kind": "project",
-                                       "stand_in": "the project-written GenderPair set, not the paper's descriptors"})
+    return _project_pairset(group, project_data(STAND_INS[group].file))
 
 
 def load_pairset(group: int, data_dir: Path | None = None, source: str = "auto") -> PairSet:
@@ -219,12 +206,37 @@ def load_pairset(group: int, data_dir: Path | None = None, source: str = "auto")
         return load_published_pairset(group, data_dir)
     if source != "auto":
         raise ValueError(f"load_pairset: source must be 'auto', 'published' or 'project', got {source!r}")
-    try:
-        return load_published_pairset(group, data_dir)
-    except DataSourceMissing as exc:
-        pairset = load_project_pairset(group)
-        pairset.provenance["published_unavailable"] = str(exc)
-        return pairset
+    return _walk_pairset(group, data_dir, stand_in=True)
+
+
+def _walk_pairset(group: int, data_dir: Path | None, stand_in: bool) -> PairSet:
+    """The first of the group's pair-set sources found (``stand_in`` False: the published ones only)."""
+    _check_group(group)
+    walk = DataWalk(data_dir, [s for s in PAIRSET_SOURCES[group] if stand_in or s is not STAND_INS[group]])
+    what = f"GenderPair group {group} pair set"
+    for found in walk:
+        if found.source is PAIRSETS[group]:
+            return parse_pairset(read_json(found.path), group, _published_provenance(group, str(found.path)))
+        if found.source is STAND_INS[group]:  # no published copy could be used
+            pairset = _project_pairset(group, found.path)
+            pairset.provenance["published_unavailable"] = str(walk.missing(what))
+            return pairset
+        with walk.fetching():  # reported in the skip reason
+            rows = json.loads(fetch_text(found.source.where))
+            return parse_pairset(rows, group, _published_provenance(group, found.source.where))
+    raise walk.missing(what)
+
+
+def _published_provenance(group: int, loaded_from: str) -> dict[str, str]:
+    return {"source": f"{PAPER}: published GenderPair pair set, group {group}", "licence": "MIT",
+            "loaded_from": loaded_from, "kind": "published"}
+
+
+def _project_pairset(group: int, path: Path) -> PairSet:
+    rows = json.loads(path.read_text(encoding="utf-8"))
+    return parse_pairset(rows, group, {"source": "written by the project (bias_core/data/GENDERPAIR.md), not the paper's pair set",
+                                       "licence": "Apache-2.0", "loaded_from": "project data", "kind": "project",
+                                       "stand_in": "the project-written GenderPair set, not the paper's descriptors"})
 
 
 def _check_group(group: int) -> None:
@@ -258,7 +270,7 @@ class PromptVariant:
 
 def load_prompt_variants(path: Path | None = None) -> dict[str, PromptVariant]:
     """Instruction/requirement variants from JSON (the project's file unless ``path`` is given)."""
-    path = path or project_data("genderpair_prompts.json")
+    path = path or project_data(PROMPTS.file)
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     out = {}
     for name, spec in data["variants"].items():
@@ -274,7 +286,7 @@ def load_prompt_variants(path: Path | None = None) -> dict[str, PromptVariant]:
 
 
 def robustness_variant_names(path: Path | None = None) -> list[str]:
-    data = json.loads(Path(path or project_data("genderpair_prompts.json")).read_text(encoding="utf-8"))
+    data = json.loads(Path(path or project_data(PROMPTS.file)).read_text(encoding="utf-8"))
     return list(data["robustness_variants"])
 
 

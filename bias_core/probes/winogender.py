@@ -31,10 +31,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bias_core.errors import DataFileError, DataSourceMissing
+from bias_core.errors import DataFileError
 from bias_core.probes.base import Probe, ProbeItem
-from bias_core.probes.published import Counts, DataDirFile, find_in_data_dir
-from bias_core.probes.sources import RESTORE, Unique, check_text, csv_records, missing, online_allowed, reachable
+from bias_core.probes.data_walk import DataWalk
+from bias_core.probes.published import Counts, DataDirFile, Online
+from bias_core.probes.sources import RESTORE, Unique, check_text, csv_records
 
 NAME = "winogender"
 HUB_ID, HUB_CONFIG = "oskarvanderwal/winogender", "all"
@@ -108,6 +109,9 @@ RELEASE = DataDirFile(
     "WinoGender sentences", None,
     {"sentences": 720, "templates": 120},
     "https://github.com/rudinger/winogender-schemas (data/all_sentences.tsv, commit 42a11f2)", winogender_counts)
+#: Where the items come from, in the order tried (no packaged copy): the catalogue's declaration,
+#: walked by the loader.
+SOURCES = (RELEASE, Online(f"hub:{HUB_ID}"))
 
 
 def _hub_rows() -> list[Mapping[str, Any]]:
@@ -136,17 +140,11 @@ def hub_items(rows: list[Mapping[str, Any]]) -> list[ProbeItem]:
 def load_winogender(data_dir: Path | None = None) -> Probe:
     """WinoGender's sentences from the first source available (see the module doc)."""
     base = {"source": PAPER, "licence": LICENCE, "data_card": "bias_core/data/winogender.md"}
-    path = find_in_data_dir(data_dir, RELEASE)
-    if path is not None:
-        return Probe(NAME, "1", tuple(read_all_sentences(path)), {**base, "loaded_from": str(path)})
-    error = None
-    if online_allowed() and (error := reachable("https://huggingface.co")) is None:
-        try:
+    walk = DataWalk(data_dir, SOURCES)
+    for found in walk:
+        if found.source is RELEASE:
+            return Probe(NAME, "1", tuple(read_all_sentences(found.path)), {**base, "loaded_from": str(found.path)})
+        with walk.fetching(keep=(DataFileError,)):  # a malformed hub row is an error, not an absent source
             return Probe(NAME, "1", tuple(hub_items(_hub_rows())), {**base, "loaded_from": f"hub:{HUB_ID}/{HUB_CONFIG}"})
-        except DataFileError:
-            raise
-        except Exception as exc:  # hub trouble: reported with the other places looked at
-            error = f"{type(exc).__name__}: {str(exc)[:160]}"
-    base_error = missing(f"probe {NAME}", data_dir, list(RELEASE.candidates), error)
-    raise DataSourceMissing(f"{base_error} WinoGender has no packaged copy: run online (the hub's {HUB_ID}), or put "
-                            "Rudinger et al.'s data/all_sentences.tsv in --data-dir.")
+    raise walk.missing(f"probe {NAME}", f"WinoGender has no packaged copy: run online (the hub's {HUB_ID}), or put "
+                       "Rudinger et al.'s data/all_sentences.tsv in --data-dir.")

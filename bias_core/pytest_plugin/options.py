@@ -86,8 +86,8 @@ def add_options(parser) -> None:
                          "cds, er, sentence-debias")
     group.addoption("--mitigation-sweep", default=None,
                     help="DA-Gender's debiasing / over-debiasing trade-off: CDS, ER and SentenceDebias over a strength "
-                         "grid: quick (the CPU quick sweep: a small grid, LoRA, one seed), paper (Table 11's grids on the "
-                         "paper's schedule: full fine-tuning, Table 12's settings, five seeds averaged; CUDA only) or "
+                         "grid: quick (the CPU quick sweep: a small grid, LoRA, one seed), paper (Table 11's grids and Table 12's "
+                         "strengths on the paper's schedule: full fine-tuning, Table 12's settings, five seeds averaged; CUDA only) or "
                          "'[paper:]cds=0.6,0.95;er=2;sentence-debias=1'; writes tradeoff.csv and tradeoff_<metric>.svg "
                          "into the run folder")
     group.addoption("--mitigation-steps", type=int, default=None,
@@ -104,8 +104,9 @@ def add_options(parser) -> None:
                     help="occupation template prompts: paper (the paper's code, 'a' before every word) or "
                          f"grammatical ('an attendant') (default: {DEFAULT_ARTICLES})")
     group.addoption("--causal-likelihood", default=DEFAULT_CAUSAL_LIKELIHOOD,
-                    help="how DA-Gender and StereoSet compare a causal LM's sentences: mean (per-token log-likelihood, "
-                         f"the papers' GPT-2 code) or total (default: {DEFAULT_CAUSAL_LIKELIHOOD})")
+                    help="how DA-Gender, StereoSet and occupation pronouns compare a causal LM's sentences: paper "
+                         "(each as its source: DA_score total, DA-Gender's text; StereoSet per-token mean, its code), "
+                         f"mean (per-token log-likelihood, the papers' GPT-2 code) or total (default: {DEFAULT_CAUSAL_LIKELIHOOD})")
     from bias_core.pytest_plugin.regression_options import add_options as add_regression_options
 
     add_regression_options(group)  # --adapter, --baseline, --baseline-adapter, --summary-md

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from bias_core.pytest_plugin.options import AuditSettings
+from bias_core.pytest_plugin.regression_session import find_regression
 from bias_core.pytest_plugin.session_state import plan, run_state
 
 
@@ -23,8 +24,11 @@ def definitions(settings: AuditSettings) -> dict[str, Any]:
 def definitions_line(settings: AuditSettings) -> str:
     from bias_core.probes.lexicon import get_lexicon
 
+    causal = settings.causal_likelihood
+    if causal == "paper":  # say what "paper" resolves to: DA-Gender's text and StereoSet's code differ
+        causal = "paper (DA_score total, StereoSet and occupation pronouns per-token mean)"
     return (f"lexicon {get_lexicon(settings.lexicon).describe()}; articles {settings.articles}; "
-            f"causal likelihood {settings.causal_likelihood}")
+            f"causal likelihood {causal}")
 
 
 def sampling_line(settings: AuditSettings) -> str:
@@ -45,7 +49,7 @@ def model_card(config) -> list[str]:
     """What was chosen for the user in loading the audited (and a live baseline) model: files, an
     adapter's base; once loaded in this process, what loading dropped (models/weights/load_report.py)."""
     run = run_state(config)
-    regression, lm = run.regression, run.model
+    regression, lm = find_regression(config), run.model
     return [*run.settings.model_card, *(regression.options.card if regression else ()),
             *(getattr(lm, "load_notes", ()) if lm is not None else ())]
 

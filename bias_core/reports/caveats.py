@@ -13,8 +13,8 @@ Each rule returns plain text (no HTML), shown as a warning on the report's row. 
 - **generated answers**: BBQ's answers were read from greedy generations, the engine giving no
   log-likelihoods (``breakdown["answers_from"] == "generation"``): not comparable with a run that
   scored the answers.
-- **proxy metric**: the metric name contains ``proxy`` (offline, a VADER sentiment proxy
-  stands in for the regard classifier).
+- **proxy metric**: the metric's catalogue entry declares a ``stand_in`` for its ``scorer``
+  (offline, a VADER sentiment proxy stands in for the regard classifier).
 - **p-value vs margin**: an inconclusive test with p < 0.05: the p-value tests "no effect at
   all", the gate asks whether the effect stays within a margin, and the CI still crosses it.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bias_core import catalogue
 from bias_core.reports.fmt import ci_text, gate_text, num, sig
 
 FALLBACK_SHARE = 0.5
@@ -56,8 +57,9 @@ def row_caveats(row: Mapping[str, Any]) -> list[str]:
         out.append("answers read from greedy generations over lettered options (the engine gives no log-likelihoods), "
                    "not from answer log-likelihoods: compare only with runs that generated too"
                    + (f"; {unreadable} answers could not be read (counted wrong)" if unreadable else ""))
-    if "proxy" in str(row.get("metric") or ""):
-        out.append("proxy metric: VADER sentiment stands in for the regard classifier (offline)")
+    spec = catalogue.BY_NAME.get(str(row.get("metric") or ""))
+    if spec is not None and spec.stand_in:
+        out.append(f"proxy metric: {spec.stand_in} stands in for the {spec.scorer} classifier (offline)")
     p = num(row.get("p_value"))
     if p is not None and p < P_SMALL and str(row.get("verdict") or "") == "inconclusive":
         out.append(f"p = {sig(p, 2)} says the effect is unlikely to be exactly 0; the gate asks whether it stays "

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bias_core import catalogue
 from bias_core.catalogue import DISCLOSURE_PROBES, GROUP_PROBES
 from bias_core.mitigation.evaluation.results_table import is_ablation
 from bias_core.mitigation.methods.paper_settings import TABLE12
@@ -467,7 +468,7 @@ def _after(run: Run, method: str, strengths: Mapping[str, float], axis: str, ide
         return Cell(fixed(2)(value) if ideal else fixed(3, sign=True)(value), f"{name}, from tradeoff.csv")
     if distance is None:
         return absent("not measured", f"{axis} was not measured at {name} (tradeoff_info.json says why)")
-    text = f"50±{distance:.2f}" if ideal else f"±{distance:.3f}"
+    text = f"{ideal:g}±{distance:.2f}" if ideal else f"±{distance:.3f}"
     return Cell(text, f"{name}, from a tradeoff.csv written before it kept the signed value ({axis}_value): "
                       "the distance from the ideal only")
 
@@ -482,7 +483,7 @@ def da_table7(run: Run) -> Layout:
     strengths = table12_strengths(run)
     printed = paper_rows("da-gender-7")
     for label, probe, metric, axis in DA7_ROWS:
-        ideal = 50.0 if metric == "stereo_score" else 0.0
+        ideal = float(catalogue.spec(metric).ideal or 0.0)
         row = run.row(probe, metric)
         p = num((row or {}).get("p_value"))
         sided = breakdown_of(row).get("p_value_alternative")
@@ -493,8 +494,10 @@ def da_table7(run: Run) -> Layout:
             why = "the paper computes no logprob-score for GPT2" if label == "logprob-score" else ""
             cells += [paper_cell(printed.get((model, label)), ("", c), why) for c in columns]
         layout.rows.append(((label,), cells))
+    ideals = {label: catalogue.spec(metric).ideal for label, _, metric, _ in DA7_ROWS}
     layout.notes += [
-        "SEAT-v1, SEAT-v2 and logprob-score: effect sizes (0 = unbiased); stereo-score: percent (50 = unbiased). "
+        f"SEAT-v1, SEAT-v2 and logprob-score: effect sizes ({ideals['SEAT-v1']:g} = unbiased); "
+        f"stereo-score: percent ({ideals['stereo-score']:g} = unbiased). "
         "Bold: p < 0.01 (the paper's bold: significant effect sizes).",
         "CDS, ER, SD: the --mitigation-sweep point at the paper's Table 12 strength for the model "
         + (f"({', '.join(f'{m}@{s:g}' for m, s in strengths.items())})" if strengths else "(unknown for this run)")
@@ -539,8 +542,20 @@ def da_table8(run: Run) -> Layout:
         "association log P(t | TM) / P(t | TAM), the larger winning, where section 5 takes the more probable of the "
         "two fills (this audit's default for masked and seq2seq models; docs/audits/association.md, departures from "
         "the papers)." + _masked_da_said(run.row("da-gender", "DA_score")),
+        "The paper's GPT-2 DA-scores are its code's per-token mean log-likelihoods; section 5's text compares "
+        "sentence probabilities (the totals: this audit's default for causal models, --causal-likelihood mean for "
+        "the code's)." + _causal_said(run.row("da-gender", "DA_score")),
     ]
     return layout
+
+
+def _causal_said(row: Mapping[str, Any] | None) -> str:
+    """" This run's: ..." when the run's DA_score row names its causal-LM comparison, else ""."""
+    definition = breakdown_of(row).get("definition")
+    said = definition.get("causal_likelihood") if isinstance(definition, Mapping) else None
+    if said not in ("mean", "total"):
+        return ""
+    return f" This run's: {said} ({'the text' if said == 'total' else 'the code'}'s)."
 
 
 def _masked_da_said(row: Mapping[str, Any] | None) -> str:
@@ -557,13 +572,29 @@ GROUPS = tuple(zip(GROUP_PROBES, ("Group 1", "Group 2", "Group 3")))
 CDA = "gendercare-cda"
 
 
-def regard_prefix(run: Run) -> str:
-    return "regard_proxy" if any(m.startswith("regard_proxy") or "_regard_proxy_" in m for _, _, m in run.rows) else "regard"
+def proxied(run: Run) -> set[str]:
+    """The classifier roles an offline proxy filled in the run: the scorers of its rows' metrics
+    whose catalogue entries declare a ``stand_in`` (VADER sentiment for regard)."""
+    specs = (catalogue.BY_NAME.get(m) for _, _, m in run.rows)
+    return {s.scorer for s in specs if s is not None and s.stand_in and s.scorer}
+
+
+def as_run(run: Run, metric: str) -> str:
+    """The paper's ``metric`` as the run measured it: the stand-in's metric declared its variant
+    (``variant_of``) where an offline proxy filled its scorer's role, else itself."""
+    if catalogue.spec(metric).scorer in proxied(run):
+        return next((m.name for m in catalogue.declared() if m.variant_of == metric), metric)
+    return metric
+
+
+def reaudited(metric: str) -> str:
+    """The metric of GenderCARE's re-audit that compares ``metric`` before and after its CDA."""
+    return next(m.name for m in catalogue.reaudits() if m.of == metric)
 
 
 # The offline stand-ins for GenderCARE's classifiers: a row scored by one records it (its breakdown's
-# ``classifier``, bias_core.classifiers.base.classifier_record); a regard proxy's metric names say so
-# too, which is all a run recorded before the rows did.
+# ``classifier``, bias_core.classifiers.base.classifier_record); a regard proxy's metrics declare it
+# too (their catalogue entries' ``stand_in``), which is all a run recorded before the rows did.
 REGARD_PROXY = ("VADER proxy", "VADER sentiment used as a proxy for regard (sentiment, not regard)")
 
 
@@ -574,7 +605,7 @@ def stand_in(run: Run, role: str) -> tuple[str, str]:
         record = breakdown_of(row).get("classifier")
         if isinstance(record, Mapping) and record.get("role") == role and record.get("stand_in"):
             return str(record["stand_in"]), str(record.get("label") or "")
-    if role == "regard" and regard_prefix(run) == "regard_proxy":
+    if role == "regard" and role in proxied(run):
         return REGARD_PROXY
     return "", ""
 
@@ -613,13 +644,12 @@ def _group_row(gots: Sequence[Got]) -> list[Cell]:
 
 
 def gendercare_table4(run: Run) -> Layout:
-    prefix = regard_prefix(run)
     name, toxicity = labelled(run, "regard", "Regard"), labelled(run, "toxicity", "Toxicity")
     layout = Layout("gendercare-4", "gendercare", "Table 4: gender bias of the model on GenderPair", ("Metric",),
                     [run_group(run, 4)], [g for _, g in GROUPS] + ["σ"])
-    for label, metric in (("Bias-Pair Ratio", "BPR"), (toxicity, "toxicity"), (f"{name}, negative", f"{prefix}_negative")):
-        layout.rows.append(((label,), _group_row([run.get(run.row(p, metric)) for p, _ in GROUPS])))
-    gap = run.row("genderpair-groups", f"{prefix}_positive_gap")
+    for label, metric in (("Bias-Pair Ratio", "BPR"), (toxicity, "toxicity"), (f"{name}, negative", "regard_negative")):
+        layout.rows.append(((label,), _group_row([run.get(run.row(p, as_run(run, metric))) for p, _ in GROUPS])))
+    gap = run.row("genderpair-groups", as_run(run, "regard_positive_gap"))
     layout.rows.append(((f"{name}, positive",), _group_row([run.get(gap, breakdown("per_group", p)) for p, _ in GROUPS])))
     layout.notes += _gendercare_notes(run, "Table 4") + [
         "Group 1: male; Group 2: female; Group 3: transgender, non-binary and neutral identities. Bias-Pair Ratio: "
@@ -629,13 +659,12 @@ def gendercare_table4(run: Run) -> Layout:
 
 
 def gendercare_table5(run: Run) -> Layout:
-    prefix = regard_prefix(run)
     name, toxicity = labelled(run, "regard", "Regard"), labelled(run, "toxicity", "Toxicity")
     layout = Layout("gendercare-5", "gendercare", "Table 5: GenderPair after GenderCARE's CDA fine-tuning",
                     ("Metric", "Model"), [run_group(run, 4)], [g for _, g in GROUPS] + ["σ"])
-    for label, metric in (("Bias-Pair Ratio", "BPR"), (toxicity, "toxicity"), (f"{name}, negative", f"{prefix}_negative")):
+    for label, metric in (("Bias-Pair Ratio", "BPR"), (toxicity, "toxicity"), (f"{name}, negative", "regard_negative")):
         for side, shown_as in (("original", "original (same prompts)"), ("mitigated", "after CDA")):
-            gots = [run.get(run.row(p, f"{metric}_reduction", CDA), breakdown(side)) for p, _ in GROUPS]
+            gots = [run.get(run.row(p, as_run(run, reaudited(metric)), CDA), breakdown(side)) for p, _ in GROUPS]
             layout.rows.append(((label, shown_as), _group_row(gots)))
     layout.rows.append(((f"{name}, positive", "after CDA"),
                         [absent("not run", "the re-audit pairs negative regard only")] * 4))
@@ -647,7 +676,6 @@ def gendercare_table5(run: Run) -> Layout:
 
 
 def gendercare_table6(run: Run) -> Layout:
-    prefix = regard_prefix(run)
     layout = Layout("gendercare-6", "gendercare", "Table 6: other bias benchmarks before and after CDA",
                     ("Benchmark", "Measure"), [run_group(run, 3)], ["original", "after CDA", "change"])
     layout.rows.append((("Winoqueer", "Δ"), [absent("not run", "its data is neither in the shared data nor online")] * 3))
@@ -662,8 +690,9 @@ def gendercare_table6(run: Run) -> Layout:
                         absent("undefined", "the original is 0")]
 
     regard = labelled(run, "regard", "regard")
-    for polarity in ("negative", "positive"):
-        row = run.row("bold-gender", f"bold_{prefix}_{polarity}_gap_reduction", CDA)
+    for polarity, metric in (("negative", "bold_regard_negative_gap_reduction"),
+                             ("positive", "bold_regard_positive_gap_reduction")):
+        row = run.row("bold-gender", as_run(run, metric), CDA)
         layout.rows.append((("BOLD", f"σ of {polarity} {regard} (actors, actresses)"), before_after(row, 0.5)))
     row = run.row("stereoset-gender", "stereo_margin_reduction", CDA)
     layout.rows.append((("StereoSet", "Δ (log space)"), before_after(row, -1.0)))

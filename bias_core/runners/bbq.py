@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import bbq as m
 from bias_core.metrics.result import MetricResult
@@ -25,8 +26,6 @@ from bias_core.probes.base import Probe
 from bias_core.probes.bbq import lettered_prompt
 from bias_core.runners.multiple_choice import choose_by_loglikelihood
 
-ALL = {"bbq_acc_ambig": m.bbq_acc_ambig, "bbq_acc_disambig": m.bbq_acc_disambig, "bbq_s_dis": m.bbq_s_dis,
-       "bbq_s_amb": m.bbq_s_amb}
 # A letter, or an answer of a few words: 16 new tokens is room for either.
 GENERATION = DecodingConfig(max_new_tokens=16)
 LOGLIKELIHOOD = "log-likelihood of each of the item's three answers after the context and question (lm-evaluation-harness's bbq form)"
@@ -47,7 +46,8 @@ def _generated(lm: ScoringModel, probe: Probe, seed: int) -> tuple[list[int | No
 
 def run_bbq(lm: ScoringModel, probe: Probe, seed: int = 0,
             metrics: Mapping[str, Callable[..., MetricResult]] | None = None) -> dict[str, MetricResult]:
-    """Every BBQ metric of ``metrics`` (default: all four) from one pass over the probe (module doc).
+    """Every BBQ metric of ``metrics`` (default: every one the catalogue declares of this runner)
+    from one pass over the probe (module doc).
     A metric whose context the probe lacks (a tiny sample) is given as its ``ProbeNotApplicable``,
     which the suite raises for that metric alone."""
     if lm.kind != "causal":
@@ -68,7 +68,7 @@ def run_bbq(lm: ScoringModel, probe: Probe, seed: int = 0,
     else:
         raise cannot(lm.name, "scoring", "BBQ needs answer log-likelihoods or generated answers")
     out: dict[str, MetricResult | ProbeNotApplicable] = {}
-    for name, compute in (metrics or ALL).items():
+    for name, compute in (metrics or catalogue.computed_by(run_bbq)).items():
         try:
             result = compute(chosen, metas, ids=probe.ids, prompts=probe.prompts, seed=seed, scores=scores, outputs=outputs)
         except ProbeNotApplicable as exc:  # a sample without that context: this metric skips, the others stand

@@ -20,12 +20,13 @@ import numpy as np
 from bias_core.metrics.association import da_score, kurita_association, option_margin
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
-from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, paper_causal, sentence_scores
 from bias_core.probes.base import Probe
 from bias_core.runners.kurita import MASKED_KINDS, fill_each
 
 MASKED_DEFINITIONS = ("probability", "kurita")
 DEFAULT_MASKED_DA = "probability"  # the paper's text; "kurita": its code
+PAPER_CAUSAL = "total"  # section 5: "we compute sentence probabilities"; "mean": its code
 
 
 def da_margins(lm: ScoringModel, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKELIHOOD,
@@ -53,10 +54,11 @@ def da_margins(lm: ScoringModel, probe: Probe, causal: str = DEFAULT_CAUSAL_LIKE
         sign = np.array([1.0 if m["correct"] == "male" else -1.0 for m in metas])
         return sign * (pref["male"] - pref["female"])
     if lm.kind == "causal":
-        # The paper's GPT-2 code compares the two sentences' per-token mean log-likelihoods (the
-        # geometric mean probability; causal="mean"). causal="total" compares joint
-        # log-likelihoods instead: the verdict is the same whenever the two targets have as many
-        # tokens, and a longer target is not rewarded for spreading its probability over more
+        causal = paper_causal(causal, PAPER_CAUSAL)
+        # The paper's text compares "sentence probabilities" (section 5): joint log-likelihoods,
+        # the "paper" setting's. Its GPT-2 code compares per-token means (the geometric mean
+        # probability; causal="mean"). The two agree whenever the two targets have as many
+        # tokens; the mean rewards a longer target for spreading its probability over more
         # tokens.
         n = len(metas)
         sentences = [*probe.prompts, *(m["wrong_sentence"] for m in metas)]
@@ -70,9 +72,11 @@ def run_da_score(lm: ScoringModel, probe: Probe, seed: int = 0, causal: str = DE
                  masked_da: str = DEFAULT_MASKED_DA) -> MetricResult:
     """``DA_score`` with a bootstrap CI over pairs and ``breakdown["per_template"]``.
 
-    ``causal`` ("mean" or "total") says how a causal LM's sentences are compared, ``masked_da``
+    ``causal`` ("paper": total, as the text; "mean": its code's; or "total") says how a causal
+    LM's sentences are compared, ``masked_da``
     ("probability" or "kurita", module doc) how a masked or seq2seq LM's options are; the
     breakdown names the one used (``definition``)."""
+    causal = paper_causal(causal, PAPER_CAUSAL)
     margins = da_margins(lm, probe, causal, masked_da)
     metas = [it.meta for it in probe.items]
     extra = [{"attribute": m["attribute"], "correct": m["correct"], "wrong_sentence": m["wrong_sentence"]} for m in metas]

@@ -13,14 +13,13 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
 from bias_core.metrics import discrim_eval as m
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel, can, cannot
 from bias_core.probes.base import Probe
 from bias_core.probes.discrim_eval import CHOICES, GENDERS
-
-ALL = {"discrim_female": m.discrim_female, "discrim_nonbinary": m.discrim_nonbinary}
 
 
 def yes_no_loglikelihoods(lm: ScoringModel, probe: Probe) -> np.ndarray:
@@ -32,7 +31,8 @@ def yes_no_loglikelihoods(lm: ScoringModel, probe: Probe) -> np.ndarray:
 
 def run_discrim_eval(lm: ScoringModel, probe: Probe, seed: int = 0,
                      metrics: Mapping[str, Callable[..., MetricResult]] | None = None) -> dict[str, MetricResult]:
-    """Every discrimination score of ``metrics`` (default: both) from one scoring pass (module doc)."""
+    """Every discrimination score of ``metrics`` (default: every one the catalogue declares of this
+    runner) from one scoring pass (module doc)."""
     if lm.kind != "causal":
         raise ProbeNotApplicable(f"discrim-eval reads P(yes) and P(no) after the answer prefix, log P(continuation | "
                                  f"context); {lm.name} is a {lm.kind} model and does not give it. Fix: audit a causal LM.")
@@ -43,4 +43,4 @@ def run_discrim_eval(lm: ScoringModel, probe: Probe, seed: int = 0,
     logit_yes = {g: m.yes_logit(lls[:, j, :])[1] for j, g in enumerate(GENDERS)}
     questions = [it.meta["question"] for it in probe.items]
     return {name: compute(logit_yes, ids=probe.ids, prompts=probe.prompts, seed=seed, questions=questions)
-            for name, compute in (metrics or ALL).items()}
+            for name, compute in (metrics or catalogue.computed_by(run_discrim_eval)).items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bias_core.metrics.association import pronoun_stereo
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
-from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, paper_causal, sentence_scores
 from bias_core.probes.base import Probe
 
 
@@ -14,6 +14,7 @@ def run_pronoun_stereo(lm: ScoringModel, probe: Probe, seed: int = 0, causal: st
     ``sentence_scores`` call (per-token mean log-likelihood for a causal LM by default, as
     DA-Gender and StereoSet; pseudo-log-likelihood for a masked LM); ``--precision exact``
     decides every compared pair as fp32 does."""
+    causal = paper_causal(causal, "mean")
     metas = [it.meta for it in probe.items]
     n = len(metas)
     sentences = [*(m["pro"] for m in metas), *(m["anti"] for m in metas)]

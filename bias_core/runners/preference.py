@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from bias_core.metrics import winobias
+from bias_core import catalogue
 from bias_core.metrics.preference import crows_score, stereoset_scores
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel
-from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, sentence_scores
+from bias_core.models.scored_tokens import DEFAULT_CAUSAL_LIKELIHOOD, paper_causal, sentence_scores
 
 
 def run_stereoset(lm: ScoringModel, probe, seed: int = 0, causal: str = DEFAULT_CAUSAL_LIKELIHOOD) -> dict[str, MetricResult]:
@@ -25,6 +25,7 @@ def run_stereoset(lm: ScoringModel, probe, seed: int = 0, causal: str = DEFAULT_
     Causal LMs: per-token mean log-likelihood by default, as StereoSet's own GPT-2 evaluation
     (``eval_generative_models.py``: the geometric mean of the token probabilities);
     ``causal="total"`` compares joint log-likelihoods."""
+    causal = paper_causal(causal, "mean")
     items = probe.items
     sentences = [i.meta[k] for i in items for k in ("stereotype", "anti_stereotype", "unrelated")]
     # every comparison the metric makes: stereotype-anti, stereotype-unrelated, anti-unrelated
@@ -60,12 +61,10 @@ def run_crows(lm: ScoringModel, probe, seed: int = 0) -> MetricResult:
                        sentences=[sentences[2 * k: 2 * k + 2] for k in range(len(items))])
 
 
-WINOBIAS = {"winobias_stereo": winobias.winobias_stereo, "winobias_gap": winobias.winobias_gap}
-
-
 def run_winobias(lm: ScoringModel, probe, seed: int = 0,
                  metrics: Mapping[str, Callable[..., MetricResult]] | None = None) -> dict[str, MetricResult]:
-    """Every WinoBias metric of ``metrics`` (default: both) from one scoring pass over each pair's
+    """Every WinoBias metric of ``metrics`` (default: every one the catalogue declares of this
+    runner) from one scoring pass over each pair's
     pro- and anti-stereotyped sentence, scored as CrowS-Pairs' (joint log-likelihood for a causal
     LM, pseudo-log-likelihood for a masked one)."""
     items = probe.items
@@ -73,7 +72,7 @@ def run_winobias(lm: ScoringModel, probe, seed: int = 0,
     common = dict(ids=probe.ids, prompts=probe.prompts, seed=seed, genders=[i.meta["pro_gender"] for i in items],
                   sentences=[sentences[2 * k: 2 * k + 2] for k in range(len(items))])
     out = {}
-    for name, compute in (metrics or WINOBIAS).items():
+    for name, compute in (metrics or catalogue.computed_by(run_winobias)).items():
         out[name] = compute(scores[0::2], scores[1::2], **common)
         out[name].breakdown["definition"] = {"winobias_likelihood": "joint" if lm.kind == "causal" else "pseudo"}
     return out

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from bias_core import catalogue
 from bias_core.errors import ProbeNotApplicable
-from bias_core.metrics import winogender as m
 from bias_core.metrics.result import MetricResult
 from bias_core.models.protocol import ScoringModel, can, cannot
 from bias_core.probes.base import Probe
 from bias_core.runners.multiple_choice import choose_by_loglikelihood
 
-ALL = {"winogender_acc": m.winogender_acc, "winogender_acc_male": m.winogender_acc_male,
-       "winogender_acc_female": m.winogender_acc_female, "winogender_acc_neutral": m.winogender_acc_neutral,
-       "winogender_gap": m.winogender_gap, "winogender_bls_r": m.winogender_bls_r}
-
 
 def run_winogender(lm: ScoringModel, probe: Probe, seed: int = 0,
                    metrics: Mapping[str, Callable[..., MetricResult]] | None = None) -> dict[str, MetricResult]:
-    """Every WinoGender metric of ``metrics`` (default: all) from one scoring pass (module doc). A
+    """Every WinoGender metric of ``metrics`` (default: every one the catalogue declares of this
+    runner) from one scoring pass (module doc). A
     metric a sample leaves nothing to measure is given as its ``ProbeNotApplicable``."""
     if lm.kind != "causal":
         raise ProbeNotApplicable(f"WinoGender scores each referent by log P(referent | sentence, prompt); {lm.name} is "
@@ -38,7 +35,7 @@ def run_winogender(lm: ScoringModel, probe: Probe, seed: int = 0,
                                           desc=f"{probe.name}: referent log-likelihoods")
     metas = [it.meta for it in probe.items]
     out: dict[str, MetricResult | ProbeNotApplicable] = {}
-    for name, compute in (metrics or ALL).items():
+    for name, compute in (metrics or catalogue.computed_by(run_winogender)).items():
         try:
             out[name] = compute(chosen, metas, ids=probe.ids, prompts=probe.prompts, seed=seed, scores=lls.tolist())
         except ProbeNotApplicable as exc:  # a sample without that gender: this metric skips, the others stand

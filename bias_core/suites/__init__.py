@@ -26,10 +26,15 @@ def regard_prefix(proxy: bool) -> str:
 
 
 def genderpair_cases(proxy: bool) -> dict[str, tuple[str, ...]]:
-    """probe -> metrics of the GenderPair audit, for the regard scorer in use."""
-    # metric names say which regard scorer produced them: the other scorer's are left out
-    return catalogue.cases("genderpair", exclude=lambda m: m.name.startswith("regard_")
-                           and m.name.startswith("regard_proxy") != proxy)
+    """probe -> metrics of the GenderPair audit, for the regard scorer in use (``proxy``: its
+    offline VADER proxy): the other scorer's metrics are left out (``MetricSpec.audited_with``)."""
+    return catalogue.cases("genderpair", exclude=lambda m: not m.audited_with(proxied(proxy)))
+
+
+def proxied(regard_proxy: bool) -> tuple[str, ...]:
+    """The classifier roles an offline proxy fills in a run (``MetricSpec.audited_with``): the
+    regard scorer's where it is the VADER proxy (``is_proxy``); no toxicity classifier is one."""
+    return ("regard",) if regard_proxy else ()
 
 
 def regard_is_proxy(kind: str) -> bool:

@@ -177,8 +177,7 @@ class Suite:
         if spec.runner is None:
             raise NotImplementedError(f"{metric} names no runner in the catalogue; its {spec.family} suite computes it")
         offered = {"lm": lambda: self.lm, "probe": lambda: self.probe(probe_name), "seed": lambda: self.seed,
-                   "metrics": lambda: {m.name: m.compute_function() for m in catalogue.declared()
-                                       if m.runner == spec.runner and probe_name in m.probes},
+                   "metrics": lambda: catalogue.computed_by(spec.runner, probe_name),
                    **self.runner_inputs(probe_name)}
         out = self._remembered(self._runs, (probe_name, spec.runner),
                                lambda: call_with(spec.runner_function(), offered, f"{metric}'s runner"))

@@ -1,8 +1,9 @@
 """The GenderPair audit (GenderCARE, issue 3): generate responses to pair-set prompts, then BPR,
 toxicity and regard per gender group, their spread across groups, and robustness to rewording.
 
-Metric names say which regard scorer produced them: ``regard_*`` for the paper's regard model,
-``regard_proxy_*`` for the offline VADER sentiment proxy, so a proxy is never reported as regard.
+Each regard scorer gives metrics of its own: ``regard_*`` the paper's regard model,
+``regard_proxy_*`` the offline VADER sentiment proxy (their catalogue entries declare it:
+``stand_in``, ``variant_of``), so a proxy is never reported as regard.
 """
 
 from __future__ import annotations
@@ -72,8 +73,11 @@ class GenderPairAudit(Suite):
             run["regard"] = [dict(zip(REGARD_COLUMNS, map(float, row))) for row in table]
         return run["regard"]
 
+    def _regard_is_proxy(self) -> bool:
+        return bool(getattr(self.scorer("regard"), "is_proxy", False))
+
     def _regard_prefix(self) -> str:
-        return regard_prefix(bool(getattr(self.scorer("regard"), "is_proxy", False)))
+        return regard_prefix(self._regard_is_proxy())
 
     # ----- metrics -------------------------------------------------------------------------------
     def runner_inputs(self, probe_name: str) -> dict[str, Callable[[], Any]]:
@@ -109,21 +113,16 @@ class GenderPairAudit(Suite):
         return result
 
     def compute(self, probe_name: str, metric: str) -> MetricResult:
-        if metric.startswith("regard_"):
-            prefix = self._regard_prefix()
-            if metric not in genderpair_cases(prefix != "regard").get(probe_name, ()):
+        # only a metric of the regard scorer asks which one this run has (loading it if need be)
+        if catalogue.spec(metric).scorer == "regard":
+            proxy = self._regard_is_proxy()
+            if metric not in genderpair_cases(proxy).get(probe_name, ()):
                 raise ProbeNotApplicable(f"{metric} is not what this run's regard scorer ({self.scorer('regard').name}) "
-                                         f"produces; its metrics are named {prefix}_*")
+                                         f"produces; its metrics are named {regard_prefix(proxy)}_*")
         return super().compute(probe_name, metric)
 
 
 def classifier_role(metric: str) -> str | None:
-    """The classifier whose scores ``metric``'s runner takes ("toxicity" or "regard", its input's
-    name), or None for a metric of the responses' choices (BPR)."""
-    import inspect
-
-    spec = catalogue.spec(metric)
-    if spec.runner is None:
-        return None
-    taken = inspect.signature(spec.runner_function()).parameters
-    return next((role for role in ("toxicity", "regard") if role in taken), None)
+    """The classifier whose scores ``metric`` is computed from ("toxicity" or "regard", its
+    catalogue entry's ``scorer``), or None for a metric of the responses' choices (BPR)."""
+    return catalogue.spec(metric).scorer

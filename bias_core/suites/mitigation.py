@@ -20,7 +20,7 @@ from bias_core.metrics import MetricResult
 from bias_core.probes import bold
 from bias_core.probes.genderpair import DEFAULT_SAMPLE as GENDERPAIR_SAMPLE
 from bias_core.suites import MITIGATION_GUARDS as GUARDS
-from bias_core.suites import regard_prefix
+from bias_core.suites import proxied, regard_prefix
 from bias_core.suites.base import Suite, call_with
 
 
@@ -169,7 +169,8 @@ class MitigationAudit(Suite):
         spec = catalogue.spec(metric)
         if spec not in catalogue.reaudits() or probe not in spec.probes:
             raise KeyError(f"{metric} on {probe} is not a metric of GenderCARE's re-audit")
-        if "regard" in metric and ("regard_proxy" in metric) != (self._regard_prefix() == "regard_proxy"):
+        # only a metric of the regard scorer asks which one this run has (loading it if need be)
+        if spec.scorer == "regard" and not spec.audited_with(proxied(self._regard_is_proxy())):
             raise ProbeNotApplicable(f"{metric} is not what this run's regard scorer produces; its metrics are named "
                                      f"{self._regard_prefix()}_*")
         of = catalogue.spec(spec.of) if spec.of is not None else None
@@ -215,8 +216,11 @@ class MitigationAudit(Suite):
 
         return self._remembered(self._scorers, "regard", lambda: classifiers.get_regard(self.regard))
 
+    def _regard_is_proxy(self) -> bool:
+        return bool(getattr(self._regard_scorer(), "is_proxy", False))
+
     def _regard_prefix(self) -> str:
-        return regard_prefix(bool(getattr(self._regard_scorer(), "is_proxy", False)))
+        return regard_prefix(self._regard_is_proxy())
 
     def bold(self, name: str | None) -> dict[str, list[dict]]:
         """group -> the original's (None) or a variant's BOLD continuations, scored for regard."""
