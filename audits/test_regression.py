@@ -13,7 +13,7 @@ NO_BASELINE = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no -
 
 
 def pytest_generate_tests(metafunc):
-    from bias_core.pytest_plugin.regression_session import regression_cases
+    from bias_core.pytest_plugin.regression_cases import regression_cases
     from bias_core.pytest_plugin.session_state import run_state
 
     if metafunc.config.getoption("--baseline") is None:

@@ -53,7 +53,7 @@ def synthetic_blocks(data_dir, seed: int = 0) -> tuple[list, list[str]]:
     from types import SimpleNamespace
 
     from bias_core.gating.regression import ItemValue, MetricItems, probe_sha256
-    from bias_core.pytest_plugin.regression_session import regression_cases
+    from bias_core.pytest_plugin.regression_cases import regression_cases
     from bias_core.pytest_plugin.suite_factory import make_suite
 
     settings = SimpleNamespace(data_dir=data_dir, seed=seed, lexicon="paper", articles="paper",

@@ -118,18 +118,17 @@ def test_report_html_groups_the_banner_and_its_table_keeps_every_row():
 
 def test_markdown_summary_groups_the_banner_and_keeps_every_row_in_its_table(tmp_path):
     from bias_core.pytest_plugin.regression_options import RegressionOptions
-    from bias_core.pytest_plugin.regression_session import RegressionState, write_run_summary
+    from bias_core.pytest_plugin.regression_summary import write_run_summary
 
     class Settings:
         strict, model_value = False, "m"
 
-    state = RegressionState(RegressionOptions(summary_md=tmp_path / "summary.md"), Settings())
-    state.rows = [*FIVE, gate("f1", ci=(0.4, 0.6), verdict="fail")]
-    write_run_summary(state, 1, attempt=None)
+    rows = [*FIVE, gate("f1", ci=(0.4, 0.6), verdict="fail")]
+    write_run_summary(rows, RegressionOptions(summary_md=tmp_path / "summary.md"), Settings(), 1, attempt=None)
     text = (tmp_path / "summary.md").read_text()
     banner = text[:text.index("### Absolute gates")]
     assert banner.count("**INCONCLUSIVE**") == 3 and "- **FAIL** `f1`: " in banner
     assert "- disclosure: 5 gates inconclusive, closest to deciding first\n  - **INCONCLUSIVE** `d1`: " in banner
     assert "  - and 2 more inconclusive in disclosure (see the results table)" in banner
     table = text[text.index("### Absolute gates"):]
-    assert all(f"| {r['test_id']} |" in table for r in state.rows)
+    assert all(f"| {r['test_id']} |" in table for r in rows)

@@ -261,7 +261,7 @@ def test_no_item_valued_in_both_runs_is_a_mismatch_naming_the_counts():
 def _rows():
     """A judged row on 40 pairs and an errored one on 3 of 40, as regression_comparisons makes them."""
     from bias_core.gating.regression import Margin, compare_to_baseline, judge
-    from bias_core.pytest_plugin.regression_session import _error_row, _pair_counts, _row
+    from bias_core.pytest_plugin.regression_rows import _row, error_row, pair_counts
     from bias_core.stats.paired import adjust
 
     values = [0.1 * (k % 5) for k in range(40)]
@@ -270,14 +270,14 @@ def _rows():
     c = judge(adjust([compare_to_baseline(whole, PAIRED["GLD"], n_resamples=200, n_bootstrap=200)])[0],
               Margin("GLD", 0.03))
     configs = check_configs(RUN, RUN)
-    good = {**_row(c, "disclosure", "holm", "stored run X", configs), **_pair_counts(whole)}
-    bad = _error_row(nulled, "disclosure", "stored run X", missing_problem(nulled))
+    good = {**_row(c, "disclosure", "holm", "stored run X", configs), **pair_counts(whole)}
+    bad = error_row(nulled, "disclosure", "stored run X", missing_problem(nulled))
     return [good, {**bad, "config": configs.describe()}]
 
 
 def test_every_regression_row_shows_its_n_of_pairs_in_banner_summary_and_html(tmp_path):
     from bias_core.pytest_plugin.regression_options import RegressionOptions
-    from bias_core.pytest_plugin.regression_session import RegressionState, write_run_summary
+    from bias_core.pytest_plugin.regression_summary import write_run_summary
     from bias_core.reports.banner import verdict_banner
     from bias_core.reports.html import render_html
 
@@ -291,9 +291,7 @@ def test_every_regression_row_shows_its_n_of_pairs_in_banner_summary_and_html(tm
     class Settings:
         strict, model_value = False, "cand"
 
-    state = RegressionState(RegressionOptions(summary_md=tmp_path / "summary.md"), Settings())
-    state.rows = rows
-    write_run_summary(state, 1)
+    write_run_summary(rows, RegressionOptions(summary_md=tmp_path / "summary.md"), Settings(), 1)
     md = (tmp_path / "summary.md").read_text()
     assert "| template-color-GLD | lower is better | 40 pairs | " in md
     assert f"| template-hobby-GLD | – | {short} |" in md and "**ERROR**: template-hobby GLD: only 3 of the 40" in md
@@ -353,7 +351,7 @@ def test_runs_through_two_engines_are_refused_naming_both(candidate, baseline):
 
 def test_the_run_records_weight_hashes_or_what_it_knows_of_a_served_model():
     from bias_core.models.protocol import EngineInfo
-    from bias_core.pytest_plugin.regression_session import _model_identity
+    from bias_core.pytest_plugin.regression_config import _model_identity
 
     class Local:
         def cache_identity(self):

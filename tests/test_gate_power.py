@@ -88,7 +88,7 @@ def test_a_row_at_its_floor_is_flagged_as_beyond_reach():
 
 def test_the_summary_and_the_html_report_list_rows_whose_margin_is_below_what_they_detect():
     from bias_core.gating.regression.summary import render_summary
-    from bias_core.pytest_plugin.regression_session import comparison_from_row
+    from bias_core.pytest_plugin.regression_summary import comparison_from_row
     from bias_core.reports.regression_html import regression_section
 
     row = {"kind": "regression", "test_id": "regression-template-color-GAS", "probe": "template-color", "metric": "GAS",

@@ -11,7 +11,7 @@ from bias_core import catalogue
 from bias_core.catalogue import MeanOfItems, MetricSpec, NotPaired, Paired
 from bias_core.gating.regression import NOT_PAIRED, PAIRED, PairedSpec, regression_margins
 from bias_core.pytest_plugin import extensions
-from bias_core.pytest_plugin.regression_session import regression_cases
+from bias_core.pytest_plugin.regression_cases import regression_cases
 from bias_core.suites import ASSOCIATION_CASES, DISCLOSURE_METRICS, DISCLOSURE_PROBES, genderpair_cases
 
 OFFLINE = SimpleNamespace(regard_classifier="offline")  # the regard proxy (VADER): regard_proxy_* metrics

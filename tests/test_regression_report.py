@@ -8,7 +8,8 @@ import numpy as np
 
 from bias_core.gating.regression import PAIRED, Margin, compare_to_baseline, judge
 from bias_core.gating.regression.pairing import ConfigComparison, PairedItems
-from bias_core.pytest_plugin.regression_session import _row, comparison_from_row, write_run_summary
+from bias_core.pytest_plugin.regression_rows import _row
+from bias_core.pytest_plugin.regression_summary import comparison_from_row, write_run_summary
 from bias_core.reports.html import render_html
 
 SAME = ConfigComparison(same_model=False, dtype_differs=True, tokenizer_differs=False,
@@ -67,7 +68,6 @@ def test_html_has_a_candidate_vs_baseline_section_and_loads_nothing():
 
 def test_summary_markdown_is_written_to_the_file_and_github_step_summary(tmp_path, monkeypatch):
     from bias_core.pytest_plugin.regression_options import RegressionOptions
-    from bias_core.pytest_plugin.regression_session import RegressionState
 
     step = tmp_path / "step.md"
     step.write_text("earlier step\n")
@@ -76,9 +76,8 @@ def test_summary_markdown_is_written_to_the_file_and_github_step_summary(tmp_pat
     class Settings:
         strict, model_value = False, "cand"
 
-    state = RegressionState(RegressionOptions(summary_md=tmp_path / "out" / "summary.md"), Settings())
-    state.rows = [regression_row([0.9] * 30, [0.1] * 30)]
-    written = write_run_summary(state, 1)
+    rows = [regression_row([0.9] * 30, [0.1] * 30)]
+    written = write_run_summary(rows, RegressionOptions(summary_md=tmp_path / "out" / "summary.md"), Settings(), 1)
     assert written == [tmp_path / "out" / "summary.md", step]
     text = (tmp_path / "out" / "summary.md").read_text()
     assert "BLOCKED" in text and "| template-hobby-GLD |" in text and "**FAIL**" in text
@@ -147,15 +146,12 @@ def test_banner_names_the_worsening_and_every_regression_row_shows_its_margin():
 
 def test_summary_and_html_name_the_worsening(tmp_path):
     from bias_core.pytest_plugin.regression_options import RegressionOptions
-    from bias_core.pytest_plugin.regression_session import RegressionState
 
     class Settings:
         strict, model_value = False, "cand"
 
     row = add_row(Margin("ADD", 0.01, source="regression.ADD"))
-    state = RegressionState(RegressionOptions(summary_md=tmp_path / "summary.md"), Settings())
-    state.rows = [row]
-    write_run_summary(state, 0)
+    write_run_summary([row], RegressionOptions(summary_md=tmp_path / "summary.md"), Settings(), 0)
     text = (tmp_path / "summary.md").read_text()
     assert "**Within margin, but significantly worse (1):**" in text
     assert "- `template-hobby-ADD`: within margin, but worse: ADD +41% (0.013 → 0.0183), p = " in text

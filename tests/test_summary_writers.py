@@ -64,7 +64,7 @@ def test_a_summary_removed_since_the_run_started_is_written_without_a_warning(tm
 def test_the_plugin_marks_the_summary_when_the_run_starts(tmp_path, monkeypatch):
     """write_run_summary compares against the mark its state took at configure time."""
     from bias_core.pytest_plugin.regression_options import RegressionOptions
-    from bias_core.pytest_plugin.regression_session import RegressionState, write_run_summary
+    from bias_core.pytest_plugin.regression_summary import write_run_summary
 
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     path = tmp_path / "summary.md"
@@ -73,11 +73,10 @@ def test_the_plugin_marks_the_summary_when_the_run_starts(tmp_path, monkeypatch)
         strict, model_value = False, "cand"
 
     row = {"kind": "absolute", "test_id": "template-color-GLD", "verdict": "pass", "value": 0.1}
-    state = RegressionState(RegressionOptions(summary_md=path), Settings(), summary_mark=mark_file(path))
-    state.rows = [row]
+    mark = mark_file(path)
     path.write_text("## Bias audit: another run\n")  # written by another run meanwhile
     with pytest.warns(SharedSummaryWarning):
-        write_run_summary(state, 0)
+        write_run_summary([row], RegressionOptions(summary_md=path), Settings(), 0, since=mark)
     text = path.read_text()
     assert text.startswith("## Bias audit: another run\n") and "## Bias audit: cand" in text
 

@@ -111,9 +111,11 @@ def pytest_configure(config) -> None:
         raise pytest.UsageError(str(exc)) from None
     run = register_run(config, settings)
     config.pluginmanager.register(precision_session, "bias_core.pytest_plugin.precision_session")
+    from bias_core.pytest_plugin import regression_fixtures
     from bias_core.pytest_plugin.regression_session import configure as configure_regression
 
-    configure_regression(config, settings)  # --baseline etc.: checked before any model loads
+    regression = configure_regression(config, settings)  # --baseline etc.: checked before any model loads
+    config.pluginmanager.register(regression_fixtures, "bias_core.pytest_plugin.regression_fixtures")
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         run.run_id = worker.get("bias_run_id", "")
@@ -126,7 +128,7 @@ def pytest_configure(config) -> None:
         config.issue_config_time_warning(AuditWarning(notice), stacklevel=2)
     from bias_core.pytest_plugin import outputs
 
-    outputs.check_destinations(config, run.regression.options.summary_md if run.regression else None)
+    outputs.check_destinations(config, regression.options.summary_md)
     try:
         if settings.report_dir is not None:
             run_id = _make_run_folder(settings.report_dir, settings.model_value)

@@ -19,7 +19,6 @@ from bias_core.pytest_plugin.options import AuditSettings
 
 if TYPE_CHECKING:
     from bias_core.gating.adaptive_sampling import SamplePlan
-    from bias_core.pytest_plugin.regression_session import RegressionState
 
 #: The name ``RunState`` is registered under: ``config.pluginmanager.get_plugin(RUN_PLUGIN)``.
 RUN_PLUGIN = "bias_core.run"
@@ -59,7 +58,6 @@ class RunState:
     plan: SamplePlan | None = None  # see ``plan``
     target: dict[str, str] | None = None  # device and dtype, resolved once (run_card.target)
     cache: CacheCounts = field(default_factory=CacheCounts)
-    regression: RegressionState | None = None  # the release gate's (regression_session.configure)
 
 
 def register_run(config, settings: AuditSettings) -> RunState:
