@@ -4,6 +4,9 @@ One paired test per probe x metric that can be compared item by item: per-item c
 baseline on the same items, prompts and decoding; a non-inferiority gate on the metric's margin
 (``[regression.<metric>]`` in thresholds.toml); p-values adjusted across the run. Without
 ``--baseline`` there is nothing to compare and the placeholder skips.
+
+With ``--candidate-log`` and ``--baseline-log`` (two logs of lm-evaluation-harness or inspect_ai),
+one test per task x metric of the logs, ``test_regression[<task>-<metric>]``, and no other test.
 """
 
 import pytest
@@ -14,8 +17,13 @@ NO_BASELINE = pytest.param(None, None, None, marks=pytest.mark.skip(reason="no -
 
 def pytest_generate_tests(metafunc):
     from bias_core.pytest_plugin.regression_cases import regression_cases
+    from bias_core.pytest_plugin.regression_session import log_cases
     from bias_core.pytest_plugin.session_state import run_state
 
+    logs = log_cases(metafunc.config)
+    if logs is not None:
+        metafunc.parametrize(("family", "probe", "metric"), [pytest.param(f, t, m, id=f"{t}-{m}") for f, t, m in logs])
+        return
     if metafunc.config.getoption("--baseline") is None:
         metafunc.parametrize(("family", "probe", "metric"), [NO_BASELINE])
         return

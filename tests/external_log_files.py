@@ -4,7 +4,8 @@
 
 ``lm_eval_results`` returns the results dict and per-task samples as lm-eval holds them in memory;
 ``write_lm_eval`` writes them the way the tracker does, and ``write_with_lm_eval`` hands them to
-lm-eval's own ``EvaluationTracker`` (a check of the hand-written layout).
+lm-eval's own ``EvaluationTracker`` (a check of the hand-written layout). ``inspect_log`` and
+``write_inspect`` build and write a small inspect_ai log with inspect's own classes.
 """
 
 from __future__ import annotations
@@ -118,6 +119,47 @@ def write_lm_eval(output: Path, results: Mapping[str, Any], samples: Mapping[str
         with open(folder / f"samples_{task}_{date}.jsonl", "w", encoding="utf-8") as fh:
             for s in ss:
                 fh.write(json.dumps(s, ensure_ascii=False) + "\n")
+    return path
+
+
+# inspect's value_to_float of a score letter
+LETTER = {"C": 1.0, "I": 0.0, "P": 0.5}
+
+
+def inspect_log(values: list[list[str]], *, task: str = "toy", version: int | str = 1, model: str = "mockllm/candidate",
+         task_args: dict | None = None, reducer: str | None = None, accuracy: float | None = None,
+         inputs: dict[int, str] | None = None, status: str = "success", duplicate: bool = False):
+    """An inspect_ai log of len(values) samples built with inspect's own classes (needs inspect_ai);
+    values[i] holds sample i's score letter per epoch."""
+    from inspect_ai import log as log_api
+    from inspect_ai.scorer import Score
+
+    epochs = len(values[0])
+    samples = [log_api.EvalSample(id=i, epoch=e + 1, input=(inputs or {}).get(i, f"Which is right, {i}?"), target="A",
+                                  choices=["A", "B"], scores={"choice": Score(value=v)})
+               for i, per in enumerate(values) for e, v in enumerate(per)]
+    if duplicate:
+        samples.append(samples[0])
+    per_id = [sum(LETTER[v] for v in per) / len(per) for per in values]
+    score = log_api.EvalScore(name="choice", scorer="choice", reducer=reducer, metrics={
+        "accuracy": log_api.EvalMetric(name="accuracy", value=sum(per_id) / len(per_id) if accuracy is None else accuracy),
+        "stderr": log_api.EvalMetric(name="stderr", value=0.1)})
+    spec = log_api.EvalSpec(created="2026-01-01T00:00:00+00:00", task=task, task_version=version,
+                            task_args=task_args or {}, dataset=log_api.EvalDataset(name="toy", samples=len(values)),
+                            model=model, config=log_api.EvalConfig(epochs=epochs), packages={"inspect_ai": "0.3.285"})
+    return log_api.EvalLog(status=status, eval=spec,
+                           plan=log_api.EvalPlan(steps=[log_api.EvalPlanStep(solver="multiple_choice", params={})]),
+                           results=log_api.EvalResults(total_samples=len(values), completed_samples=len(values),
+                                                       scores=[score]),
+                           samples=samples)
+
+
+def write_inspect(path: Path, log) -> Path:
+    """Write it with inspect's ``write_eval_log`` (``.eval``, or its ``.json`` format)."""
+    from inspect_ai import log as log_api
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log_api.write_eval_log(log, str(path), format="json" if path.suffix == ".json" else "eval")
     return path
 
 

@@ -111,6 +111,12 @@ OPTION_CASES_A = {
     "summary-md-folder": (["--summary-md", "audits"], ["--summary-md audits", "is a folder"]),
     "baseline-max-missing-whole": (["--baseline-max-missing", "1"],
                                    ["--baseline-max-missing 1", "up to (not including) 1", "Fix:"]),
+    # the release gate over other tools' logs (tests/test_external_logs_pytest.py has the rest)
+    "candidate-log-alone": (["--candidate-log", "audits"], ["--candidate-log audits", "given without --baseline-log"]),
+    "baseline-log-missing": (["--candidate-log", "audits", "--baseline-log", "no/such/log"],
+                             ["--baseline-log no/such/log", "no such file or folder", "Fix:"]),
+    "log-allow-without-logs": (["--log-allow", "version"], ["--log-allow version", "applies to a comparison of two logs"]),
+    "log-metrics-without-logs": (["--log-metrics", "acc"], ["--log-metrics acc", "applies to a comparison of two logs"]),
 }
 
 

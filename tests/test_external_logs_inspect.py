@@ -8,48 +8,16 @@ Expected numbers are computed here: scores mapped C 1, I 0, P 0.5 by hand (what 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
-from external_log_files import binary_samples, lm_eval_results, write_lm_eval
+from external_log_files import LETTER, binary_samples, inspect_log, lm_eval_results, write_inspect, write_lm_eval
 
 from bias_core.errors import AuditUsageError, BaselineMismatch, DataFileError
 from bias_core.gating.external_logs import INSPECT, gate_logs, read_inspect, read_log
 
-log_api = pytest.importorskip("inspect_ai.log", reason="inspect_ai is not installed (scripts/setup.sh --dev)")
-from inspect_ai.scorer import Score  # noqa: E402
+pytest.importorskip("inspect_ai.log", reason="inspect_ai is not installed (scripts/setup.sh --dev)")
 
-LETTER = {"C": 1.0, "I": 0.0, "P": 0.5}
-
-
-def _log(values: list[list[str]], *, task: str = "toy", version: int | str = 1, model: str = "mockllm/candidate",
-         task_args: dict | None = None, reducer: str | None = None, accuracy: float | None = None,
-         inputs: dict[int, str] | None = None, status: str = "success", duplicate: bool = False):
-    """A log of len(values) samples; values[i] holds sample i's score letter per epoch."""
-    epochs = len(values[0])
-    samples = [log_api.EvalSample(id=i, epoch=e + 1, input=(inputs or {}).get(i, f"Which is right, {i}?"), target="A",
-                                  choices=["A", "B"], scores={"choice": Score(value=v)})
-               for i, per in enumerate(values) for e, v in enumerate(per)]
-    if duplicate:
-        samples.append(samples[0])
-    per_id = [sum(LETTER[v] for v in per) / len(per) for per in values]
-    score = log_api.EvalScore(name="choice", scorer="choice", reducer=reducer, metrics={
-        "accuracy": log_api.EvalMetric(name="accuracy", value=sum(per_id) / len(per_id) if accuracy is None else accuracy),
-        "stderr": log_api.EvalMetric(name="stderr", value=0.1)})
-    spec = log_api.EvalSpec(created="2026-01-01T00:00:00+00:00", task=task, task_version=version,
-                            task_args=task_args or {}, dataset=log_api.EvalDataset(name="toy", samples=len(values)),
-                            model=model, config=log_api.EvalConfig(epochs=epochs), packages={"inspect_ai": "0.3.285"})
-    return log_api.EvalLog(status=status, eval=spec,
-                           plan=log_api.EvalPlan(steps=[log_api.EvalPlanStep(solver="multiple_choice", params={})]),
-                           results=log_api.EvalResults(total_samples=len(values), completed_samples=len(values),
-                                                       scores=[score]),
-                           samples=samples)
-
-
-def _write(path: Path, log) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    log_api.write_eval_log(log, str(path), format="json" if path.suffix == ".json" else "eval")
-    return path
+_log, _write = inspect_log, write_inspect  # tests/external_log_files.py, shared with test_external_logs_pytest.py
 
 
 BASE = [["C"], ["C"], ["I"], ["C"], ["C"], ["C"], ["I"], ["C"], ["C"], ["P"]]

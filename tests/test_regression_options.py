@@ -16,7 +16,8 @@ pytest_plugins = ["pytester"]
 
 def options(**given):
     values = {"--baseline": None, "--baseline-adapter": None, "--summary-md": None, "--trust-remote-code": False,
-              "--allow-adapter-base-mismatch": False, "--baseline-max-missing": None}
+              "--allow-adapter-base-mismatch": False, "--baseline-max-missing": None, "--candidate-log": None,
+              "--baseline-log": None, "--log-allow": None, "--log-metrics": None}
     values.update({f"--{k.replace('_', '-')}": v for k, v in given.items()})
     return parse_options(values.__getitem__)
 

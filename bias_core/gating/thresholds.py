@@ -164,6 +164,9 @@ class Thresholds:
     model_probe_overrides: Mapping[tuple[str, str, str], Gate] = field(default_factory=dict)
     # [regression.<metric>]: non-inferiority margins against a baseline (bias_core.gating.regression.gate)
     regression: Mapping[str, Any] = field(default_factory=dict)
+    # [regression.external."<task>"."<metric>"]: other tools' metrics (an ExternalThresholds,
+    # bias_core.gating.external_logs.thresholds; None only for a Thresholds built by hand)
+    external: Any = None
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -668,4 +671,5 @@ def load_thresholds(
         model_overrides=model_overrides,
         model_probe_overrides=model_probe_overrides,
         regression=regression,
+        external=dataclasses.replace(regression.external, path=str(path)),
     )

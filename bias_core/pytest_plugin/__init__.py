@@ -6,7 +6,7 @@
 - ``reporter``: the run folder's files, kept current after every test; ``run_card``: what a
   run audited and how, for the header, JUnit and results.json;
 - ``options``: the command-line options, validated into one settings object before any model
-  loads; ``regression_options``: the release gate's (``--baseline``, ``--margin``, ...);
+  loads; ``regression_options``: the release gate's (``--baseline``, ``--candidate-log``/``--baseline-log``, ...);
 - ``session_state``: the session's one typed ``RunState`` (settings, run id and folder, the
   loaded model, the sample plan, the cache counts), registered with the plugin manager as
   ``bias_core.run``; the per-test stash keys; the run's sample plan;

@@ -130,10 +130,11 @@ def pytest_configure(config) -> None:
 
     outputs.check_destinations(config, regression.options.summary_md)
     try:
+        name = regression.candidate  # --model, or the candidate log's model
         if settings.report_dir is not None:
-            run_id = _make_run_folder(settings.report_dir, settings.model_value)
+            run_id = _make_run_folder(settings.report_dir, name)
         else:
-            run_id = _new_run_id(None, settings.model_value)
+            run_id = _new_run_id(None, name)
     except AuditUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     run_dir = settings.report_dir / run_id if settings.report_dir else None
@@ -164,6 +165,8 @@ def pytest_report_header(config) -> list[str] | None:
     if run is None:
         return None
     settings = run.settings
+    if run_card.log_plan(config) is not None:  # two logs compared: no model, device or definitions
+        return run_card.log_header(config)
     target = run_card.target(config)
     batch = settings.load.batch_size or "auto"
     engine = f"engine {target['engine']}, " if target["engine"] != "transformers" else ""
@@ -186,6 +189,10 @@ def pytest_sessionstart(session) -> None:
     if xml is None or run is None:
         return
     settings = run.settings
+    if run_card.log_plan(session.config) is not None:
+        for name, value in run_card.log_properties(session.config):
+            xml.add_global_property(name, value)
+        return
     for name, value in run_card.target(session.config).items():
         xml.add_global_property(name, value)
     # the paper-or-project definition choices (docs/audits/: departures from the papers)

@@ -260,6 +260,11 @@ def _classifier_choice(option: str, value: str) -> str:
 
 def build_settings(config) -> AuditSettings:
     opt = config.getoption
+    from bias_core.pytest_plugin.regression_options import log_options
+
+    # first: a comparison of two logs loads no model, so --model is not looked at, and an option
+    # that needs a model (--adapter, --mitigation, ...) is refused with the reason
+    logs = log_options(opt)
     # The project root: pytest's rootdir when a config file anchors it, else where pytest runs.
     rootdir = Path(str(config.rootpath)) if config.inipath else Path.cwd()
     load = LoadOptions(
@@ -280,7 +285,10 @@ def build_settings(config) -> AuditSettings:
     load = _usable_cache(load, notices)
     model_value = opt("--model")
     card: list[str] = []
-    if model_value != DEFAULT_MODEL or load.adapter:
+    if logs is not None and model_value != DEFAULT_MODEL:
+        notices.append(f"--model {model_value} is not used: --candidate-log and --baseline-log compare two logs, and "
+                       "no model is loaded (the candidate is the log's model). Fix: drop --model.")
+    elif model_value != DEFAULT_MODEL or load.adapter:
         from bias_core.models.weights.preflight import check_spec, choices
 
         spec = resolve_model(model_value)  # an unknown model is a usage error now, not after collection

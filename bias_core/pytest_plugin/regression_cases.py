@@ -55,7 +55,7 @@ def collection_problem(session, options: RegressionOptions, settings: Any) -> st
     """Why the selected regression tests cannot run (a missing margin, a stored baseline without
     their items or with other probe content), or None."""
     keys = selected(session)
-    if not keys or not options.active:
+    if not keys or not options.active:  # a log comparison's margins were found when its logs were read
         return None
     margins = settings.thresholds.regression if settings.thresholds is not None else {}
     missing = sorted({m for _, _, m in keys} - set(margins))

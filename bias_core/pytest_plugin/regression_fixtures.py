@@ -24,6 +24,7 @@ from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.pytest_plugin.regression_cases import selected
 from bias_core.pytest_plugin.regression_config import run_config
 from bias_core.pytest_plugin.regression_items import block_of
+from bias_core.pytest_plugin.regression_options import EXTERNAL_FAMILY, cli_fix
 from bias_core.pytest_plugin.regression_rows import error_row, paired_rows
 from bias_core.pytest_plugin.regression_session import REGRESSION_PLUGIN, ROW, RegressionSession
 from bias_core.pytest_plugin.session_state import run_state, terminal
@@ -32,6 +33,8 @@ from bias_core.storage.visible import visible
 
 _PROPERTIES = ("baseline", "delta", "ci_low", "ci_high", "p_value", "p_adjusted", "adjustment", "harm",
                "harm_ci_low", "harm_ci_high", "margin", "margin_rule", "worse_within_margin", "verdict", "config")
+# a log comparison's row also says where its numbers and margin come from
+_LOG_PROPERTIES = ("tool", "task", "tool_metric", "filter", "gate_source", "n", "pairs")
 
 
 def _session(config) -> RegressionSession:
@@ -66,6 +69,8 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
 
     options = _session(request.config).options
     keys = selected(request.session)
+    if options.logs is not None:  # two logs: no model, no suite
+        return _log_comparisons(options, keys, audit_settings.seed)
     baseline_lm = request.getfixturevalue("baseline_model") if options.live is not None else None
     baseline_suites: dict[str, Any] = {}
     out: dict[tuple[str, str, str], Any] = {}
@@ -105,6 +110,36 @@ def regression_comparisons(request, audit_settings) -> dict[tuple[str, str, str]
     return paired_rows(out, comparisons, pairs, powers, options.label(), configs)
 
 
+def _log_comparisons(options, keys, seed: int) -> dict[tuple[str, str, str], Any]:
+    """The selected comparisons of two logs (``options.logs``, a ``LogPlan``), as the rows of the
+    project's own comparisons: paired (too many samples left out: the exception, which the test
+    reports), judged against their margins, adjusted across the selected rows, with the power note."""
+    plan = options.logs
+    by_key = {(EXTERNAL_FAMILY, r.task, r.label): r for r in plan.rows}
+    out: dict[tuple[str, str, str], Any] = {}
+    comparisons: dict[tuple[str, str, str], PairedComparison] = {}
+    pairs: dict[tuple[str, str, str], Any] = {}
+    powers: dict[tuple[str, str, str], dict[str, Any]] = {}
+    extra: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for key in keys:
+        row = by_key[key]
+        try:
+            paired, unpaired = plan.pair(row, options.max_missing)
+        except AuditUsageError as exc:  # more left out than --baseline-max-missing: no verdict, said why
+            out[key] = type(exc)(cli_fix(str(exc)))
+            continue
+        pairs[key] = paired
+        comparisons[key] = plan.compare(row, paired, seed=seed)
+        powers[key] = power_note(paired, row.gate.spec, row.gate.margin, seed=seed)
+        extra[key] = {"task": row.task, "tool_metric": row.metric, "filter": row.filter, "tool": plan.candidate.tool,
+                      "gate_source": row.gate.source, "unpaired": unpaired.describe(),
+                      "logged_baseline": row.baseline.reported, "logged_candidate": row.candidate.reported}
+    rows = paired_rows(out, comparisons, pairs, powers, options.label(), plan.card)
+    for key, fields in extra.items():
+        rows[key].update(fields)
+    return rows
+
+
 @pytest.fixture
 def regression_gate(request, regression_comparisons):
     """regression_gate(family, probe, metric): the test's verdict from the session's comparisons."""
@@ -114,14 +149,15 @@ def regression_gate(request, regression_comparisons):
             pytest.fail(f"ERROR in regression-{probe}-{metric}: {found}", pytrace=False)
         if isinstance(found, BaseException):
             raise found
-        settings = _session(request.config).settings
-        row = dict(found, run_id=run_state(request.config).run_id, nodeid=request.node.nodeid,
-                   model=settings.model_value)
+        gate = _session(request.config)
+        settings = gate.settings
+        row = dict(found, run_id=run_state(request.config).run_id, nodeid=request.node.nodeid, model=gate.candidate)
         request.node.stash[ROW] = row
         if row["verdict"] == "error":
             pytest.fail(f"ERROR in {row['test_id']}: {row['reason']}", pytrace=False)
         properties = {**row, "delta": row["value"]}
         request.node.user_properties.extend((key, properties[key]) for key in _PROPERTIES)
+        request.node.user_properties.extend((key, row[key]) for key in _LOG_PROPERTIES if key in row)
         summary = (f"{metric} on {probe}: candidate {row['candidate_value']:.4g} vs baseline {row['baseline_value']:.4g}, "
                    f"delta {row['value']:+.4g} [{row['ci_low']:+.4g}, {row['ci_high']:+.4g}], harm CI "
                    f"[{row['harm_ci_low']:+.4g}, {row['harm_ci_high']:+.4g}] vs margin {row['margin']:g}, "

@@ -15,6 +15,11 @@ run stores its items, so any run can serve as a later run's stored baseline.
   (``regression_fixtures``), which finds this object by its name; its rows come back here on the
   test reports, for the terminal lines and the Markdown summary (``regression_summary``).
 
+- ``--candidate-log C --baseline-log B``: two logs of another tool (``gating/external_logs``),
+  read and planned when pytest configures (``regression_options``); every (task, metric, filter)
+  becomes ``test_regression[<task>-<metric>]`` (family "external"), every other test is
+  deselected, and no model loads: nothing asks for the model's fixtures.
+
 Under xdist every worker that runs a regression test computes the whole family; ``--dist
 loadgroup`` sends them all to one worker (they carry ``xdist_group("regression")``).
 """
@@ -43,7 +48,7 @@ from bias_core.gating.thresholds import FAIL, INCONCLUSIVE
 from bias_core.pytest_plugin.regression_cases import case_of, collection_problem, gated_families
 from bias_core.pytest_plugin.regression_config import run_config
 from bias_core.pytest_plugin.regression_items import block_from_json, block_to_json, consistency_fix, probe_of
-from bias_core.pytest_plugin.regression_options import RegressionOptions, parse_options
+from bias_core.pytest_plugin.regression_options import EXTERNAL_FAMILY, RegressionOptions, parse_options
 from bias_core.pytest_plugin.regression_summary import terminal_summary, write_run_summary
 from bias_core.pytest_plugin.session_state import USAGE_STOP, run_state
 
@@ -58,7 +63,7 @@ ROW = pytest.StashKey[dict]()  # the regression test's row (set by the regressio
 def configure(config, settings) -> RegressionSession:
     """Parse and check the regression options (usage errors now) and register the gate."""
     try:
-        options = parse_options(config.getoption, settings.load.cache_dir)
+        options = parse_options(config.getoption, settings.load.cache_dir, external_thresholds(settings))
         if options.stored is not None:
             check_configs(run_config(settings, compared=True), options.stored.run, where=f"--baseline {options.baseline}")
     except AuditUsageError as exc:
@@ -70,10 +75,29 @@ def configure(config, settings) -> RegressionSession:
     return gate
 
 
+def external_thresholds(settings) -> Any:
+    """thresholds.toml's ``[regression.external]`` margins (``Thresholds.external``); without a
+    thresholds file, the defaults alone, any fix naming where the file would be."""
+    from bias_core.gating.external_logs import ExternalThresholds
+
+    found = getattr(settings.thresholds, "external", None)
+    return found if found is not None else ExternalThresholds({}, str(settings.thresholds_path))
+
+
 def find_regression(config) -> RegressionSession | None:
     """The session's regression gate, or None where the plugin has not configured it."""
     found = config.pluginmanager.get_plugin(REGRESSION_PLUGIN)
     return found if isinstance(found, RegressionSession) else None
+
+
+def log_cases(config) -> list[tuple[str, str, str]] | None:
+    """(family "external", task, metric label) of every comparison of two logs
+    (``--candidate-log``/``--baseline-log``, planned when pytest configured), or None without them."""
+    regression = find_regression(config)
+    plan = regression.options.logs if regression is not None else None
+    if plan is None:
+        return None
+    return [(EXTERNAL_FAMILY, row.task, row.label) for row in plan.rows]
 
 
 class RegressionSession:
@@ -88,9 +112,34 @@ class RegressionSession:
         self.candidate_run: RunConfig | None = None
         self.items_started = False
         self.rows: list[dict[str, Any]] = []
+        self.deselected = 0  # tests a log comparison left out
 
     def _controller(self) -> bool:
         return getattr(self.config, "workerinput", None) is None
+
+    @property
+    def candidate(self) -> str:
+        """The candidate's name in rows: --model, or the candidate log's model."""
+        return self.options.candidate_name(self.settings.model_value)
+
+    # -- a comparison of two logs: its rows only ---------------------------------------------------
+    @pytest.hookimpl(trylast=True)  # after -k and -m: what they left of the log comparisons runs
+    def pytest_collection_modifyitems(self, session, config, items) -> None:
+        if self.options.logs is None:
+            return
+        keep = [i for i in items if (case_of(i) or ("",))[0] == EXTERNAL_FAMILY]
+        gone = [i for i in items if (case_of(i) or ("",))[0] != EXTERNAL_FAMILY]
+        if gone:
+            config.hook.pytest_deselected(items=gone)
+            items[:] = keep
+        self.deselected = len(gone)
+
+    def pytest_report_collectionfinish(self, config, start_path, items) -> list[str]:
+        if self.options.logs is None:
+            return []
+        return [f"bias-core: comparing two {self.options.logs.candidate.tool} logs (--candidate-log, --baseline-log): "
+                f"{len(items)} log comparison(s) selected; {self.deselected} other audit test(s) deselected; no model "
+                "is loaded"]
 
     def pytest_itemcollected(self, item) -> None:
         key = case_of(item)
@@ -162,7 +211,7 @@ class RegressionSession:
         reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else str(report.longrepr)[-500:]
         return {"kind": "regression", "run_id": run_state(self.config).run_id, "nodeid": item.nodeid,
                 "test_id": f"regression-{probe}-{metric}", "family": family, "probe": probe, "metric": metric,
-                "model": self.settings.model_value, "value": None, "ci_low": None,
+                "model": self.candidate, "value": None, "ci_low": None,
                 "ci_high": None, "n": None, "verdict": "skipped" if report.skipped else "error", "reason": reason,
                 "duration_s": report.duration}
 

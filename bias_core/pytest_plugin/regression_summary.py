@@ -61,7 +61,7 @@ def write_run_summary(rows: list[dict[str, Any]], options: RegressionOptions, se
     # the banner's headline and its test lines, grouped as in the terminal and report.html
     markdown = render_summary(regression, absolute, banner=banner.markdown(),
                               baseline=options.label(), config_note=note,
-                              title=f"Bias audit: {settings.model_value}",
+                              title=options.title(settings.model_value),
                               worse={f"{r['probe']}-{r['metric']}": worse_note(r) for r in rows if worse_note(r)},
                               pairs={f"{r['probe']}-{r['metric']}": pairs_of(r) for r in compared if r.get("n") is not None},
                               errored={f"{r['probe']}-{r['metric']}": str(r.get("reason") or "the test raised an error")

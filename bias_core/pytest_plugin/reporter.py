@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bias_core.pytest_plugin import cache_card
+from bias_core.pytest_plugin.regression_cases import case_of
 from bias_core.pytest_plugin.run_card import model_card, run_info
 from bias_core.pytest_plugin.session_state import USAGE_STOP, run_state
 from bias_core.storage.redaction import redact
@@ -36,7 +37,7 @@ class Reporter:
     # A run killed at any point (SIGKILL, a lost CI runner) must leave a report that says it is
     # partial: the files say so from the start and only the end of a normal session changes it.
     def pytest_collection_finish(self, session) -> None:
-        if any(item.get_closest_marker("audit") for item in session.items):
+        if any(item.get_closest_marker("audit") or case_of(item) for item in session.items):
             self._start()
 
     @pytest.hookimpl(optionalhook=True)

@@ -1,5 +1,9 @@
 """The run card: what a run audited and how (model, engine, device, dtype, what loading chose,
-the paper-or-project definitions, sampling), for the terminal header, JUnit and results.json."""
+the paper-or-project definitions, sampling), for the terminal header, JUnit and results.json.
+
+A comparison of two logs (``--candidate-log``/``--baseline-log``) loads no model: its card names
+the two logs, the tools' versions, both sides' models and settings, and what differs between them
+(``gating/external_logs/card.RunCard``), and says nothing of devices, dtypes or definitions."""
 
 from __future__ import annotations
 
@@ -66,13 +70,63 @@ def target(config) -> dict[str, str]:
     return run.target
 
 
-def run_info(config) -> dict[str, Any]:
-    run = run_state(config)
-    settings = run.settings
+def log_plan(config) -> Any:
+    """The comparison of two logs this run makes (a ``LogPlan``), or None."""
+    regression = find_regression(config)
+    return regression.options.logs if regression is not None else None
+
+
+def log_header(config) -> list[str]:
+    """The terminal header of a comparison of two logs: the logs, tools, models, differences."""
+    card = log_plan(config).card
+    settings = run_state(config).settings
+    where = (f"{settings.thresholds_path} [regression.external] over the defaults" if settings.thresholds is not None
+             else "the defaults (bias_core/gating/external_logs/defaults.py); no thresholds file")
+    return [f"bias-core: release gate on two {card.candidate.tool} logs, candidate vs baseline; no model is loaded",
+            f"bias-core: candidate log: {card.side_line('candidate')}",
+            f"bias-core: baseline log: {card.side_line('baseline')}",
+            *(f"bias-core: differs: {d}" for d in card.differences()),
+            f"bias-core: margins: {where}"]
+
+
+def log_properties(config) -> list[tuple[str, str]]:
+    """JUnit's global properties of a comparison of two logs."""
+    card = log_plan(config).card
+    return [("candidate_log", card.candidate.source), ("baseline_log", card.baseline.source), ("tools", card.tools()),
+            ("candidate_model", card.candidate.model), ("baseline_model", card.baseline.model),
+            ("log_differences", "; ".join(card.differences()))]
+
+
+def _versions() -> dict[str, str]:
     versions = {"python": platform.python_version()}
     for mod in ("torch", "transformers", "bias_core"):
         if mod in sys.modules:
             versions[mod] = getattr(sys.modules[mod], "__version__", "")
+    return versions
+
+
+def _log_info(config, plan) -> dict[str, Any]:
+    """results.json's run info of a comparison of two logs (report.html's run card reads it)."""
+    run = run_state(config)
+    settings = run.settings
+    card = plan.card
+    return {
+        "run_id": run.run_id, "model": f"{card.candidate.model} (candidate log) vs {card.baseline.model} (baseline log)",
+        "seed": settings.seed, "started": run.started, "argv": list(sys.argv),
+        "thresholds": str(settings.thresholds_path), "strict": settings.strict,
+        "candidate_log": card.side_line("candidate"), "baseline_log": card.side_line("baseline"),
+        "tools": card.tools(), "log_differences": card.differences(), "logs": card.to_json(),
+        "versions": _versions(),
+    }
+
+
+def run_info(config) -> dict[str, Any]:
+    run = run_state(config)
+    settings = run.settings
+    plan_of_logs = log_plan(config)
+    if plan_of_logs is not None:
+        return _log_info(config, plan_of_logs)
+    versions = _versions()
     return {
         "run_id": run.run_id, "model": settings.model_value, "seed": settings.seed,
         "started": run.started, "argv": list(sys.argv), "data_dir": str(settings.data_dir or ""),

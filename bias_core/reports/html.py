@@ -98,7 +98,17 @@ def _fmt_time(v: Any) -> str:
 # ----- run details ------------------------------------------------------------------------------
 _META_SKIP = {"model", "run_id", "started", "finished", "seed", "argv", "versions", "complete", "n_results",
               "strict", "partial_reason", "exitstatus"}
-_META_FIRST = {"device", "dtype", "lexicon", "articles", "causal_likelihood", "model_card"}
+_META_FIRST = {"device", "dtype", "lexicon", "articles", "causal_likelihood", "model_card",
+               # a comparison of two logs (--candidate-log, --baseline-log): its run card
+               "candidate_log", "baseline_log", "tools", "log_differences", "thresholds"}
+# a comparison of two logs shows its run card in this order, before any other key
+_LOG_CARD = ("candidate_log", "baseline_log", "tools", "log_differences", "thresholds")
+_LABELS = {"log_differences": "What differs", "tools": "Tool", "thresholds": "Margins from"}
+
+
+def is_log_run(run_info: Mapping[str, Any]) -> bool:
+    """A run that compared two logs of another tool (``--candidate-log``/``--baseline-log``)."""
+    return bool(run_info.get("candidate_log"))
 
 
 def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
@@ -125,20 +135,24 @@ def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     if "seed" in run_info:
         items.append(("Seed", str(run_info["seed"])))
     more: list[tuple[str, str]] = []
-    for k in sorted(k for k in run_info if k not in _META_SKIP):
+    logs = is_log_run(run_info)
+    order = [k for k in _LOG_CARD if logs and k in run_info]
+    for k in order + sorted(k for k in run_info if k not in _META_SKIP and k not in order):
         v = run_info[k]
         if k == "lexicon" and isinstance(v, Mapping) and isinstance(v.get("pairs"), (list, tuple)):
             v = f"{v.get('name', '?')}: " + ", ".join("/".join(map(str, p)) for p in v["pairs"])
         elif k == "precision" and isinstance(v, Mapping) and "mode" in v:
             v = str(v["mode"]) + "".join(f"; {name} {json.dumps(jsonable(x), ensure_ascii=False)}"
                                          for name, x in sorted(v.items()) if name != "mode")
-        elif k == "model_card" and isinstance(v, (list, tuple)):
+        elif k in ("model_card", "log_differences") and isinstance(v, (list, tuple)):
             if not v:
                 continue  # nothing was chosen for the user
             v = "; ".join(map(str, v))
         elif isinstance(v, (dict, list, tuple)):
             v = json.dumps(jsonable(v), sort_keys=True, ensure_ascii=False)
-        (items if k in _META_FIRST else more).append((str(k).replace("_", " ").capitalize(), str(v)))
+        first = k in _META_FIRST and (logs or k != "thresholds")
+        label = _LABELS.get(k, str(k).replace("_", " ").capitalize()) if logs else str(k).replace("_", " ").capitalize()
+        (items if first else more).append((label, str(v)))
     argv = run_info.get("argv")
     if argv:
         more.append(("Command", " ".join(map(str, argv)) if isinstance(argv, (list, tuple)) else str(argv)))
@@ -151,7 +165,7 @@ def _meta_rows(run_info: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
 
 
 # ----- banner -----------------------------------------------------------------------------------
-def _banner_html(banner: Banner, anchors_by_test: Mapping[str, str]) -> str:
+def _banner_html(banner: Banner, anchors_by_test: Mapping[str, str], how: str = "how") -> str:
     status = slug(banner.status.lower())
     out = [f'<section id="verdict" class="banner banner-{status}" aria-label="verdict">',
            f'<p class="headline">{esc(banner.headline)}</p>']
@@ -176,7 +190,7 @@ def _banner_html(banner: Banner, anchors_by_test: Mapping[str, str]) -> str:
         out += [item(it) for it in banner.worse]
         out.append("</ul>")
     out += [f'<p class="note">{esc(n)}</p>' for n in banner.notes]
-    out.append('<p class="note"><a href="#how">How verdicts are reached</a></p></section>')
+    out.append(f'<p class="note"><a href="#{how}">How verdicts are reached</a></p></section>')
     return "\n".join(out)
 
 
@@ -455,9 +469,12 @@ th,td{border-bottom:1px solid var(--line);padding:5px 8px;text-align:left;vertic
 th{background:#eef1f5;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 td.num{white-space:nowrap}
-td.num.wrap{white-space:normal;min-width:9em;text-align:left}
+td.num.wrap{white-space:normal;min-width:7em;text-align:left}
 .wide{overflow-x:auto}
-td.id code{white-space:nowrap}
+td.id code{overflow-wrap:normal}
+td.num div.ci{color:var(--muted);font-size:12px}
+td.num div.note{white-space:normal;min-width:7em}
+td.num div.note.source{white-space:nowrap;min-width:0}
 table.results td.c-test{max-width:420px}
 tr.row-fail td:first-child{box-shadow:inset 4px 0 var(--fail)}
 tr.row-error td:first-child{box-shadow:inset 4px 0 var(--err)}
@@ -578,6 +595,10 @@ def render_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] |
     banner = banner_for_run(all_rows, run_info)
     meta, more_meta = _meta_rows(run_info, rows, banner)
     model = meta[0][1]
+    # two logs compared and no model audited: the comparison is the report; the sections on
+    # absolute gates (results, how, charts, examples, breakdowns) would only say "none"
+    logs_only = is_log_run(run_info) and not rows
+    what = f"release gate on {run_info.get('tools') or 'another tool'} logs" if logs_only else "gender-bias audit"
     counts = {v: sum(1 for r in rows if _verdict(r) == v) for v in VERDICTS}
     if generated is None:
         generated = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -597,11 +618,23 @@ def render_html(rows: Iterable[Mapping[str, Any]], run_info: Mapping[str, Any] |
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{'PARTIAL ' if not banner.complete else ''}{esc(banner.status)}: gender-bias audit of {esc(model)}</title>",
+        f"<title>{'PARTIAL ' if not banner.complete else ''}{esc(banner.status)}: {esc(what)} of {esc(model)}</title>",
         f"<style>{CSS}</style></head><body><main>",
-        _banner_html(banner, anchors_by_test),
-        f'<header class="card"><h1>Gender-bias audit: {esc(model)}</h1>',
+        _banner_html(banner, anchors_by_test, how="regression" if logs_only else "how"),
+        f'<header class="card"><h1>{esc(what[0].upper() + what[1:])}: {esc(model)}</h1>',
         f"{meta_html}</header>",
+    ]
+    if logs_only:
+        parts += [
+            '<nav>' + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t, _ in extra_sections) + "</nav>",
+            '<p class="note">This run compared two logs another tool wrote, sample by sample; it loaded and audited '
+            "no model, so it has no absolute gates: every test is a candidate-vs-baseline comparison.</p>",
+            *[f'<section id="{esc(a)}"><h2>{esc(t)}</h2>{body}</section>' for a, t, body in extra_sections],
+            f"<footer>Generated by bias_core {esc(__version__)} at {esc(generated)}.</footer>",
+            "</main></body></html>",
+        ]
+        return visible("\n".join(parts) + "\n")
+    parts += [
         '<nav><a href="#results">Results</a><a href="#how">How verdicts work</a><a href="#charts">Charts</a>'
         '<a href="#examples">Most biased examples</a>'
         + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t, _ in extra_sections)

@@ -30,6 +30,12 @@ def _esc(v: Any) -> str:
     return html.escape(visible("" if v is None else str(v)), quote=True)
 
 
+def _breakable(test_id: str) -> str:
+    """A test id that a narrow column may break after its "-" and "_" (a long task name such as
+    crows_pairs_english_gender), never inside a word and never letter by letter."""
+    return _esc(test_id).replace("-", "-<wbr>").replace("_", "_<wbr>")
+
+
 def _signed(v: Any) -> str:
     f = num(v)
     if f is None:
@@ -79,21 +85,25 @@ def harm_chart_svg(metric: str, rows: Sequence[Mapping[str, Any]]) -> str:
 def _table(rows: Sequence[Mapping[str, Any]], badge) -> str:
     head = ("Test", "Better", "n (pairs)", "Baseline", "Candidate", "Δ [95% CI]", "Harm [95% CI]", "Margin",
             "Detects (80%)", "p", "p adjusted", "Verdict")
-    # twelve columns: a narrow window scrolls the table rather than breaking test ids letter by letter
+    # twelve columns: a narrow window scrolls the table; a test id breaks only after its "-" and "_"
     out = ['<div class="wide"><table class="examples"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
            + "</tr></thead><tbody>"]
     for r in rows:
         better = f"closer to {sig(r.get('ideal'))}" if r.get("better") == "ideal" else f"{r.get('better') or '—'} is better"
-        adjusted = f"{sig(r.get('p_adjusted'), 2)} ({_esc(r.get('adjustment') or '')})" if num(r.get("p_adjusted")) is not None else "—"
+        adjusted = (f'{sig(r.get("p_adjusted"), 2)}<div class="ci">{_esc(r.get("adjustment") or "")}</div>'
+                    if num(r.get("p_adjusted")) is not None else "—")
         note = f'<div class="note">{_esc(r["reason"])}</div>' if r.get("reason") else ""
         out.append("<tr>" + "".join([
-            f'<td class="id"><code>{_esc(r.get("probe"))}-{_esc(r.get("metric"))}</code>{note}</td>', f"<td>{_esc(better)}</td>",
+            f'<td class="id"><code>{_breakable(str(r.get("probe")) + "-" + str(r.get("metric")))}</code>{note}</td>',
+            f"<td>{_esc(better)}</td>",
             f'<td class="num wrap{" worse" if r.get("n_dropped") else ""}">{_esc(pairs_of(r))}</td>',
             f'<td class="num">{_esc(sig(r.get("baseline_value")))}</td>',
             f'<td class="num">{_esc(sig(r.get("candidate_value")))}</td>',
-            f'<td class="num">{_esc(_signed(r.get("value")))} [{_esc(_signed(r.get("ci_low")))}, {_esc(_signed(r.get("ci_high")))}]</td>',
-            f'<td class="num">{_esc(_signed(r.get("harm")))} [{_esc(_signed(r.get("harm_ci_low")))}, '
-            f'{_esc(_signed(r.get("harm_ci_high")))}]</td>',
+            # the CI under the value: twelve columns fit a report's width with the intervals on lines of their own
+            f'<td class="num">{_esc(_signed(r.get("value")))}<div class="ci">[{_esc(_signed(r.get("ci_low")))}, '
+            f'{_esc(_signed(r.get("ci_high")))}]</div></td>',
+            f'<td class="num">{_esc(_signed(r.get("harm")))}<div class="ci">[{_esc(_signed(r.get("harm_ci_low")))}, '
+            f'{_esc(_signed(r.get("harm_ci_high")))}]</div></td>',
             f'<td class="num">{_esc(sig(r.get("margin")))}{_rule(r)}</td>', _detects(r),
             f'<td class="num">{_esc(sig(r.get("p_value"), 2))}</td>',
             f'<td class="num">{adjusted}</td>', f"<td>{badge(str(r.get('verdict') or ''))}{_worse(r)}</td>",
@@ -113,7 +123,19 @@ def _detects(r: Mapping[str, Any]) -> str:
 
 def _rule(r: Mapping[str, Any]) -> str:
     rule = str(r.get("margin_rule") or "")
-    return f'<div class="note">{_esc(rule)}</div>' if "%" in rule else ""
+    out = f'<div class="note">{_esc(rule)}</div>' if "%" in rule else ""
+    if r.get("gate_source"):  # a log comparison's margin: a thresholds.toml table, or a default
+        out += f'<div class="note source" title="{_esc(r["gate_source"])}">{_esc(_source(str(r["gate_source"])))}</div>'
+    return out
+
+
+def _source(source: str) -> str:
+    """Where a log comparison's margin comes from, in a word or two (the whole in the tooltip):
+    "default", or the thresholds file that declares it ("thresholds.toml")."""
+    if source.startswith("default for "):
+        return "default"
+    declared = source.split(" [", 1)[0]
+    return declared.replace("\\", "/").rsplit("/", 1)[-1] or "thresholds.toml"
 
 
 def _worse(r: Mapping[str, Any]) -> str:
@@ -128,14 +150,18 @@ def _moved(r: Mapping[str, Any]) -> str:
         items = moved.get(direction) or []
         if not items:
             continue
+        # outputs only where some item has one (a log's scored choices have none)
+        outputs = any(it.get(k) is not None for it in items for k in ("baseline_output", "candidate_output"))
         body = "".join(
             f'<tr><td class="text">{_esc(it.get("prompt"))}</td>'
-            f'<td class="text">{_esc(it.get("baseline_output") if it.get("baseline_output") is not None else "—")}</td>'
-            f'<td class="text">{_esc(it.get("candidate_output") if it.get("candidate_output") is not None else "—")}</td>'
-            f'<td class="num">{_esc(sig(it.get("baseline")))}</td><td class="num">{_esc(sig(it.get("candidate")))}</td></tr>'
+            + (f'<td class="text">{_esc(it.get("baseline_output") if it.get("baseline_output") is not None else "—")}</td>'
+               f'<td class="text">{_esc(it.get("candidate_output") if it.get("candidate_output") is not None else "—")}</td>'
+               if outputs else "")
+            + f'<td class="num">{_esc(sig(it.get("baseline")))}</td><td class="num">{_esc(sig(it.get("candidate")))}</td></tr>'
             for it in items)
+        heads = "<th>Baseline output</th><th>Candidate output</th>" if outputs else ""
         parts.append(f'<p class="note">Items whose value {title}:</p><table class="examples"><thead><tr><th>Prompt</th>'
-                     "<th>Baseline output</th><th>Candidate output</th><th>Baseline</th><th>Candidate</th></tr></thead>"
+                     f"{heads}<th>Baseline</th><th>Candidate</th></tr></thead>"
                      f"<tbody>{body}</tbody></table>")
     if not parts:
         return ""
@@ -151,10 +177,14 @@ def regression_section(rows: Sequence[Mapping[str, Any]], badge) -> tuple[str, s
     if not rows:
         return None
     first = next((r for r in rows if r.get("config")), rows[0])
+    logs = any(r.get("family") == "external" for r in rows)  # two logs of another tool compared
+    paired = ("Paired sample by sample (same id, same content hashes)" if logs else "Paired on the same items")
+    margins = ("thresholds.toml [regression.external], or the default for the metric, shown under each margin"
+               if logs else "thresholds.toml [regression.*]")
     intro = (f'<p class="note">Baseline: {_esc(first.get("baseline") or "—")}. {_esc(first.get("config") or "")}. '
-             "Paired on the same items: Δ = candidate − baseline; harm = how much worse the candidate is in the "
+             f"{paired}: Δ = candidate − baseline; harm = how much worse the candidate is in the "
              "metric's direction. A test fails when the harm's whole 95% CI lies beyond its margin "
-             "(thresholds.toml [regression.*]) and the one-sided p-value, adjusted across the run, is below 0.05; "
+             f"({_esc(margins)}) and the one-sided p-value, adjusted across the run, is below 0.05; "
              "it passes when the whole CI lies within the margin.</p>")
     worse = [r for r in rows if worse_note(r)]
     if worse:

@@ -59,8 +59,11 @@ def run_sections(rows: list[dict], run_dir: Path, write_csv: bool = False, run_i
     ``mitigation_table.csv`` too with ``write_csv``), the trade-off figures of a sweep and the
     run in the papers' layouts (written to ``paper_tables.md`` too with ``write_markdown``,
     which defaults to ``write_csv``)."""
+    from bias_core.reports.html import is_log_run
     from bias_core.reports.paper_tables_render import paper_tables_sections
 
+    if is_log_run(run_info or {}):
+        return []  # two logs compared: no audit of a model to lay out in the papers' tables
     csv_path = Path(run_dir) / "mitigation_table.csv" if write_csv else None
     markdown = write_csv if write_markdown is None else write_markdown
     return (mitigation_sections(rows, csv_path) + tradeoff_sections(run_dir)

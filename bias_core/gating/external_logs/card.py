@@ -52,11 +52,41 @@ class RunCard:
     allowed: tuple[str, ...] = ()  # differences the caller allowed
     notes: tuple[str, ...] = ()  # differences that are the comparison, or only reported
 
+    # the regression rows' configuration note, as the project's ConfigComparison gives it: the tools
+    # report no dtype of their own that pairing compares
+    dtype_differs = False
+
     def lines(self) -> list[str]:
         out = self.candidate.lines("candidate") + self.baseline.lines("baseline")
         out += [f"allowed difference: {a}" for a in self.allowed]
         out += [f"note: {n}" for n in self.notes]
         return out
+
+    def tools(self) -> str:
+        """"lm-evaluation-harness 0.4.13", or each side's version where they differ."""
+        c, b = self.candidate, self.baseline
+        if (c.tool, c.tool_version) == (b.tool, b.tool_version):
+            return f"{c.tool} {c.tool_version}"
+        return f"{c.tool} {c.tool_version} (candidate), {b.tool} {b.tool_version} (baseline)"
+
+    def differences(self) -> list[str]:
+        """What differs between the two sides: the differences allowed, then those only reported
+        (the model, the tool's version, what each side read); "none" when nothing does."""
+        return [*(f"{a}" for a in self.allowed), *self.notes] or ["none"]
+
+    def describe(self) -> str:
+        """One line for each regression row ("config"): the tool, the two models, what was allowed."""
+        c, b = self.candidate, self.baseline
+        models = (f"candidate model {c.model}, baseline model {b.model}" if c.model != b.model
+                  else f"the same model name on both sides ({c.model})")
+        allowed = f"; allowed to differ: {', '.join(self.allowed)}" if self.allowed else ""
+        return f"{self.tools()} per-sample logs; {models}; paired by sample id and content hashes{allowed}"
+
+    def side_line(self, name: str) -> str:
+        """"<path> (lm-evaluation-harness 0.4.13, model org/x, tasks a (version 1))" for one side."""
+        side = self.candidate if name == "candidate" else self.baseline
+        tasks = ", ".join(f"{t} (version {v})" for t, v in side.tasks.items())
+        return f"{side.source} ({side.tool} {side.tool_version}, model {side.model}; tasks {tasks})"
 
     def to_json(self) -> dict[str, Any]:
         return {"candidate": self.candidate.to_json(), "baseline": self.baseline.to_json(),

@@ -12,6 +12,7 @@ of it is within the margin, fail when all of it is beyond, inconclusive otherwis
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +26,18 @@ from bias_core.gating.external_logs.reading import read_log
 from bias_core.gating.external_logs.records import ExternalRun, MetricLog
 from bias_core.gating.external_logs.thresholds import ExternalGate, load_external, toml_fix
 from bias_core.gating.regression.gate import judge
-from bias_core.gating.regression.pairing import MAX_MISSING_SHARE
+from bias_core.gating.regression.pairing import MAX_MISSING_SHARE, PairedItems
 from bias_core.gating.verdicts import FAIL, INCONCLUSIVE, PASS
 from bias_core.stats.paired import N_BOOTSTRAP, N_PERMUTATIONS, PairedComparison, adjust, compare_to_baseline
 
 IDENTITY_ALLOWS = ("prompt_hash", "target_hash")
+# what an allow that is not a setting (configs.PAIRING_ALLOWS) changes, for the run card
+PAIRING_NOTES = {
+    "filter": "filter: a candidate filter the baseline lacks is paired with the baseline's one other filter, allowed",
+    "prompt_hash": "prompt_hash: samples pair although their prompts' hashes differ (the same documents, formatted "
+                   "otherwise), allowed",
+    "target_hash": "target_hash: samples pair although their targets' hashes differ, allowed",
+}
 
 
 @dataclass(frozen=True)
@@ -175,15 +183,66 @@ def _plan(candidate: ExternalRun, baseline: ExternalRun, allow: Collection[str],
     return planned, skipped
 
 
-def gate_logs(candidate: str | Path | ExternalRun, baseline: str | Path | ExternalRun, thresholds: Any = None,
-              allow: Collection[str] = (), seed: int = 0, metrics: Iterable[str | tuple[str, str]] | None = None,
-              max_missing_share: float = MAX_MISSING_SHARE, n_bootstrap: int = N_BOOTSTRAP,
-              n_resamples: int = N_PERMUTATIONS) -> GateResult:
-    """Gate ``candidate`` against ``baseline`` (lm-eval output folders or results json, or inspect
-    logs or log folders, or runs already read). ``thresholds``: a thresholds.toml path, a parsed
-    table or None (defaults only); ``allow``: settings that may differ (``{"num_fewshot"}``), or
-    ``"filter"``/``"prompt_hash"`` for pairing; ``metrics``: names or (task, name) to gate (default:
-    every metric that is a mean of its samples). Usage errors (exit 4) name what is wrong."""
+DEFAULT_FILTER = "none"  # lm-eval's filter of a task without filters; inspect's score without a reducer
+
+
+@dataclass(frozen=True)
+class PlannedRow:
+    """One task x metric x filter to compare: both sides' blocks, the filter as shown, its gate."""
+
+    candidate: MetricLog
+    baseline: MetricLog
+    filter: str  # as shown: "none", "strict-match", or "strict (baseline flexible)" when allowed to differ
+    gate: ExternalGate
+
+    @property
+    def task(self) -> str:
+        return self.candidate.task
+
+    @property
+    def metric(self) -> str:
+        return self.candidate.metric
+
+    @property
+    def label(self) -> str:
+        """The metric as a test id names it: the metric, and the candidate's filter unless it is the
+        default ("exact_match[strict-match]"), so that every row of a task has its own id."""
+        f = self.candidate.filter
+        return self.metric if f == DEFAULT_FILTER else f"{self.metric}[{f}]"
+
+
+@dataclass(frozen=True)
+class LogPlan:
+    """Two logs read and checked, and what a gate on them compares: ``plan_logs`` raises every
+    usage error (settings, unknown metrics, missing margins) before anything is computed."""
+
+    candidate: ExternalRun
+    baseline: ExternalRun
+    rows: tuple[PlannedRow, ...]
+    not_gated: tuple[NotGated, ...]
+    card: RunCard
+    allow: frozenset[str] = frozenset()
+
+    def pair(self, row: PlannedRow, max_missing_share: float = MAX_MISSING_SHARE) -> tuple[PairedItems, Unpaired]:
+        """The row's pairs (``BaselineMismatch`` when too many samples are left out), named by its
+        task and ``label``."""
+        ignore = [a for a in self.allow if a in IDENTITY_ALLOWS]
+        paired, unpaired = pair_metric(row.candidate, row.baseline, ignore, max_missing_share)
+        return dataclasses.replace(paired, metric=row.label), unpaired
+
+    @staticmethod
+    def compare(row: PlannedRow, paired: PairedItems, seed: int = 0, n_bootstrap: int = N_BOOTSTRAP,
+                n_resamples: int = N_PERMUTATIONS) -> PairedComparison:
+        """The row judged against its margin, before the adjustment across rows (``adjust``)."""
+        comparison = compare_to_baseline(paired, row.gate.spec, seed=seed, n_bootstrap=n_bootstrap,
+                                         n_resamples=n_resamples)
+        return judge(comparison, row.gate.margin)
+
+
+def plan_logs(candidate: str | Path | ExternalRun, baseline: str | Path | ExternalRun, thresholds: Any = None,
+              allow: Collection[str] = (), metrics: Iterable[str | tuple[str, str]] | None = None) -> LogPlan:
+    """Read and check both logs, compare their settings, and find each row's gate (arguments as
+    ``gate_logs``'). Usage errors (exit 4) name what is wrong and the fix."""
     cand = candidate if isinstance(candidate, ExternalRun) else read_log(candidate)
     base = baseline if isinstance(baseline, ExternalRun) else read_log(baseline)
     allowed, notes = compare_runs(cand, base, allow)
@@ -191,11 +250,11 @@ def gate_logs(candidate: str | Path | ExternalRun, baseline: str | Path | Extern
     selection = _selection(metrics)
     if selection is not None:
         known = {(t, m) for t, log in cand.tasks.items() for m, _ in log.metrics}
-        unknown = sorted(f"{t + ' ' if t else ''}{m}" for t, m in selection
+        unknown = sorted(f"{t + ':' if t else ''}{m}" for t, m in selection
                          if not any(m == km and t in (None, kt) for kt, km in known))
         if unknown:
             raise AuditUsageError(f"metrics= names {', '.join(unknown)}, not in the candidate's log ({cand.source}). "
-                                  f"Fix: use one of {', '.join(sorted({m for _, m in known}))}.")
+                                  f"Fix: use one of {', '.join(sorted(f'{t}:{m}' for t, m in known))}.")
     planned, skipped = _plan(cand, base, allow, selection)
     gates: list[ExternalGate] = []
     missing = []
@@ -212,21 +271,36 @@ def gate_logs(candidate: str | Path | ExternalRun, baseline: str | Path | Extern
     if not planned:
         why = "; ".join(f"{n.task} {n.metric}: {n.why}" for n in skipped[:5]) or "the log holds no metric"
         raise AuditUsageError(f"nothing to gate in {cand.source}: {why}.")
-    ignore = [a for a in allow if a in IDENTITY_ALLOWS]
+    rows = tuple(PlannedRow(c, b, shown, gate) for (c, b, shown), gate in zip(planned, gates))
+    pairing = [PAIRING_NOTES[a] for a in PAIRING_NOTES if a in allow]  # allowed, though not a setting
+    card = RunCard(SideCard.of(cand), SideCard.of(base), (*(d.describe() for d in allowed), *pairing), tuple(notes))
+    return LogPlan(cand, base, rows, tuple(skipped), card, frozenset(allow))
+
+
+def gate_logs(candidate: str | Path | ExternalRun, baseline: str | Path | ExternalRun, thresholds: Any = None,
+              allow: Collection[str] = (), seed: int = 0, metrics: Iterable[str | tuple[str, str]] | None = None,
+              max_missing_share: float = MAX_MISSING_SHARE, n_bootstrap: int = N_BOOTSTRAP,
+              n_resamples: int = N_PERMUTATIONS) -> GateResult:
+    """Gate ``candidate`` against ``baseline`` (lm-eval output folders or results json, or inspect
+    logs or log folders, or runs already read). ``thresholds``: a thresholds.toml path, a parsed
+    table or None (defaults only); ``allow``: settings that may differ (``{"num_fewshot"}``), or
+    ``"filter"``/``"prompt_hash"`` for pairing; ``metrics``: names or (task, name) to gate (default:
+    every metric that is a mean of its samples). Usage errors (exit 4) name what is wrong.
+
+    The pytest run (``pytest audits --candidate-log C --baseline-log B``) makes the same rows from
+    the same ``plan_logs``, ``LogPlan.pair`` and ``LogPlan.compare``, as the project's own rows."""
+    plan = plan_logs(candidate, baseline, thresholds, allow, metrics)
     compared, left_out = [], []
-    for (c, b, _), gate in zip(planned, gates):
-        paired, unpaired = pair_metric(c, b, ignore, max_missing_share)
-        comparison = compare_to_baseline(paired, gate.spec, seed=seed, n_bootstrap=n_bootstrap, n_resamples=n_resamples)
-        compared.append(judge(comparison, gate.margin))
+    for row in plan.rows:
+        paired, unpaired = plan.pair(row, max_missing_share)
+        compared.append(plan.compare(row, paired, seed=seed, n_bootstrap=n_bootstrap, n_resamples=n_resamples))
         left_out.append(unpaired)
     rows = tuple(
-        GateRow(task=c.task, metric=c.metric, filter=shown, n_pairs=k.n, unpaired=u, baseline_value=k.baseline_value,
+        GateRow(task=r.task, metric=r.metric, filter=r.filter, n_pairs=k.n, unpaired=u, baseline_value=k.baseline_value,
                 candidate_value=k.candidate_value, difference=k.delta, difference_ci=k.delta_ci, harm=k.harm,
                 harm_ci=k.harm_ci, p_value=k.p_value, p_holm=float(k.p_holm), verdict=str(k.verdict),
                 margin=float(k.margin), margin_rule=str(k.margin_rule), direction=k.direction, ideal=k.ideal,
-                test=k.test, gate_source=gate.source, logged_baseline=float(b.reported),
-                logged_candidate=float(c.reported), comparison=k)
-        for (c, b, shown), gate, u, k in zip(planned, gates, left_out, adjust(compared)))
-    card = RunCard(SideCard.of(cand), SideCard.of(base), tuple(d.describe() for d in allowed), tuple(notes))
-    return GateResult(rows, tuple(skipped), card)
-
+                test=k.test, gate_source=r.gate.source, logged_baseline=float(r.baseline.reported),
+                logged_candidate=float(r.candidate.reported), comparison=k)
+        for r, u, k in zip(plan.rows, left_out, adjust(compared)))
+    return GateResult(rows, plan.not_gated, plan.card)

@@ -17,9 +17,11 @@ over the defaults of ``defaults.py``; a table's keys override the default's one 
 given replaces both margin fields). Every problem is a ``ThresholdsError`` naming its key and fix,
 as the rest of thresholds.toml's.
 
-The project's own reader (``bias_core.gating.thresholds``) does not know this table yet: until the
-pytest integration teaches ``regression_margins`` to leave ``regression.external`` to this module,
-keep these tables in a file given to ``gate_logs`` (or pass the parsed table).
+thresholds.toml is read once: the project's reader (``bias_core.gating.thresholds``) hands the
+``regression.external`` table to ``external_problems`` (through ``regression_margins``), reports its
+problems with the file's others, and keeps the parsed table as ``Thresholds.external``: what
+``pytest audits --candidate-log ... --baseline-log ...`` gates with. ``gate_logs`` takes a file, a
+parsed table or that object.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import tomllib
 
 from bias_core.errors import ThresholdsError
 from bias_core.gating.external_logs.defaults import default_for
-from bias_core.gating.regression.gate import Margin
+from bias_core.gating.regression.margin import Margin
 from bias_core.gating.regression.spec import PairedSpec
 
 KEYS = ("direction", "ideal", "kind", "margin", "margin_rel", "note")
@@ -66,28 +68,39 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _problems(key: str, table: Any) -> list[str]:
+Problem = tuple[str, str, str]  # (key, what is wrong, fix), as thresholds.toml's other problems
+
+
+def _problems(key: str, table: Any) -> list[Problem]:
     if not isinstance(table, Mapping):
-        return [f"{key}: must be a table, got {type(table).__name__}. Fix: write [{key}] with direction and margin"]
-    out = [f"{key}.{k}: unknown key. Fix: a regression.external table allows only {', '.join(KEYS)}"
+        return [(key, f"must be a table, got {type(table).__name__}", f"write [{key}] with direction and margin")]
+    out = [(f"{key}.{k}", "unknown key", f"a regression.external table allows only {', '.join(KEYS)}")
            for k in table if k not in KEYS]
     if "direction" in table and table["direction"] not in DIRECTIONS:
-        out.append(f"{key}.direction: {table['direction']!r}. Fix: direction = \"higher\", \"lower\" or \"ideal\"")
+        out.append((f"{key}.direction", repr(table["direction"]), 'direction = "higher", "lower" or "ideal"'))
     if "kind" in table and table["kind"] not in KINDS:
-        out.append(f"{key}.kind: {table['kind']!r}. Fix: kind = \"binary\" (0/1 per sample), \"bounded\" or \"unbounded\"")
+        out.append((f"{key}.kind", repr(table["kind"]),
+                    'kind = "binary" (0/1 per sample), "bounded" or "unbounded"'))
     if "ideal" in table and not _number(table["ideal"]):
-        out.append(f"{key}.ideal: {table['ideal']!r} is not a number. Fix: ideal = <the best value>, unquoted")
+        out.append((f"{key}.ideal", f"{table['ideal']!r} is not a number", "ideal = <the best value>, unquoted"))
     if "ideal" in table and table.get("direction", "ideal") != "ideal":
-        out.append(f"{key}.ideal: given with direction = {table['direction']!r}. Fix: remove ideal, or direction = \"ideal\"")
+        out.append((f"{key}.ideal", f"given with direction = {table['direction']!r}",
+                    'remove ideal, or direction = "ideal"'))
     for name in ("margin", "margin_rel"):
         if name in table and not (_number(table[name]) and table[name] >= 0):
-            out.append(f"{key}.{name}: {table[name]!r}. Fix: a finite number >= 0, unquoted ({name} = 0.05)")
+            out.append((f"{key}.{name}", repr(table[name]), f"a finite number >= 0, unquoted ({name} = 0.05)"))
     if "note" in table and not isinstance(table["note"], str):
-        out.append(f"{key}.note: must be a string. Fix: note = \"where the margin comes from\"")
+        out.append((f"{key}.note", "must be a string", 'note = "where the margin comes from"'))
     return out
 
 
-def _raise(path: str, lines: list[str]) -> None:
+def _line(problem: Problem) -> str:
+    key, what, fix = problem
+    return f"{key}: {what}. Fix: {fix}"
+
+
+def _raise(path: str, problems: list[Problem]) -> None:
+    lines = [_line(p) for p in problems]
     if lines:
         raise ThresholdsError(f"{path}: {lines[0]}" if len(lines) == 1 else
                               f"{path}: {len(lines)} problems:\n" + "\n".join(f"  - {ln}" for ln in lines))
@@ -126,12 +139,12 @@ class ExternalThresholds:
         direction, kind = merged.get("direction"), merged.get("kind", "bounded")
         problems = []
         if direction is None:
-            problems.append(f"{key}: no direction. Fix: direction = \"higher\", \"lower\" or \"ideal\" (with ideal = ...)")
+            problems.append((key, "no direction", 'direction = "higher", "lower" or "ideal" (with ideal = ...)'))
         elif direction == "ideal" and merged.get("ideal") is None:
-            problems.append(f"{key}: direction = \"ideal\" without ideal. Fix: ideal = <the best value>")
+            problems.append((key, 'direction = "ideal" without ideal', "ideal = <the best value>"))
         if merged.get("margin") is None and merged.get("margin_rel") is None:
-            problems.append(f"{key}: no margin. Fix: margin = <largest tolerated worsening of {metric}> or margin_rel = "
-                            "<share of the baseline's level> (docs/release-gate-margins.md)")
+            problems.append((key, "no margin", f"margin = <largest tolerated worsening of {metric}> or margin_rel = "
+                             "<share of the baseline's level> (docs/release-gate-margins.md)"))
         if not problems:
             problems += _can_fail(key, metric, direction, kind, merged.get("ideal"), merged.get("margin"),
                                   merged.get("margin_rel"))
@@ -143,43 +156,51 @@ class ExternalThresholds:
         return ExternalGate(task, metric, spec, margin, " over ".join(sources))
 
 
-def _can_fail(key: str, metric: str, direction: str, kind: str, ideal: Any, margin: Any, rel: Any) -> list[str]:
+def _can_fail(key: str, metric: str, direction: str, kind: str, ideal: Any, margin: Any, rel: Any) -> list[Problem]:
     """A margin no worsening can exceed switches the gate off: refused, as the project's own."""
     if kind != "binary":
         return []  # no known range: nothing to check against
     if direction == "ideal" and not 0.0 <= ideal <= 1.0:
-        return [f"{key}: ideal = {ideal:g} on a mean of 0/1 values (kind = \"binary\"), which lies in 0..1. Fix: an ideal "
-                "in 0..1, or kind = \"bounded\""]
+        return [(key, f'ideal = {ideal:g} on a mean of 0/1 values (kind = "binary"), which lies in 0..1',
+                 'an ideal in 0..1, or kind = "bounded"')]
     reach = max(ideal, 1.0 - ideal) if direction == "ideal" else 1.0
     if margin is not None and margin >= reach:
-        return [f"{key}.margin: {margin:g} is at or above the largest possible worsening of {metric} ({reach:g}): no "
-                f"candidate can fail. Fix: a margin well below it, e.g. margin = {reach / 20:.3g}"]
+        return [(f"{key}.margin", f"{margin:g} is at or above the largest possible worsening of {metric} ({reach:g}): no "
+                 "candidate can fail", f"a margin well below it, e.g. margin = {reach / 20:.3g}")]
     if rel is not None and direction == "higher" and rel >= 1:
-        return [f"{key}.margin_rel: {rel:g} tolerates losing all of the baseline's {metric}. Fix: a share below 1, "
-                "e.g. margin_rel = 0.1"]
+        return [(f"{key}.margin_rel", f"{rel:g} tolerates losing all of the baseline's {metric}",
+                 "a share below 1, e.g. margin_rel = 0.1")]
     return []
 
 
-def parse_external(table: Any, path: str = "thresholds.toml") -> ExternalThresholds:
-    """The ``regression.external`` table (as tomllib parses it) checked whole: every problem at once."""
+def external_problems(table: Any, path: str = "thresholds.toml") -> tuple[ExternalThresholds, list[Problem]]:
+    """The ``regression.external`` table (as tomllib parses it) checked whole: the declarations
+    that are sound, and every problem as (key, what is wrong, fix)."""
     if table is None:
-        return ExternalThresholds({}, path)
+        return ExternalThresholds({}, path), []
     if not isinstance(table, Mapping):
-        _raise(path, [f"regression.external: must be a table of tasks. Fix: [{table_key('<task>', '<metric>')}]"])
+        return ExternalThresholds({}, path), [("regression.external", "must be a table of tasks",
+                                                f"[{table_key('<task>', '<metric>')}]")]
     declared: dict[tuple[str, str], Mapping[str, Any]] = {}
-    problems: list[str] = []
+    problems: list[Problem] = []
     for task, metrics in table.items():
         if not isinstance(metrics, Mapping):
-            problems.append(f"regression.external.{_quoted(task)}: must be a table of metrics. Fix: "
-                            f"[{table_key(task, '<metric>')}] with direction and margin")
+            problems.append((f"regression.external.{_quoted(task)}", "must be a table of metrics",
+                             f"[{table_key(task, '<metric>')}] with direction and margin"))
             continue
         for metric, entry in metrics.items():
             found = _problems(table_key(task, metric), entry)
             problems += found
             if not found:
                 declared[(task, metric)] = dict(entry)
+    return ExternalThresholds(declared, path), problems
+
+
+def parse_external(table: Any, path: str = "thresholds.toml") -> ExternalThresholds:
+    """``external_problems`` that raises ``ThresholdsError`` listing every problem."""
+    parsed, problems = external_problems(table, path)
     _raise(path, problems)
-    return ExternalThresholds(declared, path)
+    return parsed
 
 
 def load_external(source: Any = None) -> ExternalThresholds:

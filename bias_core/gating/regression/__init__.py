@@ -10,7 +10,8 @@ One module per step, each pure except the file I/O of ``items``:
   items left out of it, and what is known of the two runs' weights;
 - ``stats``: paired delta and harm with bootstrap CIs, McNemar / permutation p-values, Holm and
   Benjamini-Hochberg adjustment;
-- ``gate``: the non-inferiority verdict and the ``[regression.*]`` margins of thresholds.toml;
+- ``gate``: the non-inferiority verdict and the ``[regression.*]`` margins of thresholds.toml
+  (``[regression.external]`` handed to ``gating/external_logs``); ``margin``: a margin, a leaf;
 - ``summary``: the Markdown summary for CI pages.
 """
 

@@ -34,44 +34,16 @@ import dataclasses
 import difflib
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from bias_core.catalogue import BY_NAME as CATALOGUE
 from bias_core.errors import ThresholdsError
+from bias_core.gating.regression.margin import Margin
 from bias_core.gating.regression.spec import NOT_PAIRED, PAIRED
 from bias_core.gating.verdicts import FAIL, INCONCLUSIVE, PASS
 from bias_core.stats.paired import PairedComparison
 
 _KEYS = ("margin", "margin_rel", "note")
-
-
-@dataclass(frozen=True)
-class Margin:
-    """The largest tolerated worsening: ``margin`` in the metric's units, or with ``relative`` a
-    share of the baseline's level, ``margin`` then being its floor."""
-
-    metric: str
-    margin: float
-    note: str = ""
-    source: str = ""
-    relative: float | None = None
-
-    def for_baseline(self, level: float) -> float:
-        """The margin against a baseline whose level (value, or distance from the ideal) is ``level``."""
-        if self.relative is None:
-            return self.margin
-        return max(self.margin, self.relative * abs(float(level)))
-
-    def rule(self) -> str:
-        """How the margin is set, as a reader says it: "0.03" or "25% of the baseline, at least 0.002"."""
-        if self.relative is None:
-            return f"{self.margin:g}"
-        floor = f", at least {self.margin:g}" if self.margin > 0 else ""
-        return f"{100 * self.relative:g}% of the baseline{floor}"
-
-    def describe(self) -> str:
-        return f"worsening of {self.metric} <= {self.rule()} ({self.source})"
 
 
 def baseline_level(comparison: PairedComparison) -> float:
@@ -123,18 +95,34 @@ def _kind(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+#: ``[regression.external."<task>"."<metric>"]``: other tools' metrics (``gating/external_logs``).
+EXTERNAL = "external"
+
+
+class RegressionMargins(dict):
+    """metric -> Margin of the project's metrics, and ``external``: the parsed
+    ``[regression.external]`` tables of other tools' metrics (``ExternalThresholds``)."""
+
+    external: Any = None
+
+
 def regression_margins(table: Any, known_metrics: Iterable[str] | None = None,
-                       ) -> tuple[dict[str, Margin], list[tuple[str, str, str]]]:
+                       ) -> tuple[RegressionMargins, list[tuple[str, str, str]]]:
     """Margins from the ``regression`` table of a parsed thresholds file.
 
     Returns (metric -> Margin, problems); each problem is (key, what is wrong, fix), for
     ``bias_core.gating.thresholds``' collector. A metric must be known (``known_metrics``; default: any
     metric in the pairing table) and pairable; ``margin`` and/or ``margin_rel`` finite numbers
     >= 0 (not strings, not booleans) that some worsening can exceed (``_can_fail``); ``note`` a
-    string; no other keys.
+    string; no other keys. ``[regression.external]`` is handed to
+    ``external_logs.thresholds.external_problems`` (its problems join these) and kept, parsed, as
+    the margins' ``external`` (always set: an empty table when the file has none).
     """
+    from bias_core.gating.external_logs.thresholds import ExternalThresholds, external_problems
+
     problems: list[tuple[str, str, str]] = []
-    margins: dict[str, Margin] = {}
+    margins = RegressionMargins()
+    margins.external = ExternalThresholds()
     if not isinstance(table, Mapping):
         problems.append(("regression", f"must be a table, got {_kind(table)}",
                          'write tables like [regression.GLD] with margin = 0.03 and note = "..."'))
@@ -142,6 +130,10 @@ def regression_margins(table: Any, known_metrics: Iterable[str] | None = None,
     known = set(PAIRED) if known_metrics is None else set(known_metrics)
     for metric, value in table.items():
         key = f"regression.{metric}"
+        if metric == EXTERNAL and metric not in known:
+            margins.external, found = external_problems(value)
+            problems += found
+            continue
         if metric not in known:
             problems.append((key, f"unknown metric {metric!r}{_did_you_mean(metric, known)}",
                              f"use one of the known metrics: {', '.join(sorted(known))}"))
@@ -236,7 +228,7 @@ def _number(text: str) -> bool:
 
 
 def parse_regression_margins(table: Any, known_metrics: Iterable[str] | None = None,
-                             path: str = "thresholds.toml") -> dict[str, Margin]:
+                             path: str = "thresholds.toml") -> RegressionMargins:
     """``regression_margins`` that raises ``ThresholdsError`` listing every problem."""
     margins, problems = regression_margins(table, known_metrics)
     if problems:
