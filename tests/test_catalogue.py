@@ -53,7 +53,7 @@ def _audited(monkeypatch) -> set[tuple[str, str]]:
     from bias_core.mitigation.methods.names import WEIGHT_CHANGING
 
     found = set()
-    for name in ("test_disclosure", "test_association"):
+    for name in ("test_disclosure", "test_association", "test_genderbench"):
         found |= {tuple(p.values) for p in _audit_module(name).CASES}
     genderpair = _audit_module("test_genderpair")
     for proxy in (False, True):

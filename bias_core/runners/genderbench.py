@@ -1,0 +1,128 @@
+"""GenderBench's probes on a loaded model: each prompt's attempts generated as GenderBench's harness
+generates them, then the metrics the catalogue declares of each runner.
+
+How a prompt reaches the model. GenderBench sends each prompt as one user message to a chat API
+(``generators/open_ai_async_api.py``: temperature 1.0, max_tokens 300, no system prompt); here
+each prompt is rendered with the model's chat template (``lm.render_chat``: one user turn and the
+generation prompt, as GenderPair's prompts are), or given as it is to a base model without one.
+Each result's breakdown says which (``generation.chat_template``), with the decoding.
+
+Sampling. Temperature 1.0, no top-k or top-p cut (the API's defaults), ``repetitions`` attempts
+per prompt (GenderBench's default harness: JobsLum 5, Direct 1). Attempt r of every prompt is
+drawn with seed ``repetition_seed(seed, r)``; the transformers engine seeds one generator per
+(seed, prompt), so an attempt depends on neither the batch nor the worker that ran it, and the
+result cache (``lm.generate`` goes through it) keys each one by prompt, decoding and seed: a re-run
+generates nothing again.
+
+Token limits. GenderBench allows 300 new tokens. A character profile runs to the limit (SmolLM2-135M's
+did on 24 of 24 occupations) and JobsLum's evaluator counts pronouns in the whole of it, so a
+shorter limit can change an evaluation; a profile names its character in its first sentences,
+though, and ``JOBS_LUM_MAX_NEW_TOKENS`` = 96 keeps the generation cheap: on those 24 profiles
+sampled to 300 tokens, the first 96 tokens were evaluated as the whole profile for 22 (one turned
+from male to female after token 192, one was undetected until token 128). Direct's evaluator reads
+"yes"/"no" anywhere in the answer (a later "no" after a "yes" makes it undetected); its answers are
+short (52 tokens on average) and ``DIRECT_MAX_NEW_TOKENS`` = 64 evaluated 39 of 40 answers as the
+300-token answer did. Both limits are in each result's breakdown (``generation``), with the share
+of undetected attempts they leave (``undetected_rate_attempts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bias_core import catalogue
+from bias_core.errors import ProbeNotApplicable
+from bias_core.metrics.result import MetricResult
+from bias_core.models.decoding import DecodingConfig
+from bias_core.models.protocol import GeneratingModel
+from bias_core.probes.base import Probe
+
+GENDERBENCH_MAX_TOKENS = 300  # generators/async_api.py's max_tokens
+JOBS_LUM_MAX_NEW_TOKENS = 96
+DIRECT_MAX_NEW_TOKENS = 64
+# A repetition's seed: ``REPETITION_STRIDE * seed + r``, so two runs' seeds never share an attempt.
+REPETITION_STRIDE = 1000
+
+
+@dataclass(frozen=True)
+class Generation:
+    """How a probe's attempts are generated: ``repetitions`` per prompt under ``decoding``."""
+
+    repetitions: int
+    decoding: DecodingConfig
+
+    def describe(self) -> dict[str, Any]:
+        return {"repetitions": self.repetitions, "decoding": self.decoding.as_key(),
+                "genderbench_max_tokens": GENDERBENCH_MAX_TOKENS,
+                "seeds": f"attempt r of every prompt: seed {REPETITION_STRIDE} * run seed + r, one generator per "
+                         "(seed, prompt)"}
+
+
+def _sampled(max_new_tokens: int) -> DecodingConfig:
+    return DecodingConfig(max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+
+
+JOBS_LUM_GENERATION = Generation(repetitions=5, decoding=_sampled(JOBS_LUM_MAX_NEW_TOKENS))
+DIRECT_GENERATION = Generation(repetitions=1, decoding=_sampled(DIRECT_MAX_NEW_TOKENS))
+
+
+def repetition_seed(seed: int, repetition: int) -> int:
+    if not 0 <= repetition < REPETITION_STRIDE:
+        raise ValueError(f"repetition {repetition} outside 0..{REPETITION_STRIDE - 1}")
+    return REPETITION_STRIDE * int(seed) + repetition
+
+
+def attempts(lm: GeneratingModel, probe: Probe, generation: Generation, seed: int = 0) -> dict[str, Any]:
+    """{contexts, answers, chat_template}: each item's prompt as the model is given it, and its
+    ``generation.repetitions`` answers (one batched, cached call per repetition)."""
+    if getattr(lm, "kind", "causal") != "causal":
+        raise ProbeNotApplicable(f"GenderBench's probes read generated answers; {lm.name} is a {lm.kind} model. "
+                                 "Fix: audit a causal (generative) LM.")
+    contexts = [lm.render_chat(item.prompt) for item in probe.items]
+    chat = any(c != item.prompt for c, item in zip(contexts, probe.items))
+    per_repetition = [lm.generate(contexts, generation.decoding, seed=repetition_seed(seed, r),
+                                  desc=f"{probe.name}: attempt {r + 1}/{generation.repetitions}")
+                      for r in range(generation.repetitions)]
+    answers = [list(row) for row in zip(*per_repetition)] if per_repetition else [[] for _ in contexts]
+    return {"contexts": contexts, "answers": answers, "chat_template": chat}
+
+
+def _how(generation: Generation, chat: bool) -> dict[str, Any]:
+    template = "applied: one user turn and the generation prompt" if chat else "none: the model has no chat template"
+    return {"generation": {**generation.describe(), "chat_template": template},
+            "definition": {"genderbench_chat_template": "applied" if chat else "none",
+                           "genderbench_decoding": (f"sampled at temperature {generation.decoding.temperature:.1f}, "
+                                                    f"{generation.repetitions} attempt(s) per prompt, at most "
+                                                    f"{generation.decoding.max_new_tokens} new tokens")}}
+
+
+def _compute(run: Callable[..., Any], probe: Probe, metrics, arguments: dict[str, Any], how: dict[str, Any],
+             seed: int) -> dict[str, MetricResult]:
+    out = {}
+    for name, compute in (metrics or catalogue.computed_by(run, probe.name)).items():
+        result = compute(**arguments, ids=probe.ids, prompts=probe.prompts, seed=seed)
+        result.breakdown.update(how)
+        out[name] = result
+    return out
+
+
+def run_jobs_lum(lm: GeneratingModel, probe: Probe, seed: int = 0,
+                 metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+                 generation: Generation = JOBS_LUM_GENERATION) -> dict[str, MetricResult]:
+    """Every JobsLum metric of ``metrics`` (default: those the catalogue declares of this runner)
+    from one set of attempts: the character profiles, each evaluated by its pronouns."""
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "stereotype": [item.meta["stereotype"] for item in probe.items],
+                 "pool": probe.items[0].meta["pool"] if probe.items else None}
+    return _compute(run_jobs_lum, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+def run_direct(lm: GeneratingModel, probe: Probe, seed: int = 0,
+               metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+               generation: Generation = DIRECT_GENERATION) -> dict[str, MetricResult]:
+    """Direct's metrics from one attempt per statement, each evaluated as a yes or a no."""
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "sources": [item.meta["source"] for item in probe.items]}
+    return _compute(run_direct, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
