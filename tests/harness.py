@@ -155,9 +155,13 @@ def audit_subprocess(project: Path, model: Path, reports: Path, select: str, *ar
 
 
 def run_folders(reports: Path) -> list[Path]:
-    """The run folders under a report dir, oldest first (a run id starts with its start time, to
-    the second); [] where the report dir does not exist."""
-    return sorted(p for p in reports.iterdir() if p.is_dir()) if reports.is_dir() else []
+    """The run folders under a report dir, oldest first: a run id starts with its start time, to
+    the second, and ends with a random suffix, so two runs started in one second are ordered by
+    when their files were last written (a run writes until it ends, before the next starts);
+    [] where the report dir does not exist."""
+    if not reports.is_dir():
+        return []
+    return sorted((p for p in reports.iterdir() if p.is_dir()), key=lambda p: (p.name[:15], p.stat().st_mtime_ns))
 
 
 def only_run(reports: Path) -> Path:
