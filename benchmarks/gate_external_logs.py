@@ -43,8 +43,15 @@ answers and inspect's built-in ``choice()`` scorer scores it (``choice/accuracy`
 higher-is-better gate). The provider takes no adapter, so it is merged into a saved folder (peft
 ``merge_and_unload``, DIR/<task>/merged). Base twice, merged once, the same gates.
 
-Resumable: a step whose output exists is skipped (delete it to redo it). Minutes to hours of CPU:
-a benchmark, not a test.
+Outcome on SmolLM2-135M (benchmarks/RESULTS.md, issue #40): ``bbq`` passes every check with both
+tools (acc 0.47 -> 0, fail; re-runs identical, pass). ``crows`` does not: CrowS-Pairs' own held-out
+pairs move pct_stereotype by 0.06-0.13 (80-480 steps), short of what 100 pairs can show beyond a
+0.05 margin, so its adapter row is inconclusive and the run exits 1 for it; that is the result,
+not a bug to silence.
+
+Resumable: a step whose output exists is skipped (delete it to redo it); task files are written
+once (their data path is in each run's logged config, which the gate compares). Minutes to hours
+of CPU: a benchmark, not a test.
 """
 
 from __future__ import annotations
