@@ -157,9 +157,11 @@ def _aggregate(task, per_doc: list[dict]) -> dict[str, float]:
 
 
 def _our_metrics(chosen, metas, ids) -> dict[str, float]:
-    from bias_core.runners.bbq import ALL
+    from bias_core import catalogue
+    from bias_core.runners.bbq import run_bbq
 
-    return {name: float(fn(chosen, metas, ids=ids).value) for name, fn in ALL.items()}
+    return {name: float(fn(chosen, metas, ids=ids).value)
+            for name, fn in catalogue.computed_by(run_bbq).items()}
 
 
 def compare_bbq(n: int | None, model: str = "smollm2-135m", batch_size: int = 16) -> BBQComparison:
