@@ -247,3 +247,16 @@ def test_crows_pairs_pct_stereotype_is_gated_by_its_distance_from_one_half():
     assert (bbq.spec.direction, bbq.spec.ideal) == ("ideal", 0.0)
     assert load_external(None).gate("lm-evaluation-harness", "t", "bleu") is None
     assert toml_fix("t", "choice/accuracy").startswith('[regression.external.t."choice/accuracy"]')
+
+
+def test_settings_that_differ_only_by_the_models_name_are_not_said_twice(tmp_path):
+    c, b = _pair(tmp_path, {"acc": BASE_ACC}, {"acc": BASE_ACC})
+    notes = gate_logs(c, b).card.notes
+    # model_args and the task's metadata name each side's model: the "model" line says it once
+    assert notes[0] == "model: candidate org/candidate, baseline org/baseline"
+    assert not any("model_args" in n or "metadata" in n for n in notes), notes
+    # a model argument that is not the name is said
+    c2 = _write(tmp_path / "cand-bf16", {"acc": BASE_ACC}, model="org/candidate",
+                config={"model_args": {"pretrained": "org/candidate", "dtype": "bfloat16"}})
+    said = [n for n in gate_logs(c2, b).card.notes if "model_args" in n]
+    assert len(said) == 1 and "bfloat16" in said[0] and "float32" in said[0]

@@ -91,8 +91,19 @@ def compare_runs(candidate: ExternalRun, baseline: ExternalRun, allow: Collectio
     extra = [t for t in baseline.tasks if t not in candidate.tasks]
     if extra:
         notes.append(f"task(s) only in the {where}, not compared: {', '.join(extra)}")
-    notes += [d.describe() for d in _differences("run", candidate.info, baseline.info, ()) if d.name not in VOLATILE]
+    said = lambda d: d.name not in VOLATILE and not _only_the_model(d, candidate.model, baseline.model)  # noqa: E731
+    notes += [d.describe() for d in _differences("run", candidate.info, baseline.info, ()) if said(d)]
     for name, task in candidate.tasks.items():
-        notes += [d.describe() for d in _differences(name, task.info, baseline.tasks[name].info, ())
-                  if d.name not in VOLATILE]
+        notes += [d.describe() for d in _differences(name, task.info, baseline.tasks[name].info, ()) if said(d)]
     return [d for d in diffs if d.allowed], notes
+
+
+def _only_the_model(d: Difference, candidate_model: str, baseline_model: str) -> bool:
+    """A difference that is the models' names and nothing else (lm-eval's ``model_args``
+    "pretrained=A,dtype=float32" against "pretrained=B,dtype=float32", inspect's model name):
+    already on the card's "model" line, so not said twice. Any other part differing is said."""
+    if candidate_model == baseline_model or not candidate_model or not baseline_model:
+        return False
+    masked = [json.dumps(v, sort_keys=True, default=str).replace(json.dumps(m)[1:-1], "<model>")
+              for v, m in ((d.candidate, candidate_model), (d.baseline, baseline_model))]
+    return masked[0] == masked[1]
