@@ -281,3 +281,13 @@ def test_two_inspect_logs_are_gated_the_same_way(project, tmp_path, no_step_summ
     row = regression_rows(project.results())["regression-toy-choice/accuracy"]
     assert (row["verdict"], row["n"], row["baseline_value"], row["candidate_value"]) == ("fail", 40, 0.75, 0.25)
     assert row["tool"] == "inspect_ai" and project.results()["run"]["tools"].startswith("inspect_ai ")
+
+
+def test_under_xdist_the_controller_says_what_was_selected_and_deselected(project, logs, no_step_summary):
+    base, same, _ = logs
+    result, out = project.run("-n", "2", "--candidate-log", str(same), "--baseline-log", str(base), select=None)
+    assert result.ret == 0, out[-3000:]
+    line = [x for x in out.splitlines() if "log comparison(s) selected" in x]
+    assert len(line) == 1 and "3 log comparison(s) selected; every other audit test deselected; no model is loaded" \
+        in line[0], out[-3000:]
+    assert "3 passed" in out

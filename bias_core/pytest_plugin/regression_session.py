@@ -137,9 +137,23 @@ class RegressionSession:
     def pytest_report_collectionfinish(self, config, start_path, items) -> list[str]:
         if self.options.logs is None:
             return []
-        return [f"bias-core: comparing two {self.options.logs.candidate.tool} logs (--candidate-log, --baseline-log): "
-                f"{len(items)} log comparison(s) selected; {self.deselected} other audit test(s) deselected; no model "
-                "is loaded"]
+        return [self._selection_line(len(items), f"{self.deselected} other audit test(s)")]
+
+    def _selection_line(self, selected: int, others: str) -> str:
+        return (f"bias-core: comparing two {self.options.logs.candidate.tool} logs (--candidate-log, --baseline-log): "
+                f"{selected} log comparison(s) selected; {others} deselected; no model is loaded")
+
+    # Under xdist the workers collect and deselect, and the controller prints no collection report:
+    # the controller says the same line when the first worker's collection arrives (each worker's is
+    # the same), with the comparisons that worker kept.
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids) -> None:
+        if self.options.logs is None or self.deselected < 0:
+            return
+        self.deselected = -1  # said once
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            terminal.write_line(self._selection_line(len(ids), "every other audit test"))
 
     def pytest_itemcollected(self, item) -> None:
         key = case_of(item)
