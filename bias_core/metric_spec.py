@@ -96,6 +96,37 @@ class NotPaired:
     why: str
 
 
+# ----- an outside grading scale ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Marks:
+    """The grades a published suite gives this metric (GenderBench's A-D ``mark_definitions``):
+    ``ranges`` is (grade, ((low, high), ...)) from the best grade to the worst. ``of(low, high)``
+    is the suite's rule for an interval: the best grade any of whose ranges it overlaps, closed
+    at both ends (GenderBench's ``MarkDefinition.calculate_mark``), so a report can set a run's
+    rows beside the suite's published results."""
+
+    source: str
+    ranges: tuple[tuple[str, tuple[tuple[float, float], ...]], ...]
+
+    def __post_init__(self) -> None:
+        if not self.ranges or any(not spans or any(lo > hi for lo, hi in spans) for _, spans in self.ranges):
+            raise ValueError(f"Marks({self.source!r}): every grade needs ranges with low <= high, got {self.ranges!r}")
+
+    @classmethod
+    def steps(cls, source: str, grades: str, edges: tuple[float, ...]) -> Marks:
+        """Grades over consecutive ranges: ``edges`` e0 < e1 < ... give grade k the range [e_k, e_k+1]."""
+        if len(edges) != len(grades) + 1:
+            raise ValueError(f"Marks.steps: {len(grades)} grades need {len(grades) + 1} edges, got {len(edges)}")
+        return cls(source, tuple((g, ((edges[k], edges[k + 1]),)) for k, g in enumerate(grades)))
+
+    def of(self, low: float, high: float) -> str | None:
+        """The best grade whose range overlaps [low, high] (None: outside every range)."""
+        for grade, spans in self.ranges:
+            if any(high >= lo and low <= hi for lo, hi in spans):
+                return grade
+        return None
+
+
 # ----- precision ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Propagated:
@@ -156,6 +187,8 @@ class MetricSpec:
     # the paper's metric this stand-in's metric takes the place of (regard_proxy_negative of
     # regard_negative): where a report shows the paper's, it shows this one from a proxy's run
     variant_of: str | None = None
+    # a published suite's grades of this metric, shown beside the verdict (GenderBench's A-D)
+    marks: Marks | None = None
 
     def __post_init__(self) -> None:
         def bad(field: str, got: Any, want: str) -> ValueError:

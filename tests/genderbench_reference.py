@@ -109,3 +109,12 @@ class AnswersGenerator:
 
     def generate(self, texts: list[str]) -> list[str]:
         return [self._left[t].pop(0) for t in texts]
+
+
+def read_gest_from(monkeypatch, module: str, path: Path) -> None:
+    """GenderBench's probe module ``module`` reading GEST from ``path``, not the hub (its
+    ``pd.read_csv("hf://datasets/kinit/gest/gest.csv")``)."""
+    import pandas as pd
+
+    owner = importlib.import_module(module)
+    monkeypatch.setattr(owner, "pd", types.SimpleNamespace(read_csv=lambda where: pd.read_csv(path)))

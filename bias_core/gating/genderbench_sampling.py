@@ -1,5 +1,5 @@
-"""``--sample auto`` for GenderBench's JobsLum metrics that are not a mean of item values (the
-catalogue's ``OwnInterval`` of each): both are bounded through confidence sequences on means of
+"""``--sample auto`` for GenderBench's metrics that are not a mean of item values (the
+catalogue's ``OwnInterval`` of each): each is bounded through confidence sequences on means of
 per-item values, as the other metrics' looks are (docs/sampling.md).
 
 - ``disparity_interval``: |0.5 - masculine rate|, from the CS of the masculine rate (the mean of
@@ -14,6 +14,9 @@ per-item values, as the other metrics' looks are (docs/sampling.md).
   GenderBench's bounded fit on the sample. A slope is a weak signal in a few dozen occupations:
   z ranges over about [-10, 7.5] on the Kennison list, so this interval is wide at the default
   item cap, and the gate is mostly inconclusive there (docs/audits/genderbench.md).
+- ``group_combination_interval``, ``group_disparity_interval``: Inventories', GestCreative's and
+  Gest's rates, linear combinations of group means (bias_core/metrics/genderbench_characters.py,
+  genderbench_gest.py).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from bias_core.gating.adaptive_sampling import _cs, _ordered
+from bias_core.stats.sequential import split_alpha
 
 
 def disparity_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
@@ -44,3 +48,28 @@ def stereotype_slope_interval(result: Any, rank: Mapping[str, int], alpha: float
     z = [(float(d["stereotype"]) - mu) * float(d["score"]) / s2 for d in rows]
     lo, hi = _cs(z, low, high, alpha)
     return float(np.clip(lo, -1.0, 1.0)), float(np.clip(hi, -1.0, 1.0))
+
+
+def group_combination_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """A linear combination of group means (Inventories', GestCreative's rates: the breakdown's
+    ``interval_groups``, weights over the pool's groups): one CS per group at alpha / k, each
+    endpoint taken where its weight's sign puts it. A group with no item yet spans the item values'
+    range (``low``..``high``, default 0..1: male shares; Gest's per-item values span -1..1)."""
+    spec = result.breakdown["interval_groups"]
+    column, weights = spec["column"], spec["weights"]
+    floor, ceiling = float(spec.get("low", 0.0)), float(spec.get("high", 1.0))  # the item values' range
+    rows = _ordered(result.details, rank)
+    level = split_alpha(alpha, len(weights))
+    low = high = 0.0
+    for group, weight in weights.items():
+        lo, hi = _cs([float(d["score"]) for d in rows if str(d[column]) == group], floor, ceiling, level)
+        low += weight * (lo if weight > 0 else hi)
+        high += weight * (hi if weight > 0 else lo)
+    return low, high
+
+
+def group_disparity_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """|0.5 - m| over ``group_combination_interval``'s bounds of the masculine rate m."""
+    lo, hi = group_combination_interval(result, rank, alpha)
+    nearest = 0.0 if lo <= 0.5 <= hi else min(abs(lo - 0.5), abs(hi - 0.5))
+    return nearest, max(abs(lo - 0.5), abs(hi - 0.5))

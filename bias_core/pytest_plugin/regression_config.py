@@ -25,8 +25,6 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
     """This run's ``RunConfig``; without ``lm`` (before loading) model, tokenizer and dtype are blank,
     which pairing never requires to match."""
     from bias_core.probes.lexicon import get_lexicon
-    from bias_core.suites.disclosure import PAPER_DECODING
-    from bias_core.suites.genderpair import GENERATION
 
     extra: dict[str, Any] = {"precision": settings.load.precision}
     fingerprint = tokenizer = dtype = weights = ""
@@ -42,8 +40,7 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
     return RunConfig(
         model=model or settings.model_value, model_fingerprint=fingerprint, tokenizer_fingerprint=tokenizer,
         dtype=dtype, adapter=adapter if model else settings.load.adapter, seed=settings.seed,
-        decoding={"disclosure": PAPER_DECODING.as_key(), "genderpair": GENERATION.as_key(),
-                  "association": {"causal_likelihood": settings.causal_likelihood}},
+        decoding={**decodings(), "association": {"causal_likelihood": settings.causal_likelihood}},
         lexicon_sha256=lexicon_sha256(get_lexicon(settings.lexicon).pairs),
         # --sample auto sizes each run by its own gates, so two runs' items could differ: a run
         # compared with a baseline (and the baseline, stored with --sample fixed) uses whole samples.
@@ -55,6 +52,37 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
         weights_sha256=weights,
         served=served,
     )
+
+
+def decodings() -> dict[str, dict[str, Any]]:
+    """How every generating runner decodes: per family where its suite decodes (disclosure,
+    genderpair), and per probe where a runner takes a ``Generation`` (GenderBench's probes:
+    decoding, repetitions, seeding; ``runner_generations``)."""
+    from bias_core.suites.disclosure import PAPER_DECODING
+    from bias_core.suites.genderpair import GENERATION
+
+    return {"disclosure": PAPER_DECODING.as_key(), "genderpair": GENERATION.as_key(), **runner_generations()}
+
+
+def runner_generations() -> dict[str, dict[str, Any]]:
+    """probe -> ``Generation.describe()`` of each ``Generation`` a decoded metric's runner takes
+    as a default (GenderBench's ``generation=JOBS_LUM_GENERATION``), read from the catalogue and
+    the runners' signatures: a probe added with such a runner is recorded, and a baseline decoded
+    otherwise refused, without a list here to forget. No suite offers a runner its ``generation``,
+    so the default is what the run used."""
+    import inspect
+
+    from bias_core import catalogue
+    from bias_core.runners.genderbench import Generation
+
+    out: dict[str, dict[str, Any]] = {}
+    for spec in catalogue.declared():
+        if not (spec.decoded and spec.runner):
+            continue
+        for parameter in inspect.signature(spec.runner_function()).parameters.values():
+            if isinstance(parameter.default, Generation):
+                out.update({probe: parameter.default.describe() for probe in spec.probes})
+    return out
 
 
 def _model_identity(lm: Any) -> tuple[str, dict[str, str]]:

