@@ -310,6 +310,9 @@ class ProbeSpec:
     # the name papers give its data set, where a report shows one (the mitigation table's
     # columns, the trade-off's axes); several probes with one title make one column
     title: str | None = None
+    # the licence of data free for non-commercial use only (ISEAR's CC BY-NC-SA): its tests skip,
+    # saying this, unless the run passes --noncommercial-data
+    noncommercial: str | None = None
 
     def __post_init__(self) -> None:
         def bad(field: str, got: Any, want: str) -> ValueError:

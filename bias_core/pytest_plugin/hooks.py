@@ -204,6 +204,23 @@ def pytest_sessionstart(session) -> None:
     xml.add_global_property("sampling", run_card.sampling_line(settings))
 
 
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """A probe whose data is free for non-commercial use only is off by default: its tests skip,
+    naming the licence and the option, before any model loads."""
+    run = find_run(config)
+    settings = run.settings if run is not None else None
+    if settings is None or settings.noncommercial_data:
+        return
+    from bias_core import catalogue
+
+    for item in items:
+        probe = audit_params(item)["probe"] if item.get_closest_marker("audit") else ""
+        spec = catalogue.PROBES.get(probe) if probe else None
+        if spec is not None and spec.noncommercial:
+            item.add_marker(pytest.mark.skip(reason=f"off by default: {spec.noncommercial}. Fix: pass "
+                                                    "--noncommercial-data if your use is non-commercial"))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session) -> None:
     """Every selected audit must have a gate: a missing file or gate is a usage error now,

