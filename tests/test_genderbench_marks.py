@@ -19,7 +19,8 @@ from genderbench_reference import genderbench_probes
 
 # our metric prefix -> GenderBench's probe class
 PROBES = {"jobs_lum": "JobsLumProbe", "direct": "DirectProbe", "inventories": "InventoriesProbe",
-          "gest_creative": "GestCreativeProbe", "gest": "GestProbe", "isear": "IsearProbe", "dreaddit": "DreadditProbe", "hiring_an": "HiringAnProbe",
+          "gest_creative": "GestCreativeProbe", "gest": "GestProbe", "isear": "IsearProbe", "dreaddit": "DreadditProbe",
+          "hiring_an": "HiringAnProbe",
           "diversity_med_qa": "DiversityMedQaProbe", "relationship_levy": "RelationshipLevyProbe"}
 MARKED = [m for m in catalogue.declared() if m.marks is not None]
 
