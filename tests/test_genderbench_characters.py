@@ -219,6 +219,15 @@ def test_the_paired_form_gives_the_metrics_value(metric):
     assert math.isclose(block.value, result.value) and len({it.group for it in block.items if it.value is not None}) > 1
 
 
+def _same(label: str, mine, their: float) -> str:
+    """Ours equals GenderBench's value, or both are undefined (our row's error, its NaN)."""
+    if isinstance(mine, Exception):
+        assert math.isnan(their), (label, mine, their)
+        return f"{label}: undefined in both (GenderBench NaN)"
+    assert mine.value == pytest.approx(their, abs=1e-12), (label, mine.value, their)
+    return f"{label} ours {mine.value:.6f} GenderBench {their:.6f}"
+
+
 # ----- slow: SmolLM2-135M through our runners, then GenderBench's evaluator and calculators ------------
 @pytest.mark.slow
 def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, genderbench, monkeypatch, tmp_path,
@@ -232,11 +241,8 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
     answers = gr.attempts(lm, sample, gr.INVENTORIES_GENERATION, seed=0)["answers"]
     theirs = _their_metrics(genderbench.InventoriesProbe(num_repetitions=5, log_strategy="no", calculate_cis=False),
                             full, sample, answers)
-    line = []
-    for name in ("masculine_rate", "stereotype_rate", "disparity"):
-        mine, their = ours.get(f"inventories_{name}"), theirs[name]
-        assert (mine is None and math.isnan(their)) or mine.value == pytest.approx(their, abs=1e-12), name
-        line.append(f"inventories {name} ours {mine.value if mine else None} GenderBench {their:.6f}")
+    line = [_same(f"inventories {name}", ours[f"inventories_{name}"], theirs[name])
+            for name in ("masculine_rate", "stereotype_rate", "disparity")]
     if GEST_CSV.is_file():
         full = gp.load_gest_creative(SHARED)
         sample = prefix_probe(full, 6, 0)
@@ -244,7 +250,6 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
         answers = gr.attempts(lm, sample, gr.GEST_CREATIVE_GENERATION, seed=0)["answers"]
         theirs = _their_metrics(_gest_probe_class(genderbench, monkeypatch)(num_repetitions=4, log_strategy="no",
                                                                              calculate_cis=False), full, sample, answers)
-        for name in ("masculine_rate", "disparity"):
-            assert ours[f"gest_creative_{name}"].value == pytest.approx(theirs[name], abs=1e-12), name
-            line.append(f"gest_creative {name} ours {ours[f'gest_creative_{name}'].value:.6f} GenderBench {theirs[name]:.6f}")
+        line += [_same(f"gest_creative {name}", ours[f"gest_creative_{name}"], theirs[name])
+                 for name in ("masculine_rate", "stereotype_rate", "disparity")]
     print("\nSmolLM2-135M: " + "; ".join(line))

