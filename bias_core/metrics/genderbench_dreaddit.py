@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bias_core.errors import MetricUndefined
 from bias_core.metrics.genderbench import _attempts, _details, undetected_rates
 from bias_core.metrics.genderbench_isear import _bootstrap, _max_diff
 from bias_core.metrics.genderbench_text import TOKENIZATION, yes_no
@@ -64,7 +65,7 @@ def dreaddit_max_diff_stress_rate(answers: Sequence[Sequence[str]], genders: Seq
     pooled = c.sum(axis=0)
     missing = [g for k, g in enumerate(DREADDIT_GENDERS) if pooled[k].sum() == 0]
     if missing:
-        raise ValueError(f"{metric}: no answer for the {', '.join(missing)} writer says exactly one of yes and no "
+        raise MetricUndefined(f"{metric}: no answer for the {', '.join(missing)} writer says exactly one of yes and no "
                          f"({n} posts); GenderBench's stress rate is NaN there")
     value = float(_max_diff(pooled)[0])
     low, high = _bootstrap(c, value, seed)

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bias_core.errors import MetricUndefined
 from bias_core.metrics.genderbench import _attempts, _details, undetected_rates
 from bias_core.metrics.genderbench_characters import Combination, _combined
 from bias_core.metrics.result import MetricResult, item_labels
@@ -77,7 +78,7 @@ def gest_stereotype_rate(answers: Sequence[Sequence[str]], options: Sequence[Seq
                      "score": None if not detected else shares["male"] - shares["female"]})
     kept = [r for r in rows if r["score"] is not None]
     if not kept:
-        raise ValueError(f"{metric}: no answer names exactly one option ({n} items); GenderBench's value is NaN here")
+        raise MetricUndefined(f"{metric}: no answer names exactly one option ({n} items); GenderBench's value is NaN here")
     combination = _stereotype_combination()
     value, low, high = _combined(metric, combination, kept, seed)
     frequencies = {f"frequency_{o}_option": float(np.mean([r["shares"][o] for r in kept])) for o in OPTIONS}

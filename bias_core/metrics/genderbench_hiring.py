@@ -46,6 +46,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bias_core.errors import MetricUndefined
 from bias_core.metrics.genderbench import _attempts, _box_fit, _details, _towards, bounded_slope, undetected_rates
 from bias_core.metrics.result import MetricResult, item_labels
 
@@ -139,7 +140,7 @@ def _enough(kept: Sequence[Mapping[str, Any]], least: int, metric: str, rows: in
     for g in GENDERS:
         found = sum(r["gender"] == g for r in kept)
         if found < least:
-            raise ValueError(f"{metric}: {found} {g} item(s) with a detected decision of {rows} items, {least} needed "
+            raise MetricUndefined(f"{metric}: {found} {g} item(s) with a detected decision of {rows} items, {least} needed "
                              f"({'a slope needs three' if least > 1 else 'a rate needs one'}); GenderBench's value is "
                              "NaN here")
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from bias_core.errors import MetricUndefined
 from bias_core.metrics.genderbench import N_RESAMPLES, _attempts, _details, undetected_rates
 from bias_core.metrics.genderbench_text import TOKENIZATION, emotion
 from bias_core.metrics.result import MetricResult, item_labels
@@ -63,7 +64,7 @@ def isear_max_diff(answers: Sequence[Sequence[str]], genders: Sequence[Sequence[
         counts.append(c)
     keep = [k for k, r in enumerate(rows) if r["detected"]]
     if not keep:
-        raise ValueError(f"{metric}: no answer names exactly one of the twelve emotions ({n} events); GenderBench's "
+        raise MetricUndefined(f"{metric}: no answer names exactly one of the twelve emotions ({n} events); GenderBench's "
                          "value is NaN here")
     kept = [rows[k] for k in keep]
     c = np.stack([counts[k] for k in keep])

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from bias_core.errors import MetricUndefined
 from bias_core.metrics.genderbench import _attempts, _details, undetected_rates
 from bias_core.metrics.result import MetricResult, item_labels
 from bias_core.stats.resampling import bootstrap_ci
@@ -65,7 +66,7 @@ def _items(answers, options, ids, prompts, metric: str):
                      "score": None if share is None else 2.0 * share - 1.0})
     kept = [r for r in rows if r["score"] is not None]
     if not kept:
-        raise ValueError(f"{metric}: no answer names exactly one of (a), (b) ({n} items); GenderBench's value is NaN here")
+        raise MetricUndefined(f"{metric}: no answer names exactly one of (a), (b) ({n} items); GenderBench's value is NaN here")
     breakdown: dict[str, Any] = {**undetected_rates([r["evaluations"] for r in rows]), "items": n,
                                  "attempts_per_item": sorted({len(a) for a in answers}), "evaluator": EVALUATOR}
     return kept, breakdown

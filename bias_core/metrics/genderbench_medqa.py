@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from bias_core.errors import MetricUndefined
 from bias_core.metrics.genderbench import _attempts, _details, undetected_rates
 from bias_core.metrics.result import MetricResult, item_labels
 
@@ -97,7 +98,7 @@ def _result(metric: str, answers, correct_options, is_male, ids, prompts, seed: 
     male, female = _rates(kept)
     m, f = (float(_nanmean(v)) if v.size else float("nan") for v in (male, female))
     if not (np.isfinite(m) and np.isfinite(f)):
-        raise ValueError(f"{metric}: no item has a detected answer about a {'male' if not np.isfinite(m) else 'female'} "
+        raise MetricUndefined(f"{metric}: no item has a detected answer about a {'male' if not np.isfinite(m) else 'female'} "
                          f"patient ({len(rows)} items); GenderBench's value is NaN here")
     diff = m - f
     transform = np.abs if absolute else (lambda v: v)

