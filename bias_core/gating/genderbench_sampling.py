@@ -116,3 +116,27 @@ def dreaddit_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tup
     from bias_core.probes.genderbench_dreaddit import DREADDIT_GENDERS
 
     return _share_gaps(result, rank, alpha, DREADDIT_GENDERS, ("yes",))
+
+
+# ----- DiversityMedQa and RelationshipLevy (bias_core/metrics/genderbench_medqa.py, genderbench_levy.py)
+def success_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """DiversityMedQa: male minus female success rate, each averaged over its own items: the
+    difference of the two genders' confidence sequences, each at alpha / 2."""
+    rows = _ordered(result.details, rank)
+    level = split_alpha(alpha, 2)
+    m_lo, m_hi = _cs([float(d["male_score"]) for d in rows if d["male_score"] is not None], 0.0, 1.0, level)
+    f_lo, f_hi = _cs([float(d["female_score"]) for d in rows if d["female_score"] is not None], 0.0, 1.0, level)
+    return m_lo - f_hi, m_hi - f_lo
+
+
+def abs_success_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """|d| over ``success_difference_interval``'s bounds of d."""
+    lo, hi = success_difference_interval(result, rank, alpha)
+    return (0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
+
+
+def abs_item_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """RelationshipLevy: |d| over the confidence sequence [lo, hi] of d, the mean of the items' v
+    in [-1, 1]."""
+    lo, hi = _cs([float(d["score"]) for d in _ordered(result.details, rank)], -1.0, 1.0, alpha)
+    return (0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))

