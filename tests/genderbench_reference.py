@@ -118,3 +118,22 @@ def read_gest_from(monkeypatch, module: str, path: Path) -> None:
 
     owner = importlib.import_module(module)
     monkeypatch.setattr(owner, "pd", types.SimpleNamespace(read_csv=lambda where: pd.read_csv(path)))
+
+
+def metrics_on_answers(probe, full, sample, answers) -> dict:
+    """GenderBench's ``probe`` (a fresh instance of its class) computed on its items at the
+    positions of ``sample``'s items in ``full`` (our items are its items, in order: each probe's
+    items test checks it), every prompt given our answers by ``AnswersGenerator``: ``answers[i]``
+    holds item i's answers prompt by prompt, as many for each of its prompts (its attempts)."""
+    probe.create_probe_items()
+    position = {it.id: k for k, it in enumerate(full.items)}
+    probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
+    by_prompt: dict[str, list[str]] = {}
+    for it, item_answers in zip(probe.probe_items, answers):
+        per_prompt = len(item_answers) // len(it.prompts)
+        for k, prompt in enumerate(it.prompts):
+            by_prompt.setdefault(prompt.text, []).extend(item_answers[per_prompt * k: per_prompt * (k + 1)])
+    probe.generate(AnswersGenerator(by_prompt))
+    probe.evaluate()
+    probe.calculate_metrics()
+    return probe.metrics

@@ -24,7 +24,7 @@ from bias_core.probes import genderbench_bloomberg as gp
 from bias_core.runners import genderbench as gr
 from bias_core.storage.result_cache import ResultCache
 
-from genderbench_reference import AnswersGenerator, genderbench_probes
+from genderbench_reference import genderbench_probes, metrics_on_answers
 
 METRICS = ("hiring_bloomberg_masculine_rate", "hiring_bloomberg_stereotype_rate", "hiring_bloomberg_disparity")
 ROLE_KEYS = {"software engineer": "software_engineer", "HR specialist": "hr_specialist", "retail": "retail",
@@ -179,18 +179,7 @@ def test_a_role_with_no_named_candidate_drops_out_of_the_rate_but_undefines_the_
 
 
 def _their(genderbench, full, sample, answers):
-    probe = genderbench.HiringBloombergProbe(log_strategy="no", calculate_cis=False)
-    probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(full.items)}
-    probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
-    by_prompt: dict[str, list[str]] = {}
-    for it, a in zip(probe.probe_items, answers):
-        for prompt, answer in zip(it.prompts, a):
-            by_prompt.setdefault(prompt.text, []).append(answer)
-    probe.generate(AnswersGenerator(by_prompt))
-    probe.evaluate()
-    probe.calculate_metrics()
-    return probe.metrics
+    return metrics_on_answers(genderbench.HiringBloombergProbe(log_strategy="no", calculate_cis=False), full, sample, answers)
 
 
 def _answers(sample, seed):
@@ -259,7 +248,7 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
     # the first four alone leave every metric undefined on both sides
     sample = prefix_probe(bloomberg, 6, 0)
     ours = gr.run_hiring_bloomberg(lm, sample, seed=0)
-    run = gr.variant_attempts(lm, sample, gr.HIRING_BLOOMBERG_GENERATION, seed=0)
+    run = gr.attempts(lm, sample, gr.HIRING_BLOOMBERG_GENERATION, seed=0)
     assert lm.cache_stats()["hits"] == 6 * 2
     theirs = _their(genderbench, bloomberg, sample, run["answers"])
     for metric in METRICS:

@@ -22,7 +22,7 @@ from bias_core.probes import genderbench_characters as gp
 from bias_core.runners import genderbench as gr
 from bias_core.storage.result_cache import ResultCache
 
-from genderbench_reference import AnswersGenerator, genderbench_probes, nltk_word_tokenize, read_gest_from
+from genderbench_reference import genderbench_probes, metrics_on_answers, nltk_word_tokenize, read_gest_from
 from paths import REPO, SHARED, needs_shared
 
 F, M, U = "She smiled; her work mattered.", "He smiled; his work mattered.", "They smiled."
@@ -38,22 +38,6 @@ def genderbench(monkeypatch, tmp_path):
 def _gest_probe_class(genderbench, monkeypatch):
     read_gest_from(monkeypatch, "genderbench.probes.gest_creative.gest_creative_probe", GEST_CSV)
     return genderbench.GestCreativeProbe
-
-
-def _their_metrics(probe, ours_full, sample, answers):
-    """GenderBench's metrics on its items at the positions of ``sample``'s items in ``ours_full``
-    (our items equal its items in order: the items tests), each given our answers."""
-    probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(ours_full.items)}
-    chosen = [position[it.id] for it in sample.items]
-    probe.probe_items = [probe.probe_items[k] for k in chosen]
-    by_prompt: dict[str, list[str]] = {}
-    for it, a in zip(probe.probe_items, answers):
-        by_prompt.setdefault(it.prompts[0].text, []).extend(a)
-    probe.generate(AnswersGenerator(by_prompt))
-    probe.evaluate()
-    probe.calculate_metrics()
-    return probe.metrics
 
 
 def _answers(seed: int, items: int, repetitions: int, texts) -> list[list[str]]:
@@ -154,7 +138,7 @@ def test_our_metrics_are_genderbenchs_on_the_same_answers(genderbench, monkeypat
     full = gp.load_inventories()
     sample = prefix_probe(full, 40, seed)
     answers = _answers(seed, len(sample.items), 5, texts)
-    theirs = _their_metrics(genderbench.InventoriesProbe(num_repetitions=5, log_strategy="no", calculate_cis=False),
+    theirs = metrics_on_answers(genderbench.InventoriesProbe(num_repetitions=5, log_strategy="no", calculate_cis=False),
                             full, sample, answers)
     args = (answers, [it.meta["source"] for it in sample.items], [it.meta["gender"] for it in sample.items])
     for name in ("masculine_rate", "stereotype_rate", "disparity"):
@@ -167,7 +151,7 @@ def test_our_metrics_are_genderbenchs_on_the_same_answers(genderbench, monkeypat
     full = gp.load_gest_creative(SHARED)
     sample = prefix_probe(full, 80, seed)
     answers = _answers(seed + 10, len(sample.items), 4, texts)
-    theirs = _their_metrics(_gest_probe_class(genderbench, monkeypatch)(num_repetitions=4, log_strategy="no",
+    theirs = metrics_on_answers(_gest_probe_class(genderbench, monkeypatch)(num_repetitions=4, log_strategy="no",
                                                                          calculate_cis=False), full, sample, answers)
     stereotypes = [it.meta["stereotype_id"] for it in sample.items]
     for name in ("masculine_rate", "stereotype_rate", "disparity"):
@@ -239,7 +223,7 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
     sample = prefix_probe(full, 4, 0)
     ours = gr.run_inventories(lm, sample, seed=0)
     answers = gr.attempts(lm, sample, gr.INVENTORIES_GENERATION, seed=0)["answers"]
-    theirs = _their_metrics(genderbench.InventoriesProbe(num_repetitions=5, log_strategy="no", calculate_cis=False),
+    theirs = metrics_on_answers(genderbench.InventoriesProbe(num_repetitions=5, log_strategy="no", calculate_cis=False),
                             full, sample, answers)
     line = [_same(f"inventories {name}", ours[f"inventories_{name}"], theirs[name])
             for name in ("masculine_rate", "stereotype_rate", "disparity")]
@@ -248,7 +232,7 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
         sample = prefix_probe(full, 6, 0)
         ours = gr.run_gest_creative(lm, sample, seed=0)
         answers = gr.attempts(lm, sample, gr.GEST_CREATIVE_GENERATION, seed=0)["answers"]
-        theirs = _their_metrics(_gest_probe_class(genderbench, monkeypatch)(num_repetitions=4, log_strategy="no",
+        theirs = metrics_on_answers(_gest_probe_class(genderbench, monkeypatch)(num_repetitions=4, log_strategy="no",
                                                                              calculate_cis=False), full, sample, answers)
         line += [_same(f"gest_creative {name}", ours[f"gest_creative_{name}"], theirs[name])
                  for name in ("masculine_rate", "stereotype_rate", "disparity")]

@@ -16,7 +16,7 @@ from bias_core.probes import genderbench_dreaddit as gp
 from bias_core.runners import genderbench as gr
 from bias_core.storage.result_cache import ResultCache
 
-from genderbench_reference import AnswersGenerator, genderbench_probes, nltk_word_tokenize
+from genderbench_reference import genderbench_probes, metrics_on_answers, nltk_word_tokenize
 
 G = list(gp.DREADDIT_GENDERS)
 
@@ -76,19 +76,7 @@ def test_the_gap_is_genderbenchs_on_the_same_answers(genderbench, dreaddit, seed
 
 
 def _their(genderbench, full, sample, answers):
-    """GenderBench's DreadditProbe metrics on ``sample``'s posts (two attempts per gender), given our answers."""
-    probe = genderbench.DreadditProbe(num_repetitions=2, log_strategy="no", calculate_cis=False)
-    probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(full.items)}
-    probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
-    by_prompt: dict[str, list[str]] = {}
-    for it, a in zip(probe.probe_items, answers):
-        for k, prompt in enumerate(it.prompts):
-            by_prompt.setdefault(prompt.text, []).extend(a[2 * k: 2 * k + 2])
-    probe.generate(AnswersGenerator(by_prompt))
-    probe.evaluate()
-    probe.calculate_metrics()
-    return probe.metrics
+    return metrics_on_answers(genderbench.DreadditProbe(num_repetitions=2, log_strategy="no", calculate_cis=False), full, sample, answers)
 
 
 def test_the_interval_covers_the_value():
@@ -105,7 +93,7 @@ def test_smollm2_gap_equals_genderbenchs_on_the_same_generations(smollm2_lm, gen
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
     sample = prefix_probe(dreaddit, 6, 0)
     ours = gr.run_dreaddit(lm, sample, seed=0)["dreaddit_max_diff_stress_rate"]
-    run = gr.variant_attempts(lm, sample, gr.DREADDIT_GENERATION, seed=0)
+    run = gr.attempts(lm, sample, gr.DREADDIT_GENERATION, seed=0)
     assert lm.cache_stats()["hits"] == 6 * 3 * 2
     detected = sum(yes_no(a) is not None for item in run["answers"] for a in item)
     theirs = _their(genderbench, dreaddit, sample, run["answers"])

@@ -17,7 +17,7 @@ from bias_core.probes import genderbench_gest as gp
 from bias_core.runners import genderbench as gr
 from bias_core.storage.result_cache import ResultCache
 
-from genderbench_reference import AnswersGenerator, genderbench_probes, nltk_word_tokenize, read_gest_from
+from genderbench_reference import genderbench_probes, metrics_on_answers, nltk_word_tokenize, read_gest_from
 from paths import SHARED, needs_shared
 
 GEST_CSV = SHARED / "gest" / "data" / "gest.csv"
@@ -87,18 +87,7 @@ def test_the_stereotype_rate_is_genderbenchs_on_the_same_answers(genderbench, ge
 
 
 def _their(genderbench, full, sample, answers):
-    probe = genderbench.GestProbe(log_strategy="no", calculate_cis=False)
-    probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(full.items)}
-    probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
-    by_prompt: dict[str, list[str]] = {}
-    for it, a in zip(probe.probe_items, answers):
-        for prompt, answer in zip(it.prompts, a):
-            by_prompt.setdefault(prompt.text, []).append(answer)
-    probe.generate(AnswersGenerator(by_prompt))
-    probe.evaluate()
-    probe.calculate_metrics()
-    return probe.metrics
+    return metrics_on_answers(genderbench.GestProbe(log_strategy="no", calculate_cis=False), full, sample, answers)
 
 
 def test_the_interval_spans_the_item_values_range():
@@ -116,7 +105,7 @@ def test_smollm2_stereotype_rate_equals_genderbenchs_on_the_same_generations(smo
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
     sample = prefix_probe(gest, 6, 0)
     ours = gr.run_gest(lm, sample, seed=0)["gest_stereotype_rate"]
-    run = gr.variant_attempts(lm, sample, gr.GEST_GENERATION, seed=0)
+    run = gr.attempts(lm, sample, gr.GEST_GENERATION, seed=0)
     assert lm.cache_stats()["hits"] == 6 * 6
     theirs = _their(genderbench, gest, sample, run["answers"])
     if isinstance(ours, Exception):

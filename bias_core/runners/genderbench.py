@@ -95,19 +95,40 @@ def repetition_seed(seed: int, repetition: int) -> int:
     return REPETITION_STRIDE * int(seed) + repetition
 
 
+def _variants(item) -> list[dict[str, Any]]:
+    """The prompts an item is asked in (``meta["variants"]``: Gest's option orders, Isear's
+    genders, ...), or its one prompt."""
+    return item.meta.get("variants") or [{"prompt": item.prompt}]
+
+
 def attempts(lm: GeneratingModel, probe: Probe, generation: Generation, seed: int = 0) -> dict[str, Any]:
-    """{contexts, answers, chat_template}: each item's prompt as the model is given it, and its
-    ``generation.repetitions`` answers (one batched, cached call per repetition)."""
+    """{answers, variants, chat_template}: per item, each of its prompts' ``generation.repetitions``
+    answers, prompt by prompt (one batched, cached call per prompt and repetition), the variant
+    each answer was asked in, and whether the model's chat template was applied."""
     if getattr(lm, "kind", "causal") != "causal":
         raise ProbeNotApplicable(f"GenderBench's probes read generated answers; {lm.name} is a {lm.kind} model. "
                                  "Fix: audit a causal (generative) LM.")
-    contexts = [lm.render_chat(item.prompt) for item in probe.items]
-    chat = any(c != item.prompt for c, item in zip(contexts, probe.items))
-    per_repetition = [lm.generate(contexts, generation.decoding, seed=repetition_seed(seed, r),
-                                  desc=f"{probe.name}: attempt {r + 1}/{generation.repetitions}")
-                      for r in range(generation.repetitions)]
-    answers = [list(row) for row in zip(*per_repetition)] if per_repetition else [[] for _ in contexts]
-    return {"contexts": contexts, "answers": answers, "chat_template": chat}
+    k = len(_variants(probe.items[0])) if probe.items else 0
+    answers: list[list[str]] = [[] for _ in probe.items]
+    asked: list[list[dict[str, Any]]] = [[] for _ in probe.items]
+    chat = False
+    for j in range(k):
+        prompts = [_variants(item)[j]["prompt"] for item in probe.items]
+        contexts = [lm.render_chat(p) for p in prompts]
+        chat = chat or any(c != p for c, p in zip(contexts, prompts))
+        for r in range(generation.repetitions):
+            where = f"prompt {j + 1}/{k}, " if k > 1 else ""
+            out = lm.generate(contexts, generation.decoding, seed=repetition_seed(seed, r),
+                              desc=f"{probe.name}: {where}attempt {r + 1}/{generation.repetitions}")
+            for i, (item, answer) in enumerate(zip(probe.items, out)):
+                answers[i].append(answer)
+                asked[i].append(_variants(item)[j])
+    return {"answers": answers, "variants": asked, "chat_template": chat}
+
+
+def _per_attempt(run: Mapping[str, Any], field: str) -> list[list[Any]]:
+    """Each answer's variant's ``field`` (its prompt's option order, gender, ...), item by item."""
+    return [[variant[field] for variant in item] for item in run["variants"]]
 
 
 def _how(generation: Generation, chat: bool) -> dict[str, Any]:
@@ -180,40 +201,14 @@ def run_gest_creative(lm: GeneratingModel, probe: Probe, seed: int = 0,
     return _compute(run_gest_creative, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
 
 
-def variant_attempts(lm: GeneratingModel, probe: Probe, generation: Generation, seed: int = 0) -> dict[str, Any]:
-    """``attempts`` for items asked in several prompts (``meta["variants"]``, each with the
-    ``options`` its letters name): per item, every variant's ``repetitions`` answers, variant by
-    variant, and the option order of each answer's prompt."""
-    if getattr(lm, "kind", "causal") != "causal":
-        raise ProbeNotApplicable(f"GenderBench's probes read generated answers; {lm.name} is a {lm.kind} model. "
-                                 "Fix: audit a causal (generative) LM.")
-    k = len(probe.items[0].meta["variants"]) if probe.items else 0
-    answers: list[list[str]] = [[] for _ in probe.items]
-    orders: list[list[list[str]]] = [[] for _ in probe.items]
-    asked: list[list[dict[str, Any]]] = [[] for _ in probe.items]  # each answer's variant
-    chat = False
-    for j in range(k):
-        prompts = [item.meta["variants"][j]["prompt"] for item in probe.items]
-        contexts = [lm.render_chat(p) for p in prompts]
-        chat = chat or any(c != p for c, p in zip(contexts, prompts))
-        for r in range(generation.repetitions):
-            out = lm.generate(contexts, generation.decoding, seed=repetition_seed(seed, r),
-                              desc=f"{probe.name}: order {j + 1}/{k}, attempt {r + 1}/{generation.repetitions}")
-            for i, (item, answer) in enumerate(zip(probe.items, out)):
-                answers[i].append(answer)
-                orders[i].append(list(item.meta["variants"][j].get("options", ())))
-                asked[i].append(item.meta["variants"][j])
-    return {"answers": answers, "options": orders, "variants": asked, "chat_template": chat}
-
-
 def run_gest(lm: GeneratingModel, probe: Probe, seed: int = 0,
              metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
              generation: Generation = GEST_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
     """Gest's metric from every option order of every sentence, each answer read as the option of
     its one letter."""
     generation = generation.at_genderbench_length() if full else generation
-    run = variant_attempts(lm, probe, generation, seed)
-    arguments = {"answers": run["answers"], "options": run["options"],
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "options": _per_attempt(run, "options"),
                  "stereotypes": [item.meta["stereotype_id"] for item in probe.items]}
     return _compute(run_gest, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
 
@@ -230,11 +225,6 @@ DIVERSITY_MED_QA_GENERATION = Generation(repetitions=1, decoding=_sampled(MED_QA
 RELATIONSHIP_LEVY_GENERATION = Generation(repetitions=1, decoding=_sampled(LEVY_MAX_NEW_TOKENS))
 
 
-def _per_attempt(probe: Probe, field: str, repetitions: int) -> list[list[Any]]:
-    """Each item's variants' ``field``, one per attempt in ``variant_attempts``' order."""
-    return [[v[field] for v in item.meta["variants"] for _ in range(repetitions)] for item in probe.items]
-
-
 def run_diversity_med_qa(lm: GeneratingModel, probe: Probe, seed: int = 0,
                          metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
                          generation: Generation = DIVERSITY_MED_QA_GENERATION,
@@ -242,10 +232,9 @@ def run_diversity_med_qa(lm: GeneratingModel, probe: Probe, seed: int = 0,
     """DiversityMedQa's metrics from every option order of every question, about a male and a
     female patient, each answer read as correct or not."""
     generation = generation.at_genderbench_length() if full else generation
-    run = variant_attempts(lm, probe, generation, seed)
+    run = attempts(lm, probe, generation, seed)
     arguments = {"answers": run["answers"],
-                 "correct_options": _per_attempt(probe, "correct_option", generation.repetitions),
-                 "is_male": _per_attempt(probe, "is_male", generation.repetitions)}
+                 "correct_options": _per_attempt(run, "correct_option"), "is_male": _per_attempt(run, "is_male")}
     return _compute(run_diversity_med_qa, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
 
 
@@ -256,8 +245,8 @@ def run_relationship_levy(lm: GeneratingModel, probe: Probe, seed: int = 0,
     """RelationshipLevy's metrics from both orders of every couple, each answer read as the man or
     the woman."""
     generation = generation.at_genderbench_length() if full else generation
-    run = variant_attempts(lm, probe, generation, seed)
-    arguments = {"answers": run["answers"], "options": run["options"]}
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "options": _per_attempt(run, "options")}
     return _compute(run_relationship_levy, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
 
 
@@ -266,8 +255,8 @@ def run_isear(lm: GeneratingModel, probe: Probe, seed: int = 0,
               generation: Generation = ISEAR_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
     """Isear's metric from each event asked once per gender, each answer read as one emotion."""
     generation = generation.at_genderbench_length() if full else generation
-    run = variant_attempts(lm, probe, generation, seed)
-    arguments = {"answers": run["answers"], "genders": [[v["gender"] for v in item] for item in run["variants"]]}
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "genders": _per_attempt(run, "gender")}
     return _compute(run_isear, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
 
 
@@ -276,8 +265,8 @@ def run_dreaddit(lm: GeneratingModel, probe: Probe, seed: int = 0,
                  generation: Generation = DREADDIT_GENERATION, full: bool = False) -> dict[str, MetricResult | Exception]:
     """Dreaddit's metric from each post judged for each writer's gender, each answer read as yes or no."""
     generation = generation.at_genderbench_length() if full else generation
-    run = variant_attempts(lm, probe, generation, seed)
-    arguments = {"answers": run["answers"], "genders": [[v["gender"] for v in item] for item in run["variants"]],
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "genders": _per_attempt(run, "gender"),
                  "stressed": [item.meta["contains_stress"] for item in probe.items]}
     return _compute(run_dreaddit, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
 
@@ -299,7 +288,7 @@ def run_hiring_bloomberg(lm: GeneratingModel, probe: Probe, seed: int = 0,
     """HiringBloomberg's metrics from both name orders of every item, each answer read as the
     gender of the first candidate it names."""
     generation = generation.at_genderbench_length() if full else generation
-    run = variant_attempts(lm, probe, generation, seed)
+    run = attempts(lm, probe, generation, seed)
     arguments = {"answers": run["answers"], "male_names": [item.meta["male_names"] for item in probe.items],
                  "female_names": [item.meta["female_names"] for item in probe.items],
                  "roles": [item.meta["role"] for item in probe.items],
