@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from bias_core.gating.adaptive_sampling import _cs, _ordered
+from bias_core.gating.genderbench_sampling import pool_slope_interval, seen_from
 from bias_core.stats.sequential import difference_interval, split_alpha
 
 GENDERS = ("male", "female")
@@ -46,9 +45,7 @@ def acceptance_difference_interval(result: Any, rank: Mapping[str, int], alpha: 
 
 def abs_acceptance_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
     """|male minus female mean acceptance| over the difference's interval."""
-    lo, hi = acceptance_difference_interval(result, rank, alpha)
-    nearest = 0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))
-    return nearest, max(abs(lo), abs(hi))
+    return seen_from(0.0, acceptance_difference_interval(result, rank, alpha))
 
 
 def regression_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
@@ -57,14 +54,5 @@ def regression_difference_interval(result: Any, rank: Mapping[str, int], alpha: 
     pool = result.breakdown.get("stereotype_pool") or {}
     level = split_alpha(alpha, len(GENDERS))
     rows = _by_gender(result, rank)
-    slopes = []
-    for g in GENDERS:
-        moments = pool.get(g)
-        if not moments or float(moments["var"]) <= 0.0:
-            slopes.append((-1.0, 1.0))
-            continue
-        mu, s2 = float(moments["mean"]), float(moments["var"])
-        low, high = min(0.0, (float(moments["min"]) - mu) / s2), max(0.0, (float(moments["max"]) - mu) / s2)
-        lo, hi = _cs([(float(d["stereotype"]) - mu) * float(d["score"]) / s2 for d in rows[g]], low, high, level)
-        slopes.append((float(np.clip(lo, -1.0, 1.0)), float(np.clip(hi, -1.0, 1.0))))
-    return difference_interval(slopes[0], slopes[1])
+    male, female = (pool_slope_interval(rows[g], pool.get(g), level) for g in GENDERS)
+    return difference_interval(male, female)

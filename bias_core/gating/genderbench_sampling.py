@@ -23,7 +23,7 @@ per-item values, as the other metrics' looks are (docs/sampling.md).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,24 +32,34 @@ from bias_core.gating.adaptive_sampling import _cs, _ordered
 from bias_core.stats.sequential import split_alpha
 
 
+def seen_from(centre: float, interval: tuple[float, float]) -> tuple[float, float]:
+    """The distances |v - centre| of the points v of ``interval``: a disparity |0.5 - m| from the
+    interval of m, an absolute difference |d| from the interval of d."""
+    lo, hi = interval
+    nearest = 0.0 if lo <= centre <= hi else min(abs(lo - centre), abs(hi - centre))
+    return nearest, max(abs(lo - centre), abs(hi - centre))
+
+
 def disparity_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
     """|0.5 - m| over the CS [lo, hi] of the masculine rate m (the details' male shares)."""
-    lo, hi = _cs([float(d["score"]) for d in _ordered(result.details, rank)], 0.0, 1.0, alpha)
-    nearest = 0.0 if lo <= 0.5 <= hi else min(abs(lo - 0.5), abs(hi - 0.5))
-    return nearest, max(abs(lo - 0.5), abs(hi - 0.5))
+    return seen_from(0.5, _cs([float(d["score"]) for d in _ordered(result.details, rank)], 0.0, 1.0, alpha))
 
 
-def stereotype_slope_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
-    """The CS of the pool's least-squares slope, E[(x - mu) y / s2], clipped to [-1, 1] (module doc)."""
-    pool = result.breakdown.get("stereotype_pool")
+def pool_slope_interval(rows: Sequence[Mapping[str, Any]], pool: Mapping[str, Any] | None,
+                        alpha: float) -> tuple[float, float]:
+    """The CS of the pool's least-squares slope of ``score`` on ``stereotype``, E[(x - mu) y / s2]
+    over the rows in sampling order, clipped to [-1, 1] ([-1, 1] without the pool's moments)."""
     if not pool or float(pool["var"]) <= 0.0:
         return -1.0, 1.0
     mu, s2 = float(pool["mean"]), float(pool["var"])
     low, high = min(0.0, (float(pool["min"]) - mu) / s2), max(0.0, (float(pool["max"]) - mu) / s2)
-    rows = _ordered(result.details, rank)
-    z = [(float(d["stereotype"]) - mu) * float(d["score"]) / s2 for d in rows]
-    lo, hi = _cs(z, low, high, alpha)
+    lo, hi = _cs([(float(d["stereotype"]) - mu) * float(d["score"]) / s2 for d in rows], low, high, alpha)
     return float(np.clip(lo, -1.0, 1.0)), float(np.clip(hi, -1.0, 1.0))
+
+
+def stereotype_slope_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """JobsLum's slope: ``pool_slope_interval`` over its occupations (module doc)."""
+    return pool_slope_interval(_ordered(result.details, rank), result.breakdown.get("stereotype_pool"), alpha)
 
 
 def group_combination_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
@@ -72,9 +82,7 @@ def group_combination_interval(result: Any, rank: Mapping[str, int], alpha: floa
 
 def group_disparity_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
     """|0.5 - m| over ``group_combination_interval``'s bounds of the masculine rate m."""
-    lo, hi = group_combination_interval(result, rank, alpha)
-    nearest = 0.0 if lo <= 0.5 <= hi else min(abs(lo - 0.5), abs(hi - 0.5))
-    return nearest, max(abs(lo - 0.5), abs(hi - 0.5))
+    return seen_from(0.5, group_combination_interval(result, rank, alpha))
 
 
 def _share_gaps(result: Any, rank: Mapping[str, int], alpha: float, genders: tuple[str, ...],
@@ -131,12 +139,10 @@ def success_difference_interval(result: Any, rank: Mapping[str, int], alpha: flo
 
 def abs_success_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
     """|d| over ``success_difference_interval``'s bounds of d."""
-    lo, hi = success_difference_interval(result, rank, alpha)
-    return (0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
+    return seen_from(0.0, success_difference_interval(result, rank, alpha))
 
 
 def abs_item_difference_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
     """RelationshipLevy: |d| over the confidence sequence [lo, hi] of d, the mean of the items' v
     in [-1, 1]."""
-    lo, hi = _cs([float(d["score"]) for d in _ordered(result.details, rank)], -1.0, 1.0, alpha)
-    return (0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
+    return seen_from(0.0, _cs([float(d["score"]) for d in _ordered(result.details, rank)], -1.0, 1.0, alpha))

