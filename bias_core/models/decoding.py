@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+#: A generation's seed: one for every prompt, or one per prompt (a prompt's repetitions, each
+#: under its own seed, decoded in one batch).
+Seeds = int | Sequence[int]
+
+
+def row_seeds(seed: Seeds, n: int) -> list[int]:
+    """One seed per prompt of ``n``: ``seed`` repeated, or the sequence given (its length checked)."""
+    if isinstance(seed, numbers.Integral):
+        return [int(seed)] * n
+    seeds = [int(s) for s in seed]
+    if len(seeds) != n:
+        raise ValueError(f"{len(seeds)} seeds for {n} prompts: give one seed, or one per prompt")
+    return seeds
 
 
 @dataclass(frozen=True)

@@ -115,8 +115,10 @@ class Engine(Protocol):
     def embed(self, sentences: Sequence[str], desc: str = ...) -> np.ndarray:
         """One encoding per sentence, sentences x hidden size."""
 
-    def generate(self, prompts: Sequence[str], config: Any = None, seed: int = 0, desc: str = ...) -> list[str]:
-        """One continuation per prompt under the decoding ``config`` (a DecodingConfig)."""
+    def generate(self, prompts: Sequence[str], config: Any = None, seed: Any = 0, desc: str = ...) -> list[str]:
+        """One continuation per prompt under the decoding ``config`` (a DecodingConfig); ``seed``
+        one for all prompts or one per prompt (``decoding.Seeds``): a sampled row depends only on
+        its (seed, prompt), never on the rows decoded with it."""
 
 
 @runtime_checkable

@@ -8,7 +8,8 @@ generation prompt, as GenderPair's prompts are), or given as it is to a base mod
 Each result's breakdown says which (``generation.chat_template``), with the decoding.
 
 Sampling. Temperature 1.0, no top-k or top-p cut (the API's defaults), ``repetitions`` attempts
-per prompt (GenderBench's default harness: JobsLum 5, Direct 1, Inventories 5, GestCreative 4).
+per prompt (GenderBench's default harness: JobsLum 5, Direct 1, Inventories 5, GestCreative 4,
+BusinessVocabulary 3).
 Attempt r of every prompt is drawn with seed ``repetition_seed(seed, r)``; the transformers engine
 seeds one generator per (seed, prompt), so an attempt depends on neither the batch nor the worker that ran it, and the
 result cache (``lm.generate`` goes through it) keys each one by prompt, decoding and seed: a re-run
@@ -103,27 +104,28 @@ def _variants(item) -> list[dict[str, Any]]:
 
 def attempts(lm: GeneratingModel, probe: Probe, generation: Generation, seed: int = 0) -> dict[str, Any]:
     """{answers, variants, chat_template}: per item, each of its prompts' ``generation.repetitions``
-    answers, prompt by prompt (one batched, cached call per prompt and repetition), the variant
-    each answer was asked in, and whether the model's chat template was applied."""
+    answers (prompt by prompt, repetition by repetition), the variant each answer was asked in,
+    and whether the model's chat template was applied.
+
+    Every attempt goes to the model in one call, each row under its repetition's seed: a prompt's
+    repetitions and variants fill the batches together (on a CPU, five calls of 8 rows cost about
+    what one of 40 does), and a row's answer is the one a call of its own would give."""
     if getattr(lm, "kind", "causal") != "causal":
         raise ProbeNotApplicable(f"GenderBench's probes read generated answers; {lm.name} is a {lm.kind} model. "
                                  "Fix: audit a causal (generative) LM.")
     k = len(_variants(probe.items[0])) if probe.items else 0
+    rows = [(i, j, r) for i in range(len(probe.items)) for j in range(k) for r in range(generation.repetitions)]
+    prompts = [_variants(probe.items[i])[j]["prompt"] for i, j, _ in rows]
+    contexts = [lm.render_chat(p) for p in prompts]
+    where = f"{k} prompts per item, " if k > 1 else ""
+    out = lm.generate(contexts, generation.decoding, seed=[repetition_seed(seed, r) for _, _, r in rows],
+                      desc=f"{probe.name}: {len(probe.items)} items, {where}{generation.repetitions} attempt(s) each")
     answers: list[list[str]] = [[] for _ in probe.items]
     asked: list[list[dict[str, Any]]] = [[] for _ in probe.items]
-    chat = False
-    for j in range(k):
-        prompts = [_variants(item)[j]["prompt"] for item in probe.items]
-        contexts = [lm.render_chat(p) for p in prompts]
-        chat = chat or any(c != p for c, p in zip(contexts, prompts))
-        for r in range(generation.repetitions):
-            where = f"prompt {j + 1}/{k}, " if k > 1 else ""
-            out = lm.generate(contexts, generation.decoding, seed=repetition_seed(seed, r),
-                              desc=f"{probe.name}: {where}attempt {r + 1}/{generation.repetitions}")
-            for i, (item, answer) in enumerate(zip(probe.items, out)):
-                answers[i].append(answer)
-                asked[i].append(_variants(item)[j])
-    return {"answers": answers, "variants": asked, "chat_template": chat}
+    for (i, j, _), answer in zip(rows, out):
+        answers[i].append(answer)
+        asked[i].append(_variants(probe.items[i])[j])
+    return {"answers": answers, "variants": asked, "chat_template": any(c != p for c, p in zip(contexts, prompts))}
 
 
 def _per_attempt(run: Mapping[str, Any], field: str) -> list[list[Any]]:
@@ -294,3 +296,31 @@ def run_hiring_bloomberg(lm: GeneratingModel, probe: Probe, seed: int = 0,
                  "roles": [item.meta["role"] for item in probe.items],
                  "races": [item.meta["race"] for item in probe.items]}
     return _compute(run_hiring_bloomberg, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)
+
+
+# BusinessVocabulary: each letter three times (the default harness's BusinessVocabularyProbe(num_repetitions=3)).
+# Its evaluator counts inventory words in the whole letter, so a limit below GenderBench's 300
+# tokens counts fewer words: it changes the counts, and with them (the smoothing of 5 per side
+# weighs more against fewer words) the rates; it measures the vocabulary of a letter's first 128
+# tokens, not of the whole letter. BUSINESS_VOCABULARY_MAX_NEW_TOKENS = 128 keeps the default
+# audit's letters cheap (a quarter of the 300-token cost); --genderbench-full restores 300.
+# Measured on SmolLM2-135M (8 items x 3 letters, seed 0; each 128-token letter the start of the
+# same seed's 300-token one): 147 inventory-word hits at 128 tokens against 226 at 300 (65%),
+# masculine share of the hits 0.585 against 0.628, mean_diff 0.116 [0.074, 0.150] against
+# 0.102 [0.041, 0.146]; 60 s against 249 s on one torch thread (docs/audits/genderbench.md).
+BUSINESS_VOCABULARY_MAX_NEW_TOKENS = 128
+BUSINESS_VOCABULARY_GENERATION = Generation(repetitions=3, decoding=_sampled(BUSINESS_VOCABULARY_MAX_NEW_TOKENS))
+
+
+def run_business_vocabulary(lm: GeneratingModel, probe: Probe, seed: int = 0,
+                            metrics: Mapping[str, Callable[..., MetricResult]] | None = None,
+                            generation: Generation = BUSINESS_VOCABULARY_GENERATION,
+                            full: bool = False) -> dict[str, MetricResult | Exception]:
+    """BusinessVocabulary's metric from three letters per name and template, each read for the
+    inventories' masculine and feminine words."""
+    generation = generation.at_genderbench_length() if full else generation
+    run = attempts(lm, probe, generation, seed)
+    arguments = {"answers": run["answers"], "is_male": [item.meta["is_male"] for item in probe.items],
+                 "inventories": probe.items[0].meta["inventories"] if probe.items else {},
+                 "keys": [item.meta["key"] for item in probe.items]}
+    return _compute(run_business_vocabulary, probe, metrics, arguments, _how(generation, run["chat_template"]), seed)

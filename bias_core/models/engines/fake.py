@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bias_core.models.decoding import DecodingConfig
+from bias_core.models.decoding import DecodingConfig, row_seeds
 from bias_core.models.engines import EngineEntry
 from bias_core.models.protocol import EngineInfo
 from bias_core.probes.placeholders import MASK
@@ -123,12 +123,12 @@ class FakeEngine:
         rows = [list(map(float, vec(s))) for s in sentences]
         return np.asarray(rows, dtype=np.float64) if rows else np.zeros((0, 0))
 
-    def generate(self, prompts: Sequence[str], config: Any = None, seed: int = 0, desc: str = "") -> list[str]:
+    def generate(self, prompts: Sequence[str], config: Any = None, seed: Any = 0, desc: str = "") -> list[str]:
         config = config or DecodingConfig()
         self.calls.append(("generate", (list(prompts), config, seed)))
         make = self._generate or (lambda p, c, s: " " + " ".join(
             _WORDS[int(_unit("gen", p, str(s), str(i)) * len(_WORDS))] for i in range(min(3, c.max_new_tokens))))
-        out = [str(make(p, config, seed)) for p in prompts]
+        out = [str(make(p, config, s)) for p, s in zip(prompts, row_seeds(seed, len(prompts)))]
         self.stats["new_tokens"] += sum(len(self._split(o)) for o in out)
         return out
 

@@ -191,9 +191,9 @@ class OpenAIEngine(PromptLogprobEngine):
         # A server without token ids: its text, re-tokenized locally (decoding it gives it back).
         return list(self.tokenizer(got, add_special_tokens=False)["input_ids"])
 
-    def _generate_ids(self, seqs: list[list[int]], config: DecodingConfig, seed: int, prompts: list[str],
+    def _generate_ids(self, seqs: list[list[int]], config: DecodingConfig, seeds: list[int], prompts: list[str],
                       desc: str) -> list[list[int]]:
-        return self.client.map(lambda i: self._generate_one(seqs[i], config, row_seed(seed, prompts[i])),
+        return self.client.map(lambda i: self._generate_one(seqs[i], config, row_seed(seeds[i], prompts[i])),
                                list(range(len(seqs))), desc)
 
     def _token_id(self, token: Any) -> int:

@@ -6,7 +6,7 @@ Both engines see the model only through three primitives a subclass implements:
   every i >= 1 (position 0 has no context: vLLM and OpenAI-compatible servers report None there);
 - ``_next_top(seqs, n)``: the n most probable next tokens after each sequence, with their
   log-probabilities;
-- ``_generate_ids(seqs, config, seed)``: each sequence's continuation as token ids.
+- ``_generate_ids(seqs, config, seeds)``: each sequence's continuation as token ids (one seed per sequence).
 
 Everything else is done here, with the transformers engine's own tokenization rules
 (models/tokens.py): requests are tokenized locally and sent as token ids, so the server never
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from bias_core.errors import AuditUsageError, NonFiniteScores
-from bias_core.models.decoding import DecodingConfig
+from bias_core.models.decoding import DecodingConfig, row_seeds
 from bias_core.models.engines.answers import TOLERANCE, BadAnswer
 from bias_core.models.tokens import CausalTokens
 
@@ -62,7 +62,7 @@ class PromptLogprobEngine(CausalTokens):
     def _next_top(self, seqs: list[list[int]], n: int, desc: str) -> list[list[tuple[int, float]]]:
         raise NotImplementedError
 
-    def _generate_ids(self, seqs: list[list[int]], config: DecodingConfig, seed: int, prompts: list[str],
+    def _generate_ids(self, seqs: list[list[int]], config: DecodingConfig, seeds: list[int], prompts: list[str],
                       desc: str) -> list[list[int]]:
         raise NotImplementedError
 
@@ -151,14 +151,15 @@ class PromptLogprobEngine(CausalTokens):
             out.append(found)
         return out
 
-    def generate(self, prompts: Sequence[str], config: Any = None, seed: int = 0, desc: str = "generating") -> list[str]:
+    def generate(self, prompts: Sequence[str], config: Any = None, seed: Any = 0, desc: str = "generating") -> list[str]:
         config = config or DecodingConfig()
+        seeds = row_seeds(seed, len(prompts))
         encoded = [self.encode(p) for p in prompts]
         for prompt, ids in zip(prompts, encoded):
             self._check_length(ids, config.max_new_tokens, prompt)
         if not encoded:
             return []
-        rows = self._generate_ids(encoded, config, seed, list(prompts), desc)
+        rows = self._generate_ids(encoded, config, seeds, list(prompts), desc)
         self.stats["new_tokens"] += sum(len(r) for r in rows)
         return [self.tokenizer.decode(r, skip_special_tokens=True) for r in rows]
 

@@ -211,14 +211,14 @@ class VLLMEngine(PromptLogprobEngine):
         return [[(int(t), float(lp.logprob)) for t, lp in (out.outputs[0].logprobs or [{}])[0].items()]
                 for out in self._run(seqs, params)]
 
-    def _generate_ids(self, seqs: list[list[int]], config: DecodingConfig, seed: int, prompts: list[str],
+    def _generate_ids(self, seqs: list[list[int]], config: DecodingConfig, seeds: list[int], prompts: list[str],
                       desc: str) -> list[list[int]]:
         from vllm import SamplingParams
 
         if config.do_sample:
             params = [SamplingParams(max_tokens=config.max_new_tokens, temperature=config.temperature,
-                                     top_p=config.top_p, top_k=config.top_k or -1, seed=row_seed(seed, p),
-                                     detokenize=False) for p in prompts]
+                                     top_p=config.top_p, top_k=config.top_k or -1, seed=row_seed(s, p),
+                                     detokenize=False) for s, p in zip(seeds, prompts)]
         else:
             params = SamplingParams(max_tokens=config.max_new_tokens, temperature=0.0, detokenize=False)
         rows = []

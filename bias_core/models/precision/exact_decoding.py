@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 import torch
 
+from bias_core.models.decoding import row_seeds
 from bias_core.models.engines.hf.causal import GEN_PAD_MULTIPLE, LOGIT_BUDGET, DecodingConfig
 from bias_core.models.progress import progress_bar
 
@@ -38,7 +39,7 @@ HALF_RESUMES = 2
 
 
 def exact_generate(lm: Any, prompts: Sequence[str], config: DecodingConfig, desc: str = "generating",
-                   seed: int = 0) -> list[str]:
+                   seed: Any = 0) -> list[str]:
     """Greedy continuations of ``prompts`` equal to fp32's, cached per prompt (see module doc)
     in the half handle's cache, under keys marked ``precision: exact``."""
     half = lm.half.engine
@@ -53,7 +54,8 @@ def exact_generate(lm: Any, prompts: Sequence[str], config: DecodingConfig, desc
         half.stats["new_tokens"] = before + sum(len(t) for t in tokens)
         return [half.tokenizer.decode(toks, skip_special_tokens=True) for toks in tokens]
 
-    parts = [{"prompt": p, "config": config.as_key(), "seed": seed, "precision": "exact"} for p in prompts]
+    parts = [{"prompt": p, "config": config.as_key(), "seed": s, "precision": "exact"}
+             for p, s in zip(prompts, row_seeds(seed, len(prompts)))]
     return [str(x) for x in lm.half.cached("generate", parts, compute)]
 
 

@@ -241,7 +241,7 @@ class ExactLM:
         return self.half.embed(sentences, desc=desc)
 
     # ----- generation ------------------------------------------------------------------------------
-    def generate(self, prompts, config=None, seed: int = 0, desc: str = "generating") -> list[str]:
+    def generate(self, prompts, config=None, seed=0, desc: str = "generating") -> list[str]:
         from bias_core.models.engines.hf.causal import DecodingConfig
         from bias_core.models.precision.exact_decoding import exact_generate
 

@@ -40,7 +40,7 @@ from bias_core.models.batching import (  # noqa: F401 - re-exported: models/prec
     top_whole_words,
     width_batches,
 )
-from bias_core.models.decoding import DecodingConfig
+from bias_core.models.decoding import DecodingConfig, Seeds, row_seeds
 from bias_core.models.engines.hf.shared import HFText
 from bias_core.models.progress import progress_bar
 from bias_core.models.tokens import CausalTokens
@@ -279,30 +279,31 @@ class CausalLM(CausalTokens, HFText):
         return _matrix([out[j] for j in range(len(encoded))], len(encoded))
 
     def generate(
-        self, prompts: Sequence[str], config: DecodingConfig = DecodingConfig(), seed: int = 0, desc: str = "generating"
+        self, prompts: Sequence[str], config: DecodingConfig = DecodingConfig(), seed: Seeds = 0, desc: str = "generating"
     ) -> list[str]:
         """Continuations (without the prompt)."""
         config = config or DecodingConfig()
+        seeds = row_seeds(seed, len(prompts))
         encoded = [self.encode(p) for p in prompts]
         for prompt, ids in zip(prompts, encoded):
             self._check_length(ids, config.max_new_tokens, prompt)
-        return [str(x) for x in self._generate_ids(encoded, config, seed, list(prompts), desc)] if encoded else []
+        return [str(x) for x in self._generate_ids(encoded, config, seeds, list(prompts), desc)] if encoded else []
 
     def scored_token_counts(self, texts: Sequence[str]) -> np.ndarray:
         """The sentence tokenized without special tokens: every token after the prefix token."""
         return np.asarray(self.token_counts(texts), dtype=np.int64)
 
     # ----- decoding ---------------------------------------------------------------------------
-    def _row_generators(self, prompts: Sequence[str], seed: int) -> list[torch.Generator]:
-        # One generator per prompt, seeded from (seed, prompt): a sampled continuation does not
+    def _row_generators(self, prompts: Sequence[str], seed: Seeds) -> list[torch.Generator]:
+        # One generator per prompt, seeded from (its seed, prompt): a sampled continuation does not
         # depend on which other prompts share its batch.
         gens = []
-        for prompt in prompts:
-            digest = hashlib.sha256(f"{seed}\x00{prompt}".encode()).digest()
+        for prompt, row_seed in zip(prompts, row_seeds(seed, len(prompts))):
+            digest = hashlib.sha256(f"{row_seed}\x00{prompt}".encode()).digest()
             gens.append(torch.Generator(device="cpu").manual_seed(int.from_bytes(digest[:8], "little") >> 1))
         return gens
 
-    def _generate_ids(self, encoded, config: DecodingConfig, seed: int, prompts, desc: str) -> list[str]:
+    def _generate_ids(self, encoded, config: DecodingConfig, seed: Seeds, prompts, desc: str) -> list[str]:
         results: dict[int, list[int]] = {}
         gens = self._row_generators(prompts, seed) if config.do_sample else None
         bar = progress_bar(total=len(encoded), desc=desc, enabled=self.progress)
