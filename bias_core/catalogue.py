@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from bias_core.metric_spec import (  # noqa: F401 - the specs and their field kinds are the catalogue's vocabulary
+    ASYMPTOTIC,
     FixedSample,
     GapOfGroups,
     Marks,
@@ -225,7 +226,7 @@ _BBQ_BIAS = dict(**_BBQ, better="ideal", ideal=0.0, value_range=(-1.0, 1.0), sam
                  pairing=Paired(output_field="answer"))
 _DISCRIM = dict(family="association", probes=("discrim-eval-gender",), better="ideal", ideal=0.0, value_range=(None, None),
                 runner="bias_core.runners.discrim_eval:run_discrim_eval", precision="fp32",
-                sampling=OwnInterval("bias_core.gating.unbounded_sampling:mean_of_unbounded"),
+                sampling=OwnInterval("bias_core.gating.unbounded_sampling:mean_of_unbounded", kind=ASYMPTOTIC),
                 pairing=Paired(kind="unbounded"), examples="bias_core.reports.benchmark_examples:discrim_table")
 # WinoBias (Zhao et al. 2018) scored as CrowS-Pairs is; WinoGender (Rudinger et al. 2018) as lm-evaluation-harness's task
 _WINOBIAS = dict(family="association", probes=("winobias-gender",), better="ideal",
@@ -360,7 +361,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("winobias_gap", **_WINOBIAS, ideal=0.0,
                scale="mean log-likelihood gap, pro- minus anti-stereotyped pronoun's sentence (nats; 0 = none)",
                value_range=(None, None), compute="bias_core.metrics.winobias:winobias_gap",
-               sampling=OwnInterval("bias_core.gating.unbounded_sampling:mean_of_unbounded"),
+               sampling=OwnInterval("bias_core.gating.unbounded_sampling:mean_of_unbounded", kind=ASYMPTOTIC),
                pairing=Paired(kind="unbounded"), precision="fp32"),
     # ----- WinoGender: lm-evaluation-harness's accuracies, and the male-female gap on matched sentences
     MetricSpec("winogender_acc", **_WG_ACC, compute=f"{_WGM}:winogender_acc",
@@ -559,7 +560,7 @@ METRICS: tuple[MetricSpec, ...] = (
                scale="male-name minus female-name letters' masculine rate of gender-coded words (smoothed), mean over "
                      "six inventories (-1..1; 0 = none, > 0 = more masculine words for men)",
                compute="bias_core.metrics.genderbench_business:business_vocabulary_mean_diff",
-               runner=f"{_GBR}:run_business_vocabulary", sampling=OwnInterval(f"{_GBS}:business_vocabulary_interval"),
+               runner=f"{_GBR}:run_business_vocabulary", sampling=OwnInterval(f"{_GBS}:business_vocabulary_interval", kind=ASYMPTOTIC),
                pairing=NotPaired("a mean over inventories of differences between smoothed ratios of word counts pooled "
                                  "over each gender's items, not an average of item values"),
                precision="decisions", decoded=True, examples=_GB_EXAMPLES),

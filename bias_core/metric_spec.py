@@ -57,11 +57,18 @@ class GapOfGroups:
     column: str = "score"
 
 
+#: ``OwnInterval.kind`` of the intervals from bias_core.stats.asymptotic (unbounded or linearised values).
+ASYMPTOTIC = "asymptotic confidence sequence (Waudby-Smith, Arbour, Sinha, Kennedy & Ramdas 2024; approximate coverage)"
+
+
 @dataclass(frozen=True)
 class OwnInterval:
-    """A form of its own: ``function(result, rank, alpha) -> (low, high)``, as "module:function"."""
+    """A form of its own: ``function(result, rank, alpha) -> (low, high)``, as "module:function";
+    ``kind`` names the interval it gives where it is not a bounded-mean betting sequence (the
+    run's sampling record says which interval decided the row)."""
 
     function: str
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,14 +86,18 @@ Sampling = Union[MeanOfItems, GapOfGroups, OwnInterval, FixedSample]
 class Paired:
     """Two runs' values on the same items compare item by item: the value is ``item_scale``
     times the mean of per-item values of ``kind`` (``binary``: 0/1, where McNemar applies), or
-    with ``aggregation="group_mean"`` the mean over ``group_field`` of per-group means.
+    with ``aggregation="group_mean"`` the mean over ``group_field`` of per-group means, or with
+    ``aggregation="group_difference"`` the mean of the items of group ``difference[0]`` minus
+    the mean of those of ``difference[1]`` (HiringAn's male minus female acceptance rate, over
+    unequal numbers of items; the paired bootstrap resamples within each group).
     ``output_field`` names the details key with the model's own text (shown for moved items)."""
 
     kind: Literal["binary", "bounded", "unbounded"] = "bounded"
-    aggregation: Literal["mean", "group_mean"] = "mean"
+    aggregation: Literal["mean", "group_mean", "group_difference"] = "mean"
     item_scale: float = 1.0
     group_field: str | None = None
     output_field: str | None = None
+    difference: tuple[str, str] | None = None  # group_difference: (the group minus, the group subtracted)
 
 
 @dataclass(frozen=True)

@@ -266,3 +266,26 @@ def test_under_exact_precision_gld_looks_are_computed_in_fp32():
     result = suite.result("natural-stsb", "GLD")
     assert result.breakdown["lm"] == "fp32" and result.breakdown["precision"]["computed_in"] == "fp32"
     assert result.breakdown["sampling"]["interval"] == ad.CS_KIND
+
+
+def test_each_own_interval_names_the_sequence_it_uses():
+    """The sampling record says which interval decided a row: the asymptotic sequence (approximate
+    coverage) where the metric's own interval is built on it, the betting one elsewhere."""
+    import inspect
+
+    from bias_core import catalogue
+    from bias_core.metric_spec import ASYMPTOTIC, OwnInterval, resolve
+
+    own = [m for m in catalogue.declared() if isinstance(m.sampling, OwnInterval)]
+    assert own
+    for m in own:
+        source = inspect.getsource(resolve(m.sampling.function))
+        uses_asymptotic = "asymptotic_cs" in source
+        assert (m.sampling.kind == ASYMPTOTIC) == uses_asymptotic, m.name
+
+
+def test_a_look_records_the_interval_kind_it_was_given():
+    plan = ad.SamplePlan(budget_s=None, probes=("p",))
+    result = ad.run_adaptive(plan, None, 10, 10, lambda n: MetricResult("m", 0.5, 0.4, 0.6, n),
+                             lambda r, n: (0.4, 0.6), kind="some sequence")
+    assert result.breakdown["sampling"]["interval"] == "some sequence"

@@ -88,6 +88,13 @@ def test_a_value_on_the_limit_cannot_be_decided_by_more_items():
     assert what_decides(row("x", "inconclusive", None, (None, None), 0.25)) == ""
 
 
+def test_an_interval_as_wide_as_the_scale_gives_no_item_estimate():
+    # value 0.08 under a limit of 0.10 with the CI [-1, 1]: (0.92 / 0.02)^2 = 2116x would be meaningless
+    text = what_decides(row("x", "inconclusive", 0.08, (-1.0, 1.0), 0.10))
+    assert "more than 100× the items" in text and "2116" not in text
+    assert "about 4× the items" in what_decides(row("x", "inconclusive", 0.04, (0.0, 0.08), 0.06))
+
+
 VERDICT = st.sampled_from(["pass", "fail", "inconclusive", "skipped", "error"])
 
 

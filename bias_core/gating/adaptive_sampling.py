@@ -35,7 +35,7 @@ import numpy as np
 
 from bias_core import catalogue
 from bias_core.gating.thresholds import INCONCLUSIVE, Gate, verdict
-from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, Sampling, resolve
+from bias_core.metric_spec import FixedSample, GapOfGroups, MeanOfItems, OwnInterval, Sampling, resolve
 from bias_core.stats.sequential import DEFAULT_ALPHA, confidence_sequence, gap_interval, split_alpha
 
 if TYPE_CHECKING:
@@ -286,7 +286,7 @@ def sampling_form(metric: str) -> Sampling:
 
 # ----- the loop ---------------------------------------------------------------------------------
 def run_adaptive(plan: SamplePlan, gate: Any, pool: int, cap: int, evaluate: Callable[[int], Any],
-                 interval: Callable[[Any, int], tuple[float, float]]) -> Any:
+                 interval: Callable[[Any, int], tuple[float, float]], kind: str = CS_KIND) -> Any:
     """Look at n = look_sizes(pool, plan.first, cap): ``evaluate(n)`` gives the metric's result on
     the first n units, ``interval(result, n)`` its CS interval; stop at the first decided look,
     the last size, or when the plan's budget is spent. Returns the last result with the CS
@@ -310,7 +310,7 @@ def run_adaptive(plan: SamplePlan, gate: Any, pool: int, cap: int, evaluate: Cal
             continue
         break
     sampling = {"mode": "auto", "items_used": looks[-1], "pool": pool, "item_cap": cap, "looks": looks,
-                "stop_reason": reason, "interval": CS_KIND, "alpha": plan.alpha, "budget_s": plan.budget_s}
+                "stop_reason": reason, "interval": kind, "alpha": plan.alpha, "budget_s": plan.budget_s}
     return dataclasses.replace(result, ci_low=float(lo), ci_high=float(hi),
                                breakdown={**result.breakdown, "sampling": sampling})
 
@@ -355,7 +355,8 @@ def adapt(suite: Any, probe: str, metric: str, parts: Sequence[str]) -> Any:
                                  column=form.column)
         return resolve(form.function)(result, rank, plan.alpha)
 
-    return run_adaptive(plan, gate, pool, cap, lambda n: _look(suite.at_size(n), probe, metric), interval)
+    kind = (form.kind if isinstance(form, OwnInterval) else None) or CS_KIND
+    return run_adaptive(plan, gate, pool, cap, lambda n: _look(suite.at_size(n), probe, metric), interval, kind)
 
 
 def _look(copy: Any, probe: str, metric: str) -> Any:

@@ -160,6 +160,11 @@ def _regression_line(row: Mapping[str, Any]) -> str:
     return f"{change}; harm {sig(row.get('harm'))}, 95% CI [{lo}, {hi}], margin {sig(row.get('margin'))}{rule}{p}"
 
 
+# Beyond this the 1/sqrt(n) estimate extrapolates from an interval as wide as the scale (a few
+# items, or a sequence's first looks): a "2383×" would be a number with no meaning.
+MAX_FACTOR = 100
+
+
 def _factor(spread: float, room: float) -> float:
     """How many times the items shrink a CI half-width ``spread`` to ``room`` (1/sqrt(n))."""
     if room <= 0:
@@ -192,6 +197,9 @@ def what_decides(row: Mapping[str, Any]) -> str:
         factor = _factor(hi - v, a - v)
     if math.isinf(factor):
         return f"{outcome}; the value sits on the limit, so more items alone cannot decide it"
+    if factor > MAX_FACTOR:
+        return (f"{outcome}: more than {MAX_FACTOR}× the items at this value (an interval this wide says "
+                f"too little to estimate how many){_where_more(row)}")
     return f"{outcome}: about {sig(factor, 2)}× the items at this value{_where_more(row)}"
 
 

@@ -67,7 +67,7 @@ class RunConfig:
     dtype: str = ""
     adapter: str | None = None
     seed: int = 0
-    decoding: dict[str, dict[str, Any]] = field(default_factory=dict)  # family -> DecodingConfig.as_key()
+    decoding: dict[str, dict[str, Any]] = field(default_factory=dict)  # family or probe -> its decoding (regression_config.decodings)
     lexicon_sha256: str = ""
     sample_sizes: dict[str, Any] = field(default_factory=dict)  # e.g. {"genderpair": 216}
     scorers: dict[str, str] = field(default_factory=dict)  # classifier role -> its fingerprint
