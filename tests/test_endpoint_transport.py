@@ -15,6 +15,7 @@ server will see (``fault.wait_hung_up()``), never for a thread to have run by so
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -130,19 +131,45 @@ def open_connections(server) -> list:
     return [c for c in psutil.Process().net_connections("tcp") if c.raddr and c.raddr.port == port]
 
 
-def _sigterm_as_the_plugin_does(signum, frame):  # bias_core/pytest_plugin/hooks.py: SIGTERM ends the run as Ctrl-C
-    raise KeyboardInterrupt("SIGTERM")
+# Set while the test's main thread waits on the call the signal is aimed at. A signal outside it
+# (the call ended otherwise first, on a loaded machine) would reach pytest itself: a
+# KeyboardInterrupt there ends the whole worker and with it the run (xdist: "node down"), so it
+# is neither sent nor, if already on its way, raised; the test fails on what ended the call.
+IN_CALL = threading.Event()
+STRAY: list[str] = []
 
 
 def _interrupt(how: str):
     """What the server does when its third request arrives: interrupt the test's main thread
     (the one waiting on the call), as Ctrl-C or a CI job's SIGTERM would."""
     def on_seen(n: int) -> None:
-        if n == 3:
+        if n == 3 and IN_CALL.is_set():
             # a real signal (as Ctrl-C's), not _thread.interrupt_main(): that one only flags the main thread,
             # which would go on waiting for the call instead of being woken
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT if how == "sigint" else signal.SIGTERM)
+        elif n == 3:
+            STRAY.append(how)
     return on_seen
+
+
+@contextlib.contextmanager
+def interruptible_call():
+    """The window in which the test's own SIGINT/SIGTERM may interrupt: the call. Outside it a
+    late signal is recorded in STRAY, not raised (see IN_CALL)."""
+    def only_in_the_call(signum, frame):
+        if IN_CALL.is_set():
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+        STRAY.append(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, only_in_the_call) for s in (signal.SIGINT, signal.SIGTERM)}
+    STRAY.clear()
+    IN_CALL.set()
+    try:
+        yield
+    finally:
+        IN_CALL.clear()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 # how a call ends early: the fault that ends it (holding three requests where it can), the client's
@@ -175,14 +202,12 @@ def test_a_call_that_ends_early_leaves_no_connection_open(server, ending):
     server.transport = fault = make_fault()
     fault = getattr(fault, "held", fault)
     c = client(server.url, max_concurrency=4, **options)
-    previous = signal.signal(signal.SIGTERM, _sigterm_as_the_plugin_does)
-    try:
-        with pytest.raises(raised) as failure:
+    with pytest.raises(raised) as failure:
+        with interruptible_call():  # SIGTERM raised as KeyboardInterrupt, as the plugin's handler does
             c.map(lambda i: c.get(MODELS), list(range(8)))
-        # checked while the error is alive: its traceback holds the frames of the tries it ended
-        assert open_connections(server) == [], failure.value
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # checked while the error is alive: its traceback holds the frames of the tries it ended
+    assert open_connections(server) == [], failure.value
+    assert not STRAY, f"a signal came after the call had ended: {STRAY}"
     assert fault.seen >= 1
     if held:
         assert fault.wait_hung_up(), (fault.seen, fault.hung_up)
@@ -210,8 +235,10 @@ def test_ctrl_c_while_the_call_is_still_handed_out_stops_what_it_had_started(ser
     monkeypatch.setattr(http_client, "ThreadPoolExecutor", SlowToHandOut)
     c = client(server.url, timeout=100, max_concurrency=4)
     with pytest.raises(KeyboardInterrupt):
-        c.map(lambda i: c.get(MODELS), list(range(8)))
+        with interruptible_call():
+            c.map(lambda i: c.get(MODELS), list(range(8)))
     assert open_connections(server) == []
+    assert not STRAY, f"a signal came after the call had ended: {STRAY}"
     assert silent.seen >= 3 and silent.wait_hung_up()
     assert len(server.requests) == silent.seen <= 4
 
