@@ -204,8 +204,9 @@ def test_gate_ranges_and_regression_pairing_come_from_the_catalogue():
     for name, spec in regression_spec.PAIRED.items():
         m = BY_NAME[name]
         assert spec.direction == m.better and (spec.ideal is None or spec.ideal == m.ideal)
-        assert (spec.kind, spec.aggregation, spec.item_scale, spec.group_field, spec.output_field) == (
-            m.pairing.kind, m.pairing.aggregation, m.pairing.item_scale, m.pairing.group_field, m.pairing.output_field)
+        assert (spec.kind, spec.aggregation, spec.item_scale, spec.group_field, spec.output_field, spec.difference) == (
+            m.pairing.kind, m.pairing.aggregation, m.pairing.item_scale, m.pairing.group_field, m.pairing.output_field,
+            m.pairing.difference)
 
 
 def test_shipped_thresholds_agree_with_the_catalogue():

@@ -50,7 +50,10 @@ def test_bad_margins_and_intervals_are_refused():
 
 def _identical(metric, values):
     c = np.asarray(values, dtype=float)
-    groups = tuple(f"t{k % 2}" for k in range(c.size)) if PAIRED[metric].group_field else None
+    names = PAIRED[metric].difference or ("t0", "t1")
+    if PAIRED[metric].difference:  # a difference of two groups' means needs an item of each
+        c = np.concatenate([c, c])
+    groups = tuple(names[k % 2] for k in range(c.size)) if PAIRED[metric].group_field else None
     return PairedItems("p", metric, tuple(map(str, range(c.size))), c, c.copy(), groups, ("",) * c.size,
                        (None,) * c.size, (None,) * c.size, 0.0, 0.0)
 

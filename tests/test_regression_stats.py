@@ -135,7 +135,8 @@ def _spec_and_data(draw_metric, pairs):
     spec = PAIRED[draw_metric]
     c = [float(a) for a, _ in pairs]
     b = [float(x) for _, x in pairs]
-    groups = [f"t{k % 3}" for k in range(len(pairs))] if spec.group_field else None
+    names = spec.difference or ("t0", "t1", "t2")  # a difference of two groups' means: those two
+    groups = [names[k % len(names)] for k in range(len(pairs))] if spec.group_field else None
     return spec, paired(c, b, draw_metric, groups)
 
 

@@ -1,10 +1,12 @@
 """Paired statistics of a candidate against a baseline on the same items (pure functions).
 
 For one probe x metric, with c_i and b_i the two runs' values of item i and A(.) the metric's
-aggregate of item values (mean, or StereoSet's mean of per-term means, times its scale):
+aggregate of item values (mean, StereoSet's mean of per-term means, or HiringAn's mean of one
+group's items minus the other's, times its scale):
 
 - ``delta`` = A(c) - A(b), the change of the metric, with a paired bootstrap CI (items are
-  resampled together, so both runs see the same resample);
+  resampled together, so both runs see the same resample; for a difference of two groups' means
+  within each group, stratified, so every resample holds as many items of each as the pairs do);
 - ``harm`` = how much worse the candidate is, in the metric's units: delta where lower is
   better, -delta where higher is better, and |A(c) - ideal| - |A(b) - ideal| where a value
   closer to an ideal is better. The non-inferiority gate judges harm's CI against a margin.
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats as _st
 
+from bias_core.errors import MetricUndefined
 from bias_core.stats.resampling import EXACT_MAX_N, _sign_patterns, bootstrap_ci, paired_permutation_pvalue
 
 if TYPE_CHECKING:  # types only: stats never imports the gates at run time
@@ -140,10 +143,41 @@ def _group_means(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.nd
     return means.sum(axis=1) / present.sum(axis=1)
 
 
+def _group_codes(paired: PairedItems, spec: PairedSpec) -> np.ndarray:
+    """group_difference: +1 for the items of ``spec.difference[0]``, -1 for those of the group
+    subtracted; ``MetricUndefined`` when the pairs lack one of them (the difference has no value)
+    and ``ValueError`` for an item of another group."""
+    assert spec.difference is not None
+    groups = np.asarray(paired.groups if paired.groups is not None else ("",) * paired.candidate.size, dtype=object)
+    first, second = spec.difference
+    other = sorted({str(g) for g in groups} - {first, second})
+    if other:
+        raise ValueError(f"{paired.probe} {paired.metric}: items of {spec.group_field} {other[:3]}, the difference is "
+                         f"of {first!r} minus {second!r} only")
+    codes = np.where(groups == first, 1, -1).astype(np.int8)
+    for g, code in ((first, 1), (second, -1)):
+        if not np.any(codes == code):
+            raise MetricUndefined(f"{paired.probe} {paired.metric}: none of the {codes.size} items with a value in both "
+                                  f"runs is of {spec.group_field} {g!r}, so the {first}-minus-{second} difference has "
+                                  "no paired value")
+    return codes
+
+
+def _group_difference(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Row-wise mean of the items coded +1 minus the mean of those coded -1 (NaN where a row has none)."""
+    first, second = codes == 1, codes == -1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.where(first, values, 0.0).sum(axis=1) / first.sum(axis=1)
+                - np.where(second, values, 0.0).sum(axis=1) / second.sum(axis=1))
+
+
 def _aggregator(paired: PairedItems, spec: PairedSpec) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """A(values (k, n), item indices (k, n)) -> (k,): the metric over each row's items."""
     if spec.aggregation == "mean":
         return lambda values, idx: spec.item_scale * values.mean(axis=1)
+    if spec.aggregation == "group_difference":
+        signs = _group_codes(paired, spec)
+        return lambda values, idx: spec.item_scale * _group_difference(values, signs[idx])
     _, codes = np.unique(np.asarray(paired.groups, dtype=object), return_inverse=True)
     n_groups = int(codes.max()) + 1
     return lambda values, idx: spec.item_scale * _group_means(values, codes[idx], n_groups)
@@ -170,6 +204,39 @@ def _index_statistic(paired: PairedItems, spec: PairedSpec, which: str):
         return out.reshape(idx.shape[:-1])
 
     return statistic
+
+
+def _stratified_cis(paired: PairedItems, spec: PairedSpec, n_bootstrap: int, level: float, seed: int,
+                    ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Percentile bootstrap CIs of delta and harm for a difference of two groups' means: each
+    resample draws, with replacement, as many pairs of each group as there are (seeded), both runs
+    together; each interval is widened to hold its point (identical runs: exactly [0, 0])."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"bootstrap: level must be in (0, 1), got {level}")
+    if n_bootstrap < 1:
+        raise ValueError(f"bootstrap: n_bootstrap must be >= 1, got {n_bootstrap}")
+    codes = _group_codes(paired, spec)
+    aggregate = _aggregator(paired, spec)
+    c, b = paired.candidate, paired.baseline
+    strata = [np.flatnonzero(codes == 1), np.flatnonzero(codes == -1)]
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK // max(1, c.size))
+    deltas, harms = [], []
+    for start in range(0, n_bootstrap, rows):
+        k = min(rows, n_bootstrap - start)
+        idx = np.concatenate([s[rng.integers(0, s.size, size=(k, s.size))] for s in strata], axis=1)
+        ac, ab = aggregate(c[idx], idx), aggregate(b[idx], idx)
+        deltas.append(ac - ab)
+        harms.append(_harm(spec, ac, ab))
+    everything = np.arange(c.size)[None, :]
+    a_cand, a_base = aggregate(c[None, :], everything), aggregate(b[None, :], everything)
+    points = (float((a_cand - a_base)[0]), float(_harm(spec, a_cand, a_base)[0]))
+    tail = 100 * (1 - level) / 2
+    out = []
+    for values, point in zip((np.concatenate(deltas), np.concatenate(harms)), points):
+        low, high = np.percentile(values, [tail, 100 - tail])
+        out.append((min(float(low), point), max(float(high), point)))
+    return out[0], out[1]
 
 
 # ----- one comparison -------------------------------------------------------------------------------------
@@ -243,11 +310,14 @@ def compare_to_baseline(paired: PairedItems, spec: PairedSpec, seed: int = 0, n_
             test = "paired sign-flip permutation, one-sided, " + (
                 "exact" if c.size <= EXACT_MAX_N else f"{n_resamples} seeded draws")
     else:
-        indices = np.arange(c.size, dtype=np.float64)
-        delta_ci = bootstrap_ci(indices, statistic=_index_statistic(paired, spec, "delta"),
-                                n_resamples=n_bootstrap, level=level, seed=seed)
-        harm_ci = bootstrap_ci(indices, statistic=_index_statistic(paired, spec, "harm"),
-                               n_resamples=n_bootstrap, level=level, seed=seed)
+        if spec.aggregation == "group_difference":
+            delta_ci, harm_ci = _stratified_cis(paired, spec, n_bootstrap, level, seed)
+        else:
+            indices = np.arange(c.size, dtype=np.float64)
+            delta_ci = bootstrap_ci(indices, statistic=_index_statistic(paired, spec, "delta"),
+                                    n_resamples=n_bootstrap, level=level, seed=seed)
+            harm_ci = bootstrap_ci(indices, statistic=_index_statistic(paired, spec, "harm"),
+                                   n_resamples=n_bootstrap, level=level, seed=seed)
         p = swap_permutation_pvalue(c, b, lambda cc, bb: _harm(spec, aggregate(cc, _tile(cc)), aggregate(bb, _tile(bb))),
                                     n_resamples=n_resamples, seed=seed)
         what = "distance from the ideal" if spec.direction == "ideal" else "aggregate"
@@ -257,7 +327,9 @@ def compare_to_baseline(paired: PairedItems, spec: PairedSpec, seed: int = 0, n_
     return PairedComparison(
         probe=paired.probe, metric=paired.metric, n=int(c.size), n_dropped=paired.n_dropped,
         baseline_value=a_base, candidate_value=a_cand, delta=delta, delta_ci=_pair(delta_ci),
-        harm=harm, harm_ci=_pair(harm_ci), p_value=float(p), test=test + "; CIs: paired percentile bootstrap",
+        harm=harm, harm_ci=_pair(harm_ci), p_value=float(p),
+        test=test + "; CIs: paired percentile bootstrap" + (
+            f", resampled within each {spec.group_field}" if spec.aggregation == "group_difference" else ""),
         direction=spec.direction, ideal=spec.ideal, moved_up=up, moved_down=down,
     )
 

@@ -192,6 +192,16 @@ def aggregate(values: np.ndarray, groups: Sequence[str] | None, spec: PairedSpec
     by_group: dict[str, list[float]] = {}
     for v, g in zip(values, groups):
         by_group.setdefault(g, []).append(float(v))
+    if spec.aggregation == "group_difference":
+        assert spec.difference is not None
+        other = sorted(set(by_group) - set(spec.difference))
+        absent = [g for g in spec.difference if g not in by_group]
+        if other or absent:
+            raise ValueError(f"a {spec.group_field} difference of {spec.difference[0]!r} minus {spec.difference[1]!r} "
+                             f"needs items of both and of no other: "
+                             + "; ".join([f"none of {g!r}" for g in absent] + [f"items of {g!r}" for g in other]))
+        first, second = (float(np.mean(by_group[g])) for g in spec.difference)
+        return spec.item_scale * (first - second)
     return spec.item_scale * float(np.mean([np.mean(v) for v in by_group.values()]))
 
 

@@ -11,7 +11,8 @@ A simulated candidate starts as the baseline, item for item. Then:
 2. **the regression**, in the harmful direction, of ``step`` units: 0/1 items (``kind`` binary)
    have ``step`` of their good items flipped to the bad value (for an ideal metric, the bad
    value is the side the baseline already leans to); other items move by ``step`` in the metric's
-   item units, away from the ideal where there is one.
+   item units, away from the ideal where there is one (for a difference of two groups' means,
+   the first group's items by half a step one way and the other's by half the other way).
 
 Each candidate is judged as the gate judges a row (``compare_to_baseline``, ``judge``, the
 row's margin); its harm is what the regression really did to the metric (for an ideal metric
@@ -83,6 +84,16 @@ def _sign(spec: PairedSpec, baseline_aggregate: float) -> float:
     return 1.0 if spec.direction == "lower" else -1.0
 
 
+def _shift(paired: PairedItems, spec: PairedSpec) -> np.ndarray | float:
+    """How far each item moves per unit of regression: 1 for a mean (or a mean of group means);
+    for a difference of two groups' means, +1/2 for the first group's items and -1/2 for the
+    other's, so the difference moves by the unit (a shift of every item would cancel out)."""
+    if spec.aggregation != "group_difference":
+        return 1.0
+    assert spec.difference is not None and paired.groups is not None
+    return np.where(np.asarray(paired.groups, dtype=object) == spec.difference[0], 0.5, -0.5)
+
+
 def _binary(paired: PairedItems, spec: PairedSpec) -> bool:
     return spec.kind == "binary" and bool(np.all(np.isin(paired.baseline, (0.0, 1.0))))
 
@@ -96,6 +107,7 @@ def simulate(paired: PairedItems, spec: PairedSpec, margin: Margin, step: float,
     binary = _binary(paired, spec)
     level = paired.baseline_value  # the baseline's metric value, as its run reported it
     bad, sign = _bad_value(spec, level), _sign(spec, level)
+    shift = _shift(paired, spec)
     failed, harms = 0, []
     for k in range(sims):
         c = b.copy()
@@ -106,7 +118,7 @@ def simulate(paired: PairedItems, spec: PairedSpec, margin: Margin, step: float,
             flip = rng.choice(good, size=min(int(step), good.size), replace=False)
             c[flip] = bad
         else:
-            c = c + sign * step
+            c = c + sign * step * shift
         cmp = judge(compare_to_baseline(dataclasses.replace(paired, candidate=c), spec, seed=k, n_resamples=1,
                                         n_bootstrap=n_bootstrap), margin)
         failed += cmp.verdict == "fail"

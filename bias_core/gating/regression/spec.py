@@ -6,8 +6,11 @@ measure on the same items. Each metric's catalogue entry says whether that holds
 ``NotPaired`` with the reason. ``PAIRED`` adds which way is better:
 
 - ``direction``: ``lower`` / ``higher`` is better, or ``ideal`` (closer to ``ideal`` is better);
-- ``aggregation``: ``mean`` (value = item_scale * mean of item values) or ``group_mean``
-  (StereoSet: the mean over target terms of per-term means, ``group_field`` names the term);
+- ``aggregation``: ``mean`` (value = item_scale * mean of item values), ``group_mean``
+  (StereoSet: the mean over target terms of per-term means, ``group_field`` names the term) or
+  ``group_difference`` (HiringAn: the mean of group ``difference[0]``'s items minus that of
+  ``difference[1]``'s, ``group_field`` naming the item's group; the bootstrap resamples within
+  each group, so every resample holds both);
 - ``kind``: ``binary`` (0/1 items: McNemar applies to lower/higher metrics), ``bounded``;
 - ``output_field``: the details key holding the model's own text (shown for items that moved).
 
@@ -38,7 +41,7 @@ from bias_core import catalogue
 from bias_core.metric_spec import MetricSpec, NotPaired, Paired
 
 Direction = Literal["lower", "higher", "ideal"]
-Aggregation = Literal["mean", "group_mean"]
+Aggregation = Literal["mean", "group_mean", "group_difference"]
 Kind = Literal["binary", "bounded", "unbounded"]
 
 
@@ -51,6 +54,7 @@ class PairedSpec:
     item_scale: float = 1.0
     group_field: str | None = None
     output_field: str | None = None
+    difference: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.direction not in ("lower", "higher", "ideal"):
@@ -59,10 +63,17 @@ class PairedSpec:
             raise ValueError("PairedSpec: an ideal is given exactly when direction is 'ideal'")
         if self.ideal is not None and not math.isfinite(self.ideal):
             raise ValueError(f"PairedSpec: ideal must be finite, got {self.ideal!r}")
-        if self.aggregation not in ("mean", "group_mean"):
-            raise ValueError(f"PairedSpec: aggregation must be mean or group_mean, got {self.aggregation!r}")
-        if (self.aggregation == "group_mean") != (self.group_field is not None):
-            raise ValueError("PairedSpec: group_mean needs a group_field, and only it")
+        if self.aggregation not in ("mean", "group_mean", "group_difference"):
+            raise ValueError(f"PairedSpec: aggregation must be mean, group_mean or group_difference, "
+                             f"got {self.aggregation!r}")
+        if (self.aggregation != "mean") != (self.group_field is not None):
+            raise ValueError("PairedSpec: group_mean and group_difference need a group_field, and only they")
+        if (self.aggregation == "group_difference") != (self.difference is not None):
+            raise ValueError("PairedSpec: group_difference needs difference=(group, group subtracted), and only it")
+        if self.difference is not None and not (
+                len(self.difference) == 2 and all(isinstance(g, str) and g for g in self.difference)
+                and self.difference[0] != self.difference[1]):
+            raise ValueError(f"PairedSpec: difference must name two different groups, got {self.difference!r}")
         if not (math.isfinite(self.item_scale) and self.item_scale > 0):
             raise ValueError(f"PairedSpec: item_scale must be a positive number, got {self.item_scale!r}")
 
