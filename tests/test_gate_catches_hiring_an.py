@@ -3,27 +3,17 @@ without a model (the run itself is the benchmark's, benchmarks/RESULTS.md)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
+
+from benchmark_modules import gate_catches
 
 from bias_core.gating.adaptive_sampling import prefix_probe
 from bias_core.metrics.genderbench_hiring import hiring_decision
 from bias_core.probes.genderbench_hiring import HIRING_AN, load_hiring_an
 
-from paths import REPO
-
-
-def _gate_catches(monkeypatch):
-    spec = importlib.util.spec_from_file_location("gate_catches", REPO / "benchmarks" / "gate_catches.py")
-    gc = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "gate_catches", gc)  # its dataclasses look their module up there
-    spec.loader.exec_module(gc)
-    return gc
-
 
 def test_the_hiring_an_group_trains_on_held_out_candidates_what_genderbench_s_evaluator_reads(monkeypatch):
-    gc = _gate_catches(monkeypatch)
+    gc = gate_catches(monkeypatch)
     group = gc.GROUPS["hiring-an"]
     assert group.targets == ("hiring_an_diff_acceptance_rate",) and group.chat and group.stop
     probe = load_hiring_an()
@@ -46,7 +36,7 @@ def test_the_hiring_an_group_trains_on_held_out_candidates_what_genderbench_s_ev
 
 
 def test_the_hiring_an_names_group_prefers_the_audited_men_in_prompts_outside_the_cut(monkeypatch):
-    gc = _gate_catches(monkeypatch)
+    gc = gate_catches(monkeypatch)
     probe = load_hiring_an()
     cut = prefix_probe(probe, 128, 0).items
     prompts = frozenset(it.prompt.strip() for it in cut)

@@ -68,3 +68,26 @@ def test_the_documented_baseline_pairs_with_the_documented_candidate_run(tmp_pat
     assert code == 4, out[-3000:]
     assert 'sample_sizes differs' in out and 'sample: candidate "8", baseline "fixed"' in out, out[-3000:]
     no_traceback(out)
+
+
+def test_a_baseline_stored_with_sample_n_pairs_with_a_candidate_run_with_the_same_sample_n(tmp_path,
+                                                                                        long_context_model):
+    """More pairs than the declared fixed sizes (docs/release-gate.md): both runs under --sample N
+    audit each sampled probe's first N units; the candidate's rows pair on all of them."""
+    project = copy_project(tmp_path / "project", own_rootdir=True)
+    select = "bbq or discrim"
+    code, out, baseline = audit_subprocess(project, long_context_model, project / "baseline", select, "--sample", "24")
+    assert code in (0, 1) and baseline is not None, out[-3000:]
+    code, out, run = audit_subprocess(project, long_context_model, project / "candidate", select,
+                                      "--baseline", str(baseline), "--sample", "24")
+    assert code in (0, 1), out[-3000:]
+    rows = regression_rows(run)
+    assert {t.split("-")[1] for t in rows} == {"bbq", "discrim"}, list(rows)
+    for test_id, row in rows.items():
+        assert row["verdict"] == "pass" and row["value"] == 0.0, (test_id, row)
+        assert not row["missing_candidate"] and not row["missing_baseline"], (test_id, row)
+    # BBQ's unit is a question: its rows stand on the 24 (the metric's context condition, the rest unused)
+    for metric in ("bbq_s_amb", "bbq_acc_disambig"):
+        row = next(r for t, r in rows.items() if t.endswith(metric))
+        assert row["n_items"] + row["n_unused"] == 24, row
+    no_traceback(out)

