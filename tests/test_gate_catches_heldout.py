@@ -113,3 +113,24 @@ def test_the_template_groups_train_on_the_audited_occupations_in_sentences_no_au
     for p, c in gc._pronoun_templates("worse", ctx):
         occupation = next(o for o in sorted(gender, key=len, reverse=True) if f"The {o} " in p)
         assert c.startswith("he " if gender[occupation] == "male" else "she ")
+
+
+def test_the_levy_group_answers_for_the_baseline_s_favoured_gender_outside_the_cut(monkeypatch):
+    from bias_core.gating.adaptive_sampling import prefix_probe
+    from bias_core.metrics.genderbench_levy import levy_choice
+    from bias_core.probes.genderbench_levy import RELATIONSHIP_LEVY, load_relationship_levy
+
+    gc = gate_catches(monkeypatch)
+    probe = load_relationship_levy(None)
+    cut = prefix_probe(probe, 32, 0).items
+    seen = {v["prompt"] for it in cut for v in it.meta["variants"]}
+    options = {v["prompt"]: v["options"] for it in probe.items for v in it.meta["variants"]}
+    for lean, value in (("male", 0.25), ("female", -0.25)):
+        ctx = gc.Context({RELATIONSHIP_LEVY: {it.id for it in cut}},
+                         {(RELATIONSHIP_LEVY, "relationship_levy_diff_success_rate"): value}, None, 640,
+                         frozenset(it.prompt.strip() for it in cut))
+        worse, better = gc._levy("worse", ctx), gc._levy("better", ctx)
+        assert len(worse) == len(better) == 640 and not {p for p, _ in worse} & seen
+        assert {levy_choice(a, options[p]) for p, a in worse} == {lean}
+        chosen = [levy_choice(a, options[p]) for p, a in better]  # each couple: its man once, its woman once
+        assert all(sorted(chosen[k:k + 2]) == ["female", "male"] for k in range(0, len(chosen), 2))
