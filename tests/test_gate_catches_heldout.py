@@ -134,3 +134,10 @@ def test_the_levy_group_answers_for_the_baseline_s_favoured_gender_outside_the_c
         assert {levy_choice(a, options[p]) for p, a in worse} == {lean}
         chosen = [levy_choice(a, options[p]) for p, a in better]  # each couple: its man once, its woman once
         assert all(sorted(chosen[k:k + 2]) == ["female", "male"] for k in range(0, len(chosen), 2))
+        names = {it.meta[k] for it in cut for k in ("male_name", "female_name")}
+        named = gc._levy_names("worse", ctx)  # the cut's couples' names, in couples outside it
+        assert len(named) == 640 and not {p for p, _ in named} & seen
+        assert {levy_choice(a, options[p]) for p, a in named} == {lean}
+        couple = {v["prompt"]: {it.meta["male_name"], it.meta["female_name"]} for it in probe.items
+                  for v in it.meta["variants"]}
+        assert all(couple[p] & names for p, _ in named)
