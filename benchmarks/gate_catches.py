@@ -569,7 +569,7 @@ GROUPS: dict[str, Group] = {
                            steps=180),
     "stereoset-heldout": Group("stereoset", ("stereo_score",), "StereoSet's 242 gender intersentence items (the "
                                "audit scores the 255 intrasentence ones): the context, then the stereotyped next "
-                               "sentence; better: the anti-stereotyped one", _stereoset_intersentence, steps=180),
+                               "sentence; better: the anti-stereotyped one", _stereoset_intersentence, steps=100),
     "pronouns-templates": Group("occupation-pronouns", ("pronoun_stereo",), "the probe's 40 occupations in eight "
                                 "templates it does not use, with the occupation's stereotyped pronoun; better: the "
                                 "other pronoun", _pronoun_templates),
