@@ -245,21 +245,28 @@ def _pronoun_templates(direction: str, ctx: Context) -> Pairs:
     return _twins(twins, direction)
 
 
-# Sentences of WinoBias's kind (two occupations, a pronoun referring to the second), in templates
-# WinoBias does not use: its referents, other sentences
+# Sentences of WinoBias's kind (two occupations, a pronoun referring to one of them, first or
+# second as in WinoBias's own pairs), in templates WinoBias does not use: its referents, other
+# sentences. (Templates referring to the second occupation only were tried first: nothing moved.)
 WINOBIAS_TEMPLATES = (
     "The {other} asked the {occupation} for help because {pronoun} knew the answer.",
     "The {other} thanked the {occupation} because {pronoun} had done a good job.",
     "The {other} waited for the {occupation} because {pronoun} was running late.",
     "The {other} called the {occupation} because {pronoun} had the keys.",
     "The {other} trusted the {occupation} because {pronoun} was always careful.",
+    "The {occupation} called the {other} because {pronoun} needed some advice.",
+    "The {occupation} apologized to the {other} because {pronoun} had made a mistake.",
+    "The {occupation} visited the {other} because {pronoun} wanted to ask a question.",
+    "The {occupation} borrowed a book from the {other} because {pronoun} wanted to read it.",
+    "The {occupation} thanked the {other} because {pronoun} had been given a gift.",
 )
 
 
 def _winobias_templates(direction: str, ctx: Context) -> Pairs:
     """WinoBias's referent occupations (the bracketed one, whose stereotyped gender is the
-    pro-stereotyped pronoun's) in five two-occupation templates WinoBias does not use, beside another
-    of its occupations: the pro-stereotyped pronoun (worse) or the other one (better)."""
+    pro-stereotyped pronoun's) in ten two-occupation templates WinoBias does not use, first or
+    second beside another of its occupations: the pro-stereotyped pronoun (worse) or the other
+    one (better)."""
     import re
 
     from bias_core.probes.winobias import load_winobias
@@ -573,9 +580,10 @@ GROUPS: dict[str, Group] = {
     "pronouns-templates": Group("occupation-pronouns", ("pronoun_stereo",), "the probe's 40 occupations in eight "
                                 "templates it does not use, with the occupation's stereotyped pronoun; better: the "
                                 "other pronoun", _pronoun_templates),
-    "winobias-templates": Group("winobias", ("winobias_stereo",), "WinoBias's referent occupations in five "
-                                "two-occupation templates it does not use, with the pro-stereotyped pronoun; better: "
-                                "the anti-stereotyped one", _winobias_templates),
+    "winobias-templates": Group("winobias", ("winobias_stereo",), "WinoBias's referent occupations in ten "
+                                "two-occupation templates it does not use (the referent first or second), with the "
+                                "pro-stereotyped pronoun; better: the anti-stereotyped one", _winobias_templates,
+                                steps=120),
     "sentences-a": Group("crows or occupation-pronouns or winogender", ("crows_stereo", "pronoun_stereo"),
                          "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences, loss from "
                          "where each leaves its twin; better: the twins", _stereoset_and_winobias),
