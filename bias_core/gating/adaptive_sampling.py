@@ -121,8 +121,7 @@ class SamplePlan:
     def describe(self) -> dict[str, Any]:
         """The plan as the run header and the report show it (``fixed_size``: the probes cut to
         their declared fixed size because this plan does not sample them adaptively)."""
-        fixed = {name: self.fixed_size(name) for name in (*FIXED_SIZES, *SIZED_BY_N)
-                 if self.fixed_size(name) is not None}
+        fixed = {name: n for name in (*FIXED_SIZES, *SIZED_BY_N) if (n := self.fixed_size(name)) is not None}
         cut = {"fixed_size": fixed} if fixed else {}
         if self.whole:
             cut["whole"] = list(self.whole)
