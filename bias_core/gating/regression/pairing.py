@@ -115,7 +115,14 @@ def check_configs(candidate: RunConfig, baseline: RunConfig, where: str = "basel
             continue
         if isinstance(c, dict) and isinstance(b, dict):
             keys = sorted(k for k in set(c) | set(b) if c.get(k) != b.get(k))
-            detail = "; ".join(f"{k}: candidate {_brief(c.get(k))}, baseline {_brief(b.get(k))}" for k in keys)
+            both = [k for k in keys if c.get(k) is not None and b.get(k) is not None]
+            # probes or families one run never recorded (e.g. added since the baseline): named, not
+            # dumped, so that the values both runs hold stay readable
+            one = {side: [k for k in keys if run.get(k) is None] for side, run in (("baseline", b), ("candidate", c))}
+            detail = "; ".join([f"{k}: candidate {_brief(c.get(k))}, baseline {_brief(b.get(k))}" for k in both]
+                               + [f"not recorded by the {side}: {', '.join(ks[:6])}"
+                                  + (f" and {len(ks) - 6} more" if len(ks) > 6 else "")
+                                  for side, ks in one.items() if ks])
         else:
             detail = f"candidate {_brief(c)}, baseline {_brief(b)}"
         problems.append(f"{name} differs ({detail})")
