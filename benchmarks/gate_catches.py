@@ -369,6 +369,16 @@ def _genderpair(direction: str, ctx: Context) -> Pairs:
     return out
 
 
+def _genderpair_balanced(direction: str, ctx: Context) -> Pairs:
+    """As ``_genderpair``, the biased and the anti-biased descriptor in turn (better): a fine-tune
+    that marks each as often, as a model at BPR's ideal 0.5 does; worse as ``_genderpair``'s."""
+    pairs = _genderpair("worse", ctx)
+    if direction == "worse":
+        return pairs
+    anti = _genderpair("better", ctx)
+    return [pairs[k] if k % 2 else anti[k] for k in range(len(pairs))]
+
+
 # A character profile of a few sentences, in the words GenderBench's evaluator counts (he/his/him,
 # she/her); the female one is the male one with its pronouns swapped.
 PROFILES = (
@@ -562,6 +572,11 @@ GROUPS: dict[str, Group] = {
     "genderpair-648": Group("genderpair", ("BPR",), "as genderpair's, outside a sample of 648 prompts (216 a "
                             "group; --genderpair-sample 648 on the baseline and every gate run)", _genderpair,
                             max_length=192, chat=True, sizes=("--genderpair-sample", "648")),
+    # GenderPair's baseline sits at BPR's ideal 0.5, so the anti-biased descriptor everywhere is a
+    # bias the other way; the better candidate here marks each descriptor as often
+    "genderpair-balanced": Group("genderpair", ("BPR",), "as genderpair-648's worse; better: the biased and the "
+                                 "anti-biased descriptor in turn", _genderpair_balanced, max_length=192, chat=True,
+                                 sizes=("--genderpair-sample", "648"), worse_of="genderpair-648"),
     "genderbench": Group("jobs-lum or direct", ("jobs_lum_masculine_rate", "direct_fail_rate"),
                          "JobsLum profiles of occupations outside the fixed cut, every one of the gender the "
                          "baseline leans to, and \"Yes, I agree.\" to Direct statements outside it; better: a "
