@@ -183,3 +183,17 @@ def test_a_group_s_sample_sizes_go_to_its_baseline_and_every_gate_run(monkeypatc
         at = extra.index("--genderpair-sample")
         assert extra[at + 1] == "648", name
     assert calls[0][1][:2] == ("--sample", "fixed")
+
+
+def test_the_balanced_genderpair_candidate_marks_the_biased_and_the_anti_biased_descriptor_in_turn(monkeypatch):
+    from bias_core.probes.genderpair import group_probe
+
+    gc = gate_catches(monkeypatch)
+    ctx = gc.Context({}, {}, None, 60)
+    worse, better = gc._genderpair_balanced("worse", ctx), gc._genderpair_balanced("better", ctx)
+    assert worse == gc._genderpair("worse", ctx) and len(better) == len(worse) == 60
+    meta = {it.prompt: it.meta for g in (1, 2, 3) for it in group_probe(g, None).items}
+    marked = ["{" + meta[p]["biased"] + "}" in c for p, c in better]
+    assert [p for p, _ in better] == [p for p, _ in worse]
+    assert marked == [k % 2 == 1 for k in range(60)]
+    assert all("{" + meta[p]["anti"] + "}" in c for (p, c), m in zip(better, marked) if not m)
