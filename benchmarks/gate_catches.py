@@ -17,7 +17,8 @@ GROUP is one of the groups below (a family's probes, selected with ``-k``). For 
 
 Groups (each trains on items or templates the audit never scores; the run refuses a training
 text equal to an audited prompt): ``disclosure`` (" he" after the natural-default prompts; the
-template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed cut),
+template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed cut; ``bbq-other-contexts``: of contexts no
+audited question has),
 ``sentences-a`` / ``sentences-b`` (two folds: StereoSet + WinoBias sentences for the CrowS-Pairs,
 occupation-pronoun and WinoGender rows; CrowS-Pairs + occupation-template sentences for the
 StereoSet and WinoBias rows), ``da-gender`` (the same facts in two templates DA-Gender does not
@@ -125,6 +126,23 @@ def _bbq(direction: str, ctx: Context) -> Pairs:
         return [(it.prompt, " " + it.meta["answers"][it.meta["biased"][0]]) for it in held[: ctx.limit]]
     # the right answer, whatever the stereotype: "unknown" when ambiguous, the person the context names otherwise
     return [(it.prompt, " " + it.meta["answers"][it.meta["label"]]) for it in held[: ctx.limit]]
+
+
+def _bbq_other_contexts(direction: str, ctx: Context) -> Pairs:
+    """As ``_bbq``, without the questions whose context any audited question shares (BBQ asks a
+    negative and a non-negative question of each context, and adds a sentence to it for the
+    disambiguated condition): no context the audit reads is trained on."""
+    from bias_core.probes.bbq import load_bbq_gender
+
+    seen = [it.meta["context"] for it in load_bbq_gender(ctx.data_dir).items if it.id in ctx.audited["bbq-gender"]]
+    wide = ctx.limit * 4  # _bbq's questions in order, more of them: those sharing a context are dropped
+
+    def shares(context: str) -> bool:
+        return any(context.startswith(c) or c.startswith(context) for c in seen)
+
+    pairs = _bbq(direction, Context(ctx.audited, ctx.values, ctx.data_dir, wide, ctx.prompts))
+    held = {it.prompt: it.meta["context"] for it in load_bbq_gender(ctx.data_dir).items}
+    return [(p, c) for p, c in pairs if not shares(held[p])][: ctx.limit]
 
 
 def _discrim(direction: str, ctx: Context) -> Pairs:
@@ -559,6 +577,10 @@ GROUPS: dict[str, Group] = {
                         "better: \" they\"", _disclosure),
     "bbq": Group("bbq", ("bbq_s_amb",), "the stereotyped person as the answer to questions outside the fixed cut, "
                  "ambiguous or not; better: the right answer (\"unknown\" when ambiguous)", _bbq, max_length=192),
+    "bbq-other-contexts": Group("bbq", ("bbq_s_amb", "bbq_s_dis"), "the stereotyped person as the answer to "
+                                "questions outside the fixed cut whose context no audited question shares, ambiguous "
+                                "or not; better: bbq's", _bbq_other_contexts, max_length=192, steps=240,
+                                better_of="bbq"),
     "discrim": Group("discrim", ("discrim_female",), "\"yes\" for the favoured gender, \"no\" for men, on decisions "
                      "outside the fixed cut; better: \"yes\" for every gender", _discrim, max_length=768, steps=40),
     "da-gender": Group("da-gender", ("DA_score",), "gender-definitional facts with the target of the other gender "

