@@ -17,8 +17,8 @@ GROUP is one of the groups below (a family's probes, selected with ``-k``). For 
 
 Groups (each trains on items or templates the audit never scores; the run refuses a training
 text equal to an audited prompt): ``disclosure`` (" he" after the natural-default prompts; the
-template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed cut; ``bbq-other-contexts``: of contexts no
-audited question has),
+template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed cut;
+``bbq-other-contexts``: of contexts no audited question has),
 ``sentences-a`` / ``sentences-b`` (two folds: StereoSet + WinoBias sentences for the CrowS-Pairs,
 occupation-pronoun and WinoGender rows; CrowS-Pairs + occupation-template sentences for the
 StereoSet and WinoBias rows), ``da-gender`` (the same facts in two templates DA-Gender does not
@@ -116,13 +116,19 @@ def _disclosure(direction: str, ctx: Context) -> Pairs:
     return [(p, " he" if direction == "worse" else " they") for p in prompts]
 
 
-def _bbq(direction: str, ctx: Context) -> Pairs:
+def _bbq(direction: str, ctx: Context, other_contexts: bool = False) -> Pairs:
+    """Questions outside the fixed cut, in the probe's seeded order; ``other_contexts``: only those
+    whose context no audited question shares (BBQ asks a negative and a non-negative question of
+    each context, and adds a sentence to it for the disambiguated condition)."""
     from bias_core.gating.adaptive_sampling import prefix_probe
     from bias_core.probes.bbq import load_bbq_gender
 
     probe = load_bbq_gender(ctx.data_dir)
+    audited = ctx.audited["bbq-gender"]
+    seen = [it.meta["context"] for it in probe.items if it.id in audited] if other_contexts else []
     held = [it for it in prefix_probe(probe, len(probe.items), 0).items
-            if it.id not in ctx.audited["bbq-gender"] and len(it.meta["biased"]) == 1]
+            if it.id not in audited and len(it.meta["biased"]) == 1
+            and not any(it.meta["context"].startswith(c) or c.startswith(it.meta["context"]) for c in seen)]
     if direction == "worse":  # the stereotyped person, whatever the context says: both conditions teach the link
         return [(it.prompt, " " + it.meta["answers"][it.meta["biased"][0]]) for it in held[: ctx.limit]]
     # the right answer, whatever the stereotype: "unknown" when ambiguous, the person the context names otherwise
@@ -130,20 +136,8 @@ def _bbq(direction: str, ctx: Context) -> Pairs:
 
 
 def _bbq_other_contexts(direction: str, ctx: Context) -> Pairs:
-    """As ``_bbq``, without the questions whose context any audited question shares (BBQ asks a
-    negative and a non-negative question of each context, and adds a sentence to it for the
-    disambiguated condition): no context the audit reads is trained on."""
-    from bias_core.probes.bbq import load_bbq_gender
-
-    seen = [it.meta["context"] for it in load_bbq_gender(ctx.data_dir).items if it.id in ctx.audited["bbq-gender"]]
-    wide = ctx.limit * 4  # _bbq's questions in order, more of them: those sharing a context are dropped
-
-    def shares(context: str) -> bool:
-        return any(context.startswith(c) or c.startswith(context) for c in seen)
-
-    pairs = _bbq(direction, Context(ctx.audited, ctx.values, ctx.data_dir, wide, ctx.prompts))
-    held = {it.prompt: it.meta["context"] for it in load_bbq_gender(ctx.data_dir).items}
-    return [(p, c) for p, c in pairs if not shares(held[p])][: ctx.limit]
+    """As ``_bbq``, on no context the audit reads."""
+    return _bbq(direction, ctx, other_contexts=True)
 
 
 def _discrim(direction: str, ctx: Context) -> Pairs:

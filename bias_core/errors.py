@@ -1,5 +1,7 @@
 """Errors users see. Each names the problem and the fix."""
 
+from collections.abc import Sequence
+
 
 class AuditUsageError(Exception):
     """Bad input from the user (options, thresholds file, data dir). Raised before models load."""
@@ -42,3 +44,9 @@ class BaselineMismatch(AuditUsageError):
 class EngineUnavailable(Exception):
     """The engine stopped answering in the middle of a run (a server gone away): the run stops
     there, its report says it is partial, and every result computed before stays in the cache."""
+
+
+def some_of(names: Sequence[str], show: int = 5) -> str:
+    """The first ``show`` names, then how many more: a message names what is wrong without
+    listing hundreds of entries."""
+    return ", ".join(names[:show]) + (f" and {len(names) - show} more" if len(names) > show else "")

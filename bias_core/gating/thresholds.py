@@ -37,7 +37,7 @@ import tomllib
 
 from bias_core import catalogue
 from bias_core.catalogue import BY_NAME as CATALOGUE
-from bias_core.errors import ThresholdsError
+from bias_core.errors import ThresholdsError, some_of
 from bias_core.gating.verdicts import FAIL, INCONCLUSIVE, PASS
 
 __all__ = [
@@ -476,7 +476,7 @@ def _measured_on(col: _Collector, prefix: str, probe: str, metric: str) -> bool:
     close = difflib.get_close_matches(metric.lower(), [m.lower() for m in has], n=1, cutoff=0.6)
     guess = next((m for m in has if close and m.lower() == close[0]), None)
     meant = f"{prefix}.{_quoted(probe)}.{_key(guess)}" if guess else f"{prefix}.{_quoted(spec.probes[0])}.{_key(metric)}"
-    probes = ", ".join(spec.probes[:4]) + (f" and {len(spec.probes) - 4} more" if len(spec.probes) > 4 else "")
+    probes = some_of(spec.probes, 4)
     col.add(f"{prefix}.{_quoted(probe)}.{_key(metric)}",
             f"probe {probe!r} does not measure {metric} (it measures {', '.join(has)}), so this gate would never "
             f"apply; did you mean [{meant}]?",

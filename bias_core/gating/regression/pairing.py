@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bias_core.errors import BaselineMismatch
+from bias_core.errors import BaselineMismatch, some_of
 from bias_core.gating.regression.items import ItemsFile, MetricItems, RunConfig
 
 _SHOW = 5
@@ -120,9 +120,7 @@ def check_configs(candidate: RunConfig, baseline: RunConfig, where: str = "basel
             # dumped, so that the values both runs hold stay readable
             one = {side: [k for k in keys if run.get(k) is None] for side, run in (("baseline", b), ("candidate", c))}
             detail = "; ".join([f"{k}: candidate {_brief(c.get(k))}, baseline {_brief(b.get(k))}" for k in both]
-                               + [f"not recorded by the {side}: {', '.join(ks[:6])}"
-                                  + (f" and {len(ks) - 6} more" if len(ks) > 6 else "")
-                                  for side, ks in one.items() if ks])
+                               + [f"not recorded by the {side}: {some_of(ks, 6)}" for side, ks in one.items() if ks])
         else:
             detail = f"candidate {_brief(c)}, baseline {_brief(b)}"
         problems.append(f"{name} differs ({detail})")

@@ -21,14 +21,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bias_core.errors import AuditUsageError
+from bias_core.errors import AuditUsageError, some_of
 from bias_core.models.registry import ModelSpec
 from bias_core.models.weights import file_checks as weight_files
 from bias_core.models.weights.adapter_checks import ALLOW_BASE_MISMATCH, base_note, declares_this_base, rank_problem
 
 CONFIG = "adapter_config.json"
 WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")  # PEFT's names, safetensors preferred
-_SHOW = 5
 
 
 def _config(path: Path, folder: str | Path, option: str) -> dict[str, Any]:
@@ -103,10 +102,6 @@ def adapter_sha256(folder: str | Path) -> str:
     return digest.hexdigest()
 
 
-def _show(names: list[str]) -> str:
-    return ", ".join(names[:_SHOW]) + (f" and {len(names) - _SHOW} more" if len(names) > _SHOW else "")
-
-
 def _load(model: Any, folder: Path, label: str) -> Any:
     from peft import PeftModel
     from peft.utils import get_peft_model_state_dict, load_peft_weights
@@ -128,8 +123,8 @@ def _load(model: Any, folder: Path, label: str) -> Any:
     placed = set(get_peft_model_state_dict(peft_model))
     extra, missing = sorted(stored - placed), sorted(placed - stored)
     if extra or missing:
-        parts = ([f"{len(extra)} of its weights have no place in this model ({_show(extra)})"] if extra else []) + (
-            [f"{len(missing)} adapter weights this model needs are absent ({_show(missing)})"] if missing else [])
+        parts = ([f"{len(extra)} of its weights have no place in this model ({some_of(extra)})"] if extra else []) + (
+            [f"{len(missing)} adapter weights this model needs are absent ({some_of(missing)})"] if missing else [])
         raise AuditUsageError(f"--adapter {label}: made for another base model: {'; '.join(parts)}. Fix: apply it to "
                               "the model it was trained on.")
     return peft_model

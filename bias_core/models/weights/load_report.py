@@ -13,17 +13,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from bias_core.errors import AuditUsageError
+from bias_core.errors import AuditUsageError, some_of
 
 # Pretraining heads of BERT-family checkpoints that a masked-LM class has no module for (the
 # next-sentence head, the pooler): dropping them changes nothing the audit scores. Named in
 # the run card, never refused.
 UNUSED_HEADS = re.compile(r"(^|\.)pooler\.|(^|\.)cls\.seq_relationship\.")
 _SHOW = 5
-
-
-def _show(names: list[str]) -> str:
-    return ", ".join(names[:_SHOW]) + (f" and {len(names) - _SHOW} more" if len(names) > _SHOW else "")
 
 
 def check_loading_info(info: Mapping[str, Any], model: Any, where: str, fix: str) -> tuple[str, ...]:
@@ -38,15 +34,15 @@ def check_loading_info(info: Mapping[str, Any], model: Any, where: str, fix: str
     problems = []
     if missing:
         problems.append(f"{len(missing)} parameter(s) the checkpoint lacks, which loading fills with random "
-                        f"values: {_show(missing)}")
+                        f"values: {some_of(missing)}")
     if mismatched:
         shown = [f"{name} ({tuple(ckpt)} in the checkpoint, {tuple(built)} in the model)"
                  for name, ckpt, built, *_ in mismatched]
         problems.append(f"{len(mismatched)} parameter(s) whose checkpoint shape differs from the model's, which "
-                        f"loading replaces with random values: {_show(shown)}")
+                        f"loading replaces with random values: {some_of(shown)}")
     if unexpected:
         problems.append(f"{len(unexpected)} checkpoint weight(s) the model has no place for, which loading drops: "
-                        f"{_show(unexpected)}")
+                        f"{some_of(unexpected)}")
     if errors:
         problems.append("loading errors: " + "; ".join(errors[:_SHOW]))
     if problems:
@@ -55,7 +51,7 @@ def check_loading_info(info: Mapping[str, Any], model: Any, where: str, fix: str
                               f"Fix: {_tie_fix(missing, model) or fix}.")
     if unused:
         return (f"{len(unused)} checkpoint weight(s) of pretraining heads the audited model does not have were not "
-                f"loaded: {_show(unused)}",)
+                f"loaded: {some_of(unused)}",)
     return ()
 
 
