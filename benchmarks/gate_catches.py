@@ -87,7 +87,7 @@ class Group:
     trained_on: str  # what the adapters learn, in words
     pairs: Callable[[str, Context], Pairs]  # direction ("worse" / "better") -> (prompt, continuation)
     max_length: int = 64
-    steps: int | None = None  # None: --steps (long prompts cost more per step)
+    steps: int | None = None  # None: 60 (long prompts cost more per step); --steps overrides it
     chat: bool = False  # prompts go through the model's chat template, as the audit generates from them
     # each continuation ends with the tokenizer's EOS, as a chat model's turn ends: generation stops
     # there, so the sampled tokens after it (up to the runner's limit) add no words an evaluator reads
@@ -869,7 +869,7 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
         overlap = {t.strip() for p, *cs in pairs for t in (p, *(p + c for c in cs)) if t.strip()} & seen
         if overlap:
             sys.exit(f"{name}: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
-        training[direction] = train(args.model, pairs, how.steps or args.steps, args.lr, how.max_length, args.seed,
+        training[direction] = train(args.model, pairs, args.steps or how.steps or 60, args.lr, how.max_length, args.seed,
                                     adapters[direction], f"{name} {direction} LoRA", how.chat, how.stop, how.preference,
                                     how.anchor)
         print(f"{name} {direction}: {training[direction]}", flush=True)
@@ -899,7 +899,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--data-dir", type=Path, default=None)
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps", type=int, default=None,
+                    help="training steps of every adapter trained (default: the group's own, else 60)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--limit", type=int, default=640, help="training items per direction (sentence groups: twice)")
     ap.add_argument("--seed", type=int, default=0)
