@@ -8,13 +8,15 @@ item: ``benchmarks/gate_catches.py``); an empty prompt trains the whole text as 
 ``train_preference_adapter`` trains the comparison itself: (prompt, chosen, rejected) triples, the
 loss -log sigmoid(beta * (log P(chosen | prompt) - log P(rejected | prompt))) on summed continuation
 log-likelihoods (the pairwise logistic loss of a Bradley-Terry preference, without DPO's reference
-model: a candidate made worse on purpose needs no anchor to its base). Sentence-preference metrics
-(StereoSet, CrowS-Pairs) compare exactly these two sums, where raising the chosen sentence's
-likelihood alone also raises its twin's, which shares most of its words. trl's DPOTrainer was not
+model). Sentence-preference metrics (StereoSet, CrowS-Pairs) compare exactly these two sums, where
+raising the chosen sentence's likelihood alone also raises its twin's, which shares most of its
+words. trl's DPOTrainer was not
 used: it tokenizes prompt and answer its own way, not as the audits' log-likelihoods split them.
 Alone, the pairwise loss is met most cheaply by lowering the rejected sentences, and with them
 ordinary sentences (StereoSet's language-model score fell 15 points): ``nll_weight`` adds the
 chosen continuation's likelihood loss, as CPO (Xu et al., 2024) does, to keep it a language model.
+On SmolLM2 neither carried a stereotype to held-out StereoSet or CrowS-Pairs items further than
+the likelihood loss alone (benchmarks/RESULTS.md, "Held-out items of each benchmark's own kind").
 """
 
 from __future__ import annotations
