@@ -27,9 +27,7 @@ MAX_MISSING_SHARE = 0.05
 
 
 def _show(ids: Sequence[Any]) -> str:
-    shown = ", ".join(repr(i) for i in list(ids)[:_SHOW])
-    more = len(ids) - _SHOW
-    return shown + (f" and {more} more" if more > 0 else "")
+    return some_of([repr(i) for i in ids], _SHOW)
 
 
 def _brief(value: Any) -> str:

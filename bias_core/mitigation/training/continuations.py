@@ -10,8 +10,8 @@ loss -log sigmoid(beta * (log P(chosen | prompt) - log P(rejected | prompt))) on
 log-likelihoods (the pairwise logistic loss of a Bradley-Terry preference, without DPO's reference
 model). Sentence-preference metrics (StereoSet, CrowS-Pairs) compare exactly these two sums, where
 raising the chosen sentence's likelihood alone also raises its twin's, which shares most of its
-words. trl's DPOTrainer was not
-used: it tokenizes prompt and answer its own way, not as the audits' log-likelihoods split them.
+words. trl's DPOTrainer was not used: it tokenizes prompt and answer its own way, not as the
+audits' log-likelihoods split them.
 Alone, the pairwise loss is met most cheaply by lowering the rejected sentences, and with them
 ordinary sentences (StereoSet's language-model score fell 15 points): ``nll_weight`` adds the
 chosen continuation's likelihood loss, as CPO (Xu et al., 2024) does, to keep it a language model.
