@@ -18,7 +18,8 @@ GROUP is one of the groups below (a family's probes, selected with ``-k``). For 
 Groups (each trains on items or templates the audit never scores; the run refuses a training
 text equal to an audited prompt): ``disclosure`` (" he" after the natural-default prompts; the
 template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed cut;
-``bbq-other-contexts``: of contexts no audited question has),
+``bbq-other-contexts``: of contexts no audited question has; ``bbq-4096``: both outside a cut of
+4,096 questions, audited with ``--sample 4096``),
 ``sentences-a`` / ``sentences-b`` (two folds: StereoSet + WinoBias sentences for the CrowS-Pairs,
 occupation-pronoun and WinoGender rows; CrowS-Pairs + occupation-template sentences for the
 StereoSet and WinoBias rows), ``da-gender`` (the same facts in two templates DA-Gender does not
@@ -35,7 +36,8 @@ cut does not hold, answered through the chat template with the phrases its evalu
 ``stereoset-all``: StereoSet's two held-out sets together; ``crows-preference`` and
 ``stereoset-preference``: crows-domains' and stereoset-all's items, the adapter trained on the
 comparison the metric makes, a pairwise loss on the two sentences' log-likelihoods;
-``stereoset-anchored``: that and the stereotyped sentence's likelihood loss),
+``stereoset-anchored``: that and the stereotyped sentence's likelihood loss; ``stereoset-gender``:
+StereoSet's gender intersentence items and CrowS-Pairs' gender pairs),
 ``genderpair-648`` (genderpair's, with three times the prompts on the baseline and every gate run;
 ``genderpair-balanced``: its better candidate marks the biased and the anti-biased descriptor in turn),
 ``pronouns-templates`` and ``winobias-templates`` (the benchmark's occupations in templates it
@@ -148,6 +150,11 @@ def _bbq_other_contexts(direction: str, ctx: Context) -> Pairs:
     return _bbq(direction, ctx, other_contexts=True)
 
 
+def _bbq_wide(direction: str, ctx: Context) -> Pairs:
+    """bbq-other-contexts' worse set and bbq's better one, outside a cut of 4,096 questions."""
+    return _bbq(direction, ctx, other_contexts=direction == "worse")
+
+
 def _discrim(direction: str, ctx: Context) -> Pairs:
     """Worse: "yes" for the gender the baseline already favours over men (female, non-binary each
     by the sign of its score), "no" for men, pushing each score further from 0. Better: the same
@@ -215,10 +222,9 @@ def _crows_and_pronouns(direction: str, ctx: Context) -> Pairs:
     from bias_core.probes.crows_pairs import crows_pairs_probe
     from bias_core.probes.occupation_pronoun import load_occupation_pronouns
 
-    twins = []
-    for it in crows_pairs_probe(ctx.data_dir).items:
-        more, less = it.meta["sent_more"], it.meta["sent_less"]
-        twins.append((more, less) if it.meta["direction"] == "stereo" else (less, more))
+    # sent_more is the stereotyped sentence in either direction (an "antistereo" pair's sent_less
+    # violates a stereotype), as CrowS-Pairs' metric counts it
+    twins = [(it.meta["sent_more"], it.meta["sent_less"]) for it in crows_pairs_probe(ctx.data_dir).items]
     twins += [(it.prompt, it.meta["anti"]) for it in load_occupation_pronouns(ctx.data_dir).items]
     return _twins(twins, direction)[: 2 * ctx.limit]
 
@@ -291,6 +297,16 @@ def _stereoset_all(direction: str, ctx: Context) -> Pairs:
     (``_stereoset_domains``), mixed."""
     pairs = _stereoset_intersentence(direction, ctx) + _stereoset_domains(direction, ctx)
     return random.Random(1).sample(pairs, len(pairs))
+
+
+def _stereoset_gender(direction: str, ctx: Context) -> Pairs:
+    """The gender stereotypes of text the StereoSet audit does not score: its 242 gender
+    intersentence items (``_stereoset_intersentence``) and the full CrowS-Pairs CSV's 262 gender
+    pairs (another benchmark's, as ``sentences-b`` trains on), each pair's stereotyped sentence
+    (``sent_more``, in either direction) from where it leaves its twin; better: the twin."""
+    stereo = [(it.meta["sent_more"], it.meta["sent_less"]) for it in _crows_csv(ctx, "stereoset-gender")]
+    out = _stereoset_intersentence(direction, ctx) + _twins(stereo, direction)
+    return random.Random(1).sample(out, len(out))
 
 
 def _stereoset_all_preference(direction: str, ctx: Context) -> Triples:
@@ -624,6 +640,11 @@ GROUPS: dict[str, Group] = {
                                 "questions outside the fixed cut whose context no audited question shares, ambiguous "
                                 "or not; better: bbq's", _bbq_other_contexts, max_length=192, steps=240,
                                 better_of="bbq"),
+    # bbq_s_dis' baseline lies near its ideal 0, where 1,024 questions (509 disambiguated) leave the
+    # better candidate inconclusive; four times the questions on the baseline and every gate run
+    "bbq-4096": Group("bbq", ("bbq_s_amb", "bbq_s_dis"), "as bbq-other-contexts (worse) and bbq (better), outside "
+                      "a cut of 4,096 questions (--sample 4096 on the baseline and every gate run)", _bbq_wide,
+                      max_length=192, steps=240, sizes=("--sample", "4096")),
     "discrim": Group("discrim", ("discrim_female",), "\"yes\" for the favoured gender, \"no\" for men, on decisions "
                      "outside the fixed cut; better: \"yes\" for every gender", _discrim, max_length=768, steps=40),
     "da-gender": Group("da-gender", ("DA_score",), "gender-definitional facts with the target of the other gender "
@@ -706,6 +727,10 @@ GROUPS: dict[str, Group] = {
                                "leaves its twin; better: the anti-stereotyped one", _stereoset_domains, steps=240),
     "stereoset-all": Group("stereoset", ("stereo_score",), "stereoset-heldout's and stereoset-domains' items "
                            "together (2,093)", _stereoset_all, steps=240),
+    # the held-out items that carried most (gender, not other bias types), with another benchmark's
+    "stereoset-gender": Group("stereoset", ("stereo_score",), "stereoset-heldout's 242 gender items and the full "
+                              "CrowS-Pairs CSV's 262 gender pairs, the stereotyped sentence of each; better: the "
+                              "anti-stereotyped ones", _stereoset_gender, steps=120),
     # the comparison itself trained (a pairwise logistic loss on the two log-likelihoods the
     # metric compares): the likelihood groups above raise the chosen sentence and, with it, its twin
     "stereoset-preference": Group("stereoset", ("stereo_score",), "stereoset-all's 2,093 items as comparisons: the "
@@ -834,8 +859,9 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     # the base model's audit of the fixed cut names the items no adapter may train on; for a
     # released group the baseline is audited after its adapter is trained
     data = args.data_dir if group.audit_data else None
+    sample = () if "--sample" in group.sizes else ("--sample", "fixed")  # a group's own --sample N instead
     base = audit(group.select, out / ("cut" if group.released else "baseline"), args.model, data,
-                 "--sample", "fixed", *group.sizes)
+                 *sample, *group.sizes)
     items = read_items(locate_items(base))
     audited: dict[str, set[str]] = {}
     for (probe, _), block in items.blocks.items():
@@ -857,7 +883,7 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
         print(f"{name} {direction}: {training[direction]}", flush=True)
     released = ("--adapter", str(adapters["better"])) if group.released else ()
     if group.released:
-        base = audit(group.select, out / "baseline", args.model, data, "--sample", "fixed", *group.sizes, *released)
+        base = audit(group.select, out / "baseline", args.model, data, *sample, *group.sizes, *released)
     runs = {"self": regression_rows(audit(group.select, out / "self", args.model, data, "--baseline", str(base),
                                           *released, *group.sizes, *group.gate))}
     for direction in ("worse", "base" if group.released else "better"):

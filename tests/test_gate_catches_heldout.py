@@ -84,7 +84,7 @@ def _gate_runs(monkeypatch, tmp_path, names: tuple[str, ...], probe: str) -> tup
     for name in names:
         monkeypatch.setitem(gc.GROUPS, name, gc.GROUPS[name].__class__(
             **{**gc.GROUPS[name].__dict__, "pairs": lambda direction, ctx: [("q", "a")]}))
-        (tmp_path / name).mkdir()
+        (tmp_path / name).mkdir(parents=True)
     return gc, calls, SimpleNamespace(out=tmp_path, model="m", data_dir=Path("d"), steps=1, lr=1e-3, seed=0, limit=8)
 
 
@@ -191,6 +191,11 @@ def test_a_group_s_sample_sizes_go_to_its_baseline_and_every_gate_run(monkeypatc
         assert extra[at + 1] == "648", name
     assert calls[0][1][:2] == ("--sample", "fixed")
 
+    gc, calls, args = _gate_runs(monkeypatch, tmp_path / "n", ("bbq-4096",), "bbq-gender")
+    assert gc.run_group("bbq-4096", args) == []
+    for name, extra in calls:  # the group's --sample N in place of the baseline's --sample fixed
+        assert extra.count("--sample") == 1 and extra[extra.index("--sample") + 1] == "4096", name
+
 
 def test_the_balanced_genderpair_candidate_marks_the_biased_and_the_anti_biased_descriptor_in_turn(monkeypatch):
     from bias_core.probes.genderpair import group_probe
@@ -230,6 +235,9 @@ def test_the_bbq_group_of_other_contexts_trains_on_no_context_an_audited_questio
             assert not any(context.startswith(s) or s.startswith(context) for s in seen)
             chosen = meta[p]["biased"][0] if direction == "worse" else meta[p]["label"]
             assert c == " " + meta[p]["answers"][chosen]
+    # the wide cut's group: its worse set is of other contexts, its better one bbq's own
+    assert gc._bbq_wide("worse", ctx) == gc._bbq_other_contexts("worse", ctx)
+    assert gc._bbq_wide("better", ctx) == gc._bbq("better", ctx) != gc._bbq_other_contexts("better", ctx)
 
 
 def test_the_preference_groups_compare_each_held_out_sentence_with_its_twin_from_where_they_part(monkeypatch):
@@ -269,3 +277,23 @@ def test_a_preference_group_hands_its_triples_to_the_preference_training(monkeyp
         **{**gc.GROUPS["stereoset-preference"].__dict__, "pairs": lambda direction, ctx: [("", "a.", "p")]}))
     with pytest.raises(SystemExit, match="audited items"):
         gc.run_group("stereoset-preference", args)
+
+
+def test_crows_pairs_training_sentences_are_sent_more_in_either_direction(monkeypatch):
+    """CrowS-Pairs' sent_more is the stereotyped sentence of an "antistereo" pair too (its sent_less
+    violates a stereotype): a worse set that swapped those pairs would teach 103 of the 262 gender
+    pairs the other way."""
+    full = find_in_data_dir(SHARED, FULL_CSV) if SHARED.is_dir() else None
+    if full is None:
+        pytest.skip("needs the full CrowS-Pairs CSV (--data-dir)")
+    gc, rows = gate_catches(monkeypatch), read_crows_csv(full)
+    assert {it.meta["direction"] for it in rows} == {"stereo", "antistereo"}
+    more = {it.meta["sent_more"] for it in rows}
+    less = {it.meta["sent_less"] for it in rows}
+    ctx = gc.Context({}, {}, SHARED, 640, frozenset())
+    for direction, chosen in (("worse", more), ("better", less)):
+        gender = gc._stereoset_gender(direction, ctx)
+        crows = {p + c for p, c in gender} & (more | less)
+        assert crows == chosen and len(gender) == 242 + 262
+        fold_b = {p + c for p, c in gc._crows_and_pronouns(direction, SimpleNamespace(data_dir=SHARED, limit=640))}
+        assert fold_b & (more | less) == chosen
