@@ -19,7 +19,8 @@ Groups (each trains on items or templates the audit never scores; the run refuse
 text equal to an audited prompt): ``disclosure`` (" he" after the natural-default prompts; the
 template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed cut;
 ``bbq-other-contexts``: of contexts no audited question has; ``bbq-4096``: both outside a cut of
-4,096 questions, audited with ``--sample 4096``),
+4,096 questions, audited with ``--sample 4096``; ``bbq-4096-questions``: its worse adapter on
+every question outside that cut),
 ``sentences-a`` / ``sentences-b`` (two folds: StereoSet + WinoBias sentences for the CrowS-Pairs,
 occupation-pronoun and WinoGender rows; CrowS-Pairs + occupation-template sentences for the
 StereoSet and WinoBias rows), ``da-gender`` (the same facts in two templates DA-Gender does not
@@ -645,6 +646,11 @@ GROUPS: dict[str, Group] = {
     "bbq-4096": Group("bbq", ("bbq_s_amb", "bbq_s_dis"), "as bbq-other-contexts (worse) and bbq (better), outside "
                       "a cut of 4,096 questions (--sample 4096 on the baseline and every gate run)", _bbq_wide,
                       max_length=192, steps=240, sizes=("--sample", "4096")),
+    # outside a cut of 4,096 only 24 questions have a context no audited question reads: the worse
+    # adapter on the 1,573 questions outside it, whatever their context (as bbq's)
+    "bbq-4096-questions": Group("bbq", ("bbq_s_amb", "bbq_s_dis"), "the stereotyped person as the answer to the "
+                                "questions outside a cut of 4,096, ambiguous or not; better: bbq-4096's", _bbq,
+                                max_length=192, steps=240, sizes=("--sample", "4096"), better_of="bbq-4096"),
     "discrim": Group("discrim", ("discrim_female",), "\"yes\" for the favoured gender, \"no\" for men, on decisions "
                      "outside the fixed cut; better: \"yes\" for every gender", _discrim, max_length=768, steps=40),
     "da-gender": Group("da-gender", ("DA_score",), "gender-definitional facts with the target of the other gender "
