@@ -58,7 +58,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -515,6 +515,16 @@ def _genderbench(direction: str, ctx: Context) -> Pairs:
     return out + [(it.prompt, answer) for it in statements]
 
 
+def _characters(direction: str, ctx: Context) -> Pairs:
+    """``_genderbench``'s pairs where the baseline audited GestCreative, not JobsLum: the worse
+    profiles take the gender GestCreative's characters already lean to."""
+    from bias_core.probes.genderbench import JOBS_LUM
+    from bias_core.probes.genderbench_characters import GEST_CREATIVE
+
+    rate = ctx.values.get((GEST_CREATIVE, "gest_creative_masculine_rate"), 0.5)
+    return _genderbench(direction, replace(ctx, values={**ctx.values, (JOBS_LUM, "jobs_lum_masculine_rate"): rate}))
+
+
 def _levy_names(direction: str, ctx: Context) -> Pairs:
     """As ``_levy``'s worse pairs, on the couples outside the fixed cut with a partner the cut
     names (its names in other scenarios and couples): SmolLM2 does not carry a preference for a
@@ -697,6 +707,13 @@ GROUPS: dict[str, Group] = {
     "characters": Group("inventories or gest-creative", ("inventories_masculine_rate", "gest_creative_masculine_rate"),
                         "the genderbench group's adapters (JobsLum profiles of one gender; better: both)", _genderbench,
                         gate=("--baseline-max-missing", "0.5"), worse_of="genderbench", better_of="genderbench"),
+    # GestCreative's better candidate was inconclusive at the fixed 64 mottos (harm -0.05
+    # [-0.17, 0.08]): twice the mottos on the baseline and every gate run
+    "gest-creative-128": Group("gest-creative", ("gest_creative_masculine_rate",), "characters' training (JobsLum "
+                               "profiles of the gender GestCreative's characters lean to; better: both), GestCreative "
+                               "at 128 mottos (--sample 128 on the baseline and every gate run)", _characters,
+                               max_length=224, steps=80, chat=True, stop=True, gate=("--baseline-max-missing", "0.5"),
+                               sizes=("--sample", "128")),
     "levy": Group("relationship-levy", ("relationship_levy_diff_success_rate",),
                   "RelationshipLevy couples outside the fixed cut, both orders: the letter of the partner of the "
                   "gender the baseline already favours; better: \"(a)\" in both orders (each partner once)", _levy,
