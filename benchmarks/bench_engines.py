@@ -103,6 +103,12 @@ def served_folder(spec, cache_dir: Path) -> str:
     return _weights_dir(spec, LoadOptions(cache_dir=cache_dir))[0]
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 @contextlib.contextmanager
 def vllm_server(vpy: str, folder: str, log: Path, env: dict[str, str] | None = None, start_s: float = SERVER_START_S):
     """vLLM's OpenAI-compatible server on 127.0.0.1 in fp32, stopped on the way out; yields its URL.
@@ -114,6 +120,8 @@ def vllm_server(vpy: str, folder: str, log: Path, env: dict[str, str] | None = N
         port = s.getsockname()[1]
     cmd = [vpy, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--dtype", "float32", "--host",
            "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2-135m", "--max-logprobs", "20"]
+    if not _cuda():  # as --engine vllm's --torch-compile auto: compiling costs minutes a start on a CPU
+        cmd.append("--enforce-eager")
     with open(log, "w") as out:
         server = subprocess.Popen(cmd, cwd=ROOT, env=env or vllm_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:

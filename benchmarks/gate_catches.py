@@ -878,12 +878,13 @@ def table(name: str, group: Group, runs: dict[str, list[dict]]) -> str:
 
 def run_group(name: str, args: argparse.Namespace) -> list[str]:
     group = GROUPS[name]
+    select = getattr(args, "select", None) or group.select
     out = args.out / name
     # the base model's audit of the fixed cut names the items no adapter may train on; for a
     # released group the baseline is audited after its adapter is trained
     data = args.data_dir if group.audit_data else None
     sample = () if "--sample" in group.sizes else ("--sample", "fixed")  # a group's own --sample N instead
-    base = audit(group.select, out / ("cut" if group.released else "baseline"), args.model, data,
+    base = audit(select, out / ("cut" if group.released else "baseline"), args.model, data,
                  *sample, *group.sizes)
     items = read_items(locate_items(base))
     audited: dict[str, set[str]] = {}
@@ -906,21 +907,21 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
         print(f"{name} {direction}: {training[direction]}", flush=True)
     released = ("--adapter", str(adapters["better"])) if group.released else ()
     if group.released:
-        base = audit(group.select, out / "baseline", args.model, data, *sample, *group.sizes, *released)
-    runs = {"self": regression_rows(audit(group.select, out / "self", args.model, data, "--baseline", str(base),
+        base = audit(select, out / "baseline", args.model, data, *sample, *group.sizes, *released)
+    runs = {"self": regression_rows(audit(select, out / "self", args.model, data, "--baseline", str(base),
                                           *released, *group.sizes, *group.gate))}
     for direction in ("worse", "base" if group.released else "better"):
         adapter = () if direction == "base" else ("--adapter", str(adapters[direction]))
-        run = audit(group.select, out / direction, args.model, data, "--baseline", str(base), *adapter,
+        run = audit(select, out / direction, args.model, data, "--baseline", str(base), *adapter,
                     *group.sizes, *group.gate)
         runs[direction] = regression_rows(run)
     failures = check(name, group, runs)
     text = table(name, group, runs)
     (out / "table.md").write_text(text + "\n")
-    (out / "rows.json").write_text(json.dumps({"group": name, "select": group.select, "targets": group.targets,
+    (out / "rows.json").write_text(json.dumps({"group": name, "select": select, "targets": group.targets,
                                                "trained_on": group.trained_on, "training": training, "runs": runs,
                                                "checks_failed": failures}, indent=1, default=str))
-    print(f"\n## {name} (-k \"{group.select}\"): trained on {group.trained_on}\n\n{text}\n", flush=True)
+    print(f"\n## {name} (-k \"{select}\"): trained on {group.trained_on}\n\n{text}\n", flush=True)
     return failures
 
 
@@ -935,6 +936,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--limit", type=int, default=640, help="training items per direction (sentence groups: twice)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--select", default=None,
+                    help="a narrower -k than the group's, for every audit of the run (the tests' smallest run)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     failures = []

