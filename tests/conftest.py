@@ -50,6 +50,12 @@ def _import_bias_core() -> None:
 _import_bias_core()
 _IMPORTS = ImportWatch()
 
+# Under xdist, the subprocesses a test starts (audits run as users run them, lm-eval, vLLM) get
+# their worker's share of the cores, as the workers' own torch does (the plugin's _share_cores):
+# a subprocess at two OpenMP threads beside the other worker's busy core oversubscribes them.
+if os.environ.get("PYTEST_XDIST_WORKER") and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)))
+
 # Hypothesis without a clock: its default 200 ms deadline per example and its too-slow health
 # check fail tests on a loaded machine, and a fresh random seed per run lets a rare input fail
 # one run in many. Derandomized, each property test draws the same examples every run.

@@ -128,7 +128,7 @@ def test_a_packages_engine_option_reaches_its_load_typed(toy, tmp_path):
 # ----- the declarations themselves, in-process ------------------------------------------------------------
 def test_each_builtin_option_is_declared_once_by_the_engine_that_takes_it():
     owners = {flag: [name for name, _ in found] for flag, found in declared(builtin_only=True).items()}
-    assert owners == {"--tensor-parallel-size": ["vllm"], "--pipeline-parallel-size": ["vllm"],
+    assert owners == {"--tensor-parallel-size": ["vllm"], "--pipeline-parallel-size": ["vllm"], "--torch-compile": ["vllm"],
                       "--engine-url": ["openai"], "--api-key-env": ["openai"], "--served-model": ["openai"],
                       "--max-concurrency": ["openai"], "--request-timeout": ["openai"],
                       "--max-response-mb": ["openai"], "--load-in-4bit": ["transformers"],
