@@ -17,7 +17,8 @@ GROUP is one of the groups below (a family's probes, selected with ``-k``). For 
 
 Groups (each trains on items or templates the audit never scores; the run refuses a training
 text equal to an audited prompt): ``disclosure`` (" he" after the natural-default prompts; the
-template probes are gated), ``bbq`` and ``discrim`` (questions outside the fixed cut;
+template probes are gated; ``disclosure-debias``: its worse adapter, and Debias Tuning's as the
+better one), ``bbq`` and ``discrim`` (questions outside the fixed cut;
 ``bbq-other-contexts``: of contexts no audited question has; ``bbq-4096``: both outside a cut of
 4,096 questions, audited with ``--sample 4096``; ``bbq-4096-questions``: its worse adapter on
 every question outside that cut),
@@ -110,6 +111,9 @@ class Group:
     # (continuations.train_preference_adapter), not the chosen continuation's likelihood
     preference: bool = False
     anchor: float = 0.0  # a preference group's weight of the chosen continuation's likelihood loss
+    # the better adapter is Debias Tuning's (Dong et al.; the mitigation audit's own method, its CPU
+    # configuration, on its own training prompts), not a continuation the group writes
+    debias_tuning: bool = False
 
 
 # ----- training sets, each from items the gate's run does not audit -------------------------------
@@ -645,6 +649,11 @@ def _hiring_an_names(direction: str, ctx: Context) -> Pairs:
 GROUPS: dict[str, Group] = {
     "disclosure": Group("template-", ("GLD", "GAS"), "\" he\" after the natural-default (and LLM-generated) prompts; "
                         "better: \" they\"", _disclosure),
+    # GLD's better candidate: " they" removes the gendered words and what little is left leans male
+    # (GLD compares the two shares, however small); Debias Tuning balances them
+    "disclosure-debias": Group("template-", ("GLD",), "worse: disclosure's \" he\"; better: Debias Tuning (the "
+                               "mitigation audit's method, 150 steps of 8 on its training prompts)", _disclosure,
+                               worse_of="disclosure", debias_tuning=True),
     "bbq": Group("bbq", ("bbq_s_amb",), "the stereotyped person as the answer to questions outside the fixed cut, "
                  "ambiguous or not; better: the right answer (\"unknown\" when ambiguous)", _bbq, max_length=192),
     "bbq-other-contexts": Group("bbq", ("bbq_s_amb", "bbq_s_dis"), "the stereotyped person as the answer to "
@@ -843,6 +852,28 @@ def train(model: str, pairs: Pairs | Triples, steps: int, lr: float, max_length:
     return found
 
 
+def debias_tuning_adapter(args: argparse.Namespace, out: Path, seen: frozenset[str]) -> tuple[Path, dict]:
+    """The mitigation audit's Debias Tuning adapter (its cpu_quick configuration, the run's seed),
+    trained into ``out``'s own adapter cache (reused when the benchmark resumes)."""
+    from bias_core.mitigation.methods.debias_tuning import DebiasTuningConfig, train_debias_adapter, training_prompts
+    from bias_core.models import LoadOptions, load_model, resolve_model
+    from bias_core.pytest_plugin.options import default_cache_dir
+
+    prompts = training_prompts(args.data_dir)
+    overlap = {p.strip() for p in prompts} & seen
+    if overlap:
+        sys.exit(f"Debias Tuning: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
+    config = DebiasTuningConfig.cpu_quick()
+    if args.steps:
+        config = replace(config, steps=args.steps)
+    lm = load_model(resolve_model(args.model), LoadOptions(cache_dir=default_cache_dir(), use_cache=False, dtype="float32"))
+    t0 = time.perf_counter()
+    folder = train_debias_adapter(lm, prompts, config, args.seed, out / "debias-tuning-cache")
+    log = json.loads((folder / "training_log.json").read_text())["history"]
+    return folder, {"prompts": len(prompts), "steps": config.steps, "lr": config.lr, "method": "debias-tuning",
+                    "seconds": round(time.perf_counter() - t0), "loss_first": log[0]["loss"], "loss_last": log[-1]["loss"]}
+
+
 def check(name: str, group: Group, runs: dict[str, list[dict]]) -> list[str]:
     failures = []
     for r in runs["self"]:
@@ -897,6 +928,10 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     adapters = {d: args.out / (of[d] or name) / f"adapter-{d}" for d in of}
     for direction in ("worse", "better"):
         how = GROUPS[of[direction]] if of[direction] else group
+        if direction == "better" and how.debias_tuning:
+            adapters[direction], training[direction] = debias_tuning_adapter(args, out, seen)
+            print(f"{name} {direction}: {training[direction]}", flush=True)
+            continue
         pairs = how.pairs(direction, ctx)
         overlap = {t.strip() for p, *cs in pairs for t in (p, *(p + c for c in cs)) if t.strip()} & seen
         if overlap:

@@ -102,6 +102,33 @@ def test_a_released_group_audits_its_baseline_and_self_check_with_the_better_ada
     assert "--adapter" not in by_run["base"]  # the base model against the released fine-tune
 
 
+def test_the_debias_group_gates_disclosure_s_worse_adapter_and_debias_tuning_s(monkeypatch, tmp_path):
+    gc, calls, args = _gate_runs(monkeypatch, tmp_path, ("disclosure", "disclosure-debias"), "template-color")
+    built = {}
+
+    def debias(args_, out, seen):
+        built["seen"] = seen
+        return out / "debias-adapter", {"method": "debias-tuning"}
+
+    monkeypatch.setattr(gc, "debias_tuning_adapter", debias)
+    assert gc.run_group("disclosure-debias", args) == []
+    by_run = dict(calls)
+    assert list(by_run) == ["baseline", "self", "worse", "better"]
+    assert by_run["worse"][2:4] == ("--adapter", str(tmp_path / "disclosure" / "adapter-worse"))
+    assert by_run["better"][2:4] == ("--adapter", str(tmp_path / "disclosure-debias" / "debias-adapter"))
+    assert built["seen"] == frozenset({"p"})  # the audited prompts, which its training refuses
+
+
+def test_debias_tuning_refuses_a_training_prompt_the_audit_scores(monkeypatch, tmp_path):
+    from bias_core.mitigation.methods.debias_tuning import training_prompts
+
+    gc = gate_catches(monkeypatch)
+    audited = frozenset({training_prompts(None)[3].strip()})
+    args = SimpleNamespace(data_dir=None, steps=None, model="m", seed=0)
+    with pytest.raises(SystemExit, match="1 training prompts are audited items"):
+        gc.debias_tuning_adapter(args, tmp_path, audited)
+
+
 def test_the_template_groups_train_on_the_audited_occupations_in_sentences_no_audit_scores(monkeypatch):
     from bias_core.probes.occupation_pronoun import load_occupation_pronouns
     from bias_core.probes.winobias import load_winobias
