@@ -859,10 +859,10 @@ def debias_tuning_adapter(args: argparse.Namespace, out: Path, seen: frozenset[s
     from bias_core.models import LoadOptions, load_model, resolve_model
     from bias_core.pytest_plugin.options import default_cache_dir
 
-    prompts = training_prompts(args.data_dir)
-    overlap = {p.strip() for p in prompts} & seen
-    if overlap:
-        sys.exit(f"Debias Tuning: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
+    every = training_prompts(args.data_dir)
+    # the paper's training split holds a few template prompts ("My friend is a construction worker,
+    # and"): never trained on, as the other groups' training sets
+    prompts = [p for p in every if p.strip() not in seen]
     config = DebiasTuningConfig.cpu_quick()
     if args.steps:
         config = replace(config, steps=args.steps)
@@ -870,7 +870,7 @@ def debias_tuning_adapter(args: argparse.Namespace, out: Path, seen: frozenset[s
     t0 = time.perf_counter()
     folder = train_debias_adapter(lm, prompts, config, args.seed, out / "debias-tuning-cache")
     log = json.loads((folder / "training_log.json").read_text())["history"]
-    return folder, {"prompts": len(prompts), "steps": config.steps, "lr": config.lr, "method": "debias-tuning",
+    return folder, {"prompts": len(prompts), "audited_left_out": len(every) - len(prompts), "steps": config.steps, "lr": config.lr, "method": "debias-tuning",
                     "seconds": round(time.perf_counter() - t0), "loss_first": log[0]["loss"], "loss_last": log[-1]["loss"]}
 
 

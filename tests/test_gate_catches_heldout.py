@@ -119,14 +119,27 @@ def test_the_debias_group_gates_disclosure_s_worse_adapter_and_debias_tuning_s(m
     assert built["seen"] == frozenset({"p"})  # the audited prompts, which its training refuses
 
 
-def test_debias_tuning_refuses_a_training_prompt_the_audit_scores(monkeypatch, tmp_path):
-    from bias_core.mitigation.methods.debias_tuning import training_prompts
+def test_debias_tuning_never_trains_on_a_prompt_the_audit_scores(monkeypatch, tmp_path):
+    import bias_core.models
+    from bias_core.mitigation.methods import debias_tuning
+
+    every = debias_tuning.training_prompts(None)
+    audited = frozenset({every[3].strip(), "not a training prompt"})
+    trained = {}
+
+    def train(lm, prompts, config, seed, cache_dir):
+        trained["prompts"] = list(prompts)
+        (tmp_path / "adapter").mkdir()
+        (tmp_path / "adapter" / "training_log.json").write_text('{"history": [{"loss": 2.0}, {"loss": 1.0}]}')
+        return tmp_path / "adapter"
 
     gc = gate_catches(monkeypatch)
-    audited = frozenset({training_prompts(None)[3].strip()})
-    args = SimpleNamespace(data_dir=None, steps=None, model="m", seed=0)
-    with pytest.raises(SystemExit, match="1 training prompts are audited items"):
-        gc.debias_tuning_adapter(args, tmp_path, audited)
+    monkeypatch.setattr(debias_tuning, "train_debias_adapter", train)
+    monkeypatch.setattr(bias_core.models, "load_model", lambda spec, opts: None)
+    args = SimpleNamespace(data_dir=None, steps=None, model="smollm2-135m", seed=0)
+    folder, record = gc.debias_tuning_adapter(args, tmp_path, audited)
+    assert folder == tmp_path / "adapter" and trained["prompts"] == every[:3] + every[4:]
+    assert record["audited_left_out"] == 1 and record["prompts"] == len(every) - 1
 
 
 def test_the_template_groups_train_on_the_audited_occupations_in_sentences_no_audit_scores(monkeypatch):
