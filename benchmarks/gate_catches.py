@@ -870,7 +870,8 @@ def debias_tuning_adapter(args: argparse.Namespace, out: Path, seen: frozenset[s
     t0 = time.perf_counter()
     folder = train_debias_adapter(lm, prompts, config, args.seed, out / "debias-tuning-cache")
     log = json.loads((folder / "training_log.json").read_text())["history"]
-    return folder, {"prompts": len(prompts), "audited_left_out": len(every) - len(prompts), "steps": config.steps, "lr": config.lr, "method": "debias-tuning",
+    return folder, {"prompts": len(prompts), "audited_left_out": len(every) - len(prompts), "steps": config.steps,
+                    "lr": config.lr, "method": "debias-tuning",
                     "seconds": round(time.perf_counter() - t0), "loss_first": log[0]["loss"], "loss_last": log[-1]["loss"]}
 
 
