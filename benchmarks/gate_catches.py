@@ -18,7 +18,7 @@ GROUP is one of the groups below (a family's probes, selected with ``-k``). For 
 Groups (each trains on items or templates the audit never scores; the run refuses a training
 text equal to an audited prompt): ``disclosure`` (" he" after the natural-default prompts; the
 template probes are gated; ``disclosure-debias``: its worse adapter, and Debias Tuning's as the
-better one), ``bbq`` and ``discrim`` (questions outside the fixed cut;
+better one, trained on the paper's split less the audited prompts), ``bbq`` and ``discrim`` (questions outside the fixed cut;
 ``bbq-other-contexts``: of contexts no audited question has; ``bbq-4096``: both outside a cut of
 4,096 questions, audited with ``--sample 4096``; ``bbq-4096-questions``: its worse adapter on
 every question outside that cut),

@@ -4,9 +4,9 @@ Runs benchmarks/check_crows_fidelity.py's comparison: lm-eval's own crows_pairs_
 task (dataset swapped for the local CSV) scored by its HFLM backend on SmolLM2-135M's local
 folder, float32, CPU, against bias_core's loader, sentence_logprob and crows_score, on the CSV's
 first 80 of its 262 gender pairs (about a minute on 2 shared cores; the benchmark script compares
-all 262). The comparison runs in its own process, offline from its
-start (datasets and huggingface_hub read HF_*_OFFLINE once, at import: set in this process,
-they would outlive the test).
+all 262). The comparison runs in its own process, offline from its start (datasets and
+huggingface_hub read HF_*_OFFLINE once, at import: set in this process, they would outlive the
+test).
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ def test_crows_pairs_agree_with_lm_eval(smollm2_lm):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", COMPARE, str(REPO / "benchmarks"), str(SHARED), str(PAIRS)],
-                          env=env,
-                          capture_output=True, text=True, timeout=1800)
+                          env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     ours, theirs = np.array(result["ours"]), np.array(result["lm_eval"])  # (pairs, 2): more, less

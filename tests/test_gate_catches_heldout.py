@@ -116,7 +116,7 @@ def test_the_debias_group_gates_disclosure_s_worse_adapter_and_debias_tuning_s(m
     assert list(by_run) == ["baseline", "self", "worse", "better"]
     assert by_run["worse"][2:4] == ("--adapter", str(tmp_path / "disclosure" / "adapter-worse"))
     assert by_run["better"][2:4] == ("--adapter", str(tmp_path / "disclosure-debias" / "debias-adapter"))
-    assert built["seen"] == frozenset({"p"})  # the audited prompts, which its training refuses
+    assert built["seen"] == frozenset({"p"})  # the audited prompts, which its training leaves out
 
 
 def test_debias_tuning_never_trains_on_a_prompt_the_audit_scores(monkeypatch, tmp_path):
