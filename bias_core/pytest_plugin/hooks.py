@@ -124,8 +124,11 @@ def pytest_configure(config) -> None:
 
         take_worker_gpu(worker.get("workerid"), settings.load)
         return
-    for notice in settings.notices:
-        config.issue_config_time_warning(AuditWarning(notice), stacklevel=2)
+    from bias_core.pytest_plugin.rootdir_check import rootdir_notice
+
+    for notice in (*settings.notices, rootdir_notice(config)):
+        if notice:
+            config.issue_config_time_warning(AuditWarning(notice), stacklevel=2)
     from bias_core.pytest_plugin import outputs
 
     outputs.check_destinations(config, regression.options.summary_md)
