@@ -34,10 +34,12 @@ from paths import REPO
 # ----- a project: the repository's audits and thresholds ------------------------------------------
 
 
-def copy_project(root: Path, extra_thresholds: str = "", *, own_rootdir: bool = False) -> Path:
+def copy_project(root: Path, extra_thresholds: str = "", *, own_rootdir: bool = True) -> Path:
     """``root`` set up as a user's project: the repository's audits/ and thresholds.toml, with
     ``extra_thresholds`` appended to the latter. ``own_rootdir`` adds an empty pytest.ini, which
-    makes ``root`` pytest's rootdir (reports/ go there) for a run started in it. Returns ``root``."""
+    makes ``root`` pytest's rootdir (reports/ go there) for a run started in it: without it, an
+    option's value written as a separate word (``--cache-dir DIR``) roots the run above the
+    project (tests/conftest.py says what that did). Returns ``root``."""
     root.mkdir(parents=True, exist_ok=True)
     shutil.copytree(REPO / "audits", root / "audits")
     if extra_thresholds:
