@@ -190,17 +190,16 @@ def smollm2_lm():
 
 
 # ----- audit projects (their parts: tests/harness.py) ---------------------------------------------
-# Each project is its own rootdir (an empty pytest.ini), as a user's project is. Without one, pytest
-# takes the values of options it does not know yet (--cache-dir DIR, --report-dir DIR) for paths and
-# roots the run at their common ancestor with audits/: the folder above the project, whose name (the
-# test's) joins every item's keywords, so `-k "natural-default and GLD"` in a test named
+# Each project is its own rootdir, as a user's project is (copy_project's default; the synthetic
+# one's ini below): without one, `--cache-dir DIR` rooted the run above the project, whose name (the
+# test's) joined every item's keywords, so `-k "natural-default and GLD"` in a test named
 # `..._gld_...` selected every natural-default row (its generation too: 200 s of CI).
 @pytest.fixture
 def audit_project(pytester, monkeypatch):
     """A pytester folder holding the repository's audits and thresholds.toml, offline: a test runs
     ``audit_project.runpytest_subprocess("audits", ...)`` as a user runs ``pytest audits``."""
     offline(monkeypatch)
-    copy_project(pytester.path, own_rootdir=True)
+    copy_project(pytester.path)
     return pytester
 
 
@@ -209,7 +208,7 @@ def project(pytester, monkeypatch, tmp_path):
     """The same project, run in-process with its model loader recorded (harness.Project): the
     bad-input tests' (tests/test_bad_inputs_*.py)."""
     offline(monkeypatch)
-    copy_project(pytester.path, own_rootdir=True)
+    copy_project(pytester.path)
     return Project(pytester, monkeypatch, tmp_path / "cache")
 
 
