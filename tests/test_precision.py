@@ -16,8 +16,10 @@ from bias_core.gating.precision_recheck import needs_fp32, propagated_error
 from bias_core.gating.thresholds import Gate
 from bias_core.metrics.disclosure import add, gender_lean, gld
 from bias_core.models.decoding import DecodingConfig
+from bias_core.models.precision import modes
 from bias_core.models.precision.modes import (
     ExactLM,
+    Rechecks,
     apply_precision,
     compared_loglikelihood,
     compared_sentence_logprob,
@@ -188,6 +190,8 @@ def test_exact_gives_fp32_decisions_and_continuations_on_the_tiny_model(tiny_lm,
     assert exact_lm.generate(prompts, config) == tiny_lm.generate(prompts, config)
     # rows resumed after a corrected step are decoded, and counted, again
     assert exact_lm.rechecks.counts["decoding_rows"][1] >= len(prompts)
+    assert exact_lm.rechecks.seconds > 0  # the re-checks' fp32 passes were timed
+    assert set(exact_lm.setup_seconds) == {"half_copy", "calibration"}
 
 
 def _near_tie(tiny_lm, prompt: str, eps: float):
@@ -320,3 +324,27 @@ def test_auto_is_fp32_on_cpu_and_exact_on_cuda(tiny_lm):
         for k in ("precision", "precision_note"):
             tiny_lm.__dict__.pop(k, None)
         tiny_lm.__dict__.update(saved)
+
+
+def test_fp32_work_is_timed_per_test_even_when_it_raises(monkeypatch):
+    """Exact mode's fp32 seconds: what a timed block took (on a fake clock), kept when the block
+    raises, and a test's share is the difference since its start."""
+    ticks = iter([10.0, 12.5, 20.0, 21.25])
+    monkeypatch.setattr(modes.time, "perf_counter", lambda: next(ticks))
+    rechecks = Rechecks()
+    with rechecks.timed():
+        pass
+    with pytest.raises(RuntimeError), rechecks.timed():
+        raise RuntimeError("an fp32 pass that failed still took its time")
+    assert rechecks.seconds == 3.75
+
+    class Handle:
+        def __init__(self):
+            self.rechecks = rechecks
+
+        def precision_info(self):
+            return {"mode": "exact", "bound": {"token": 0.1, "margin": 0.2, "per_sqrt_token": 0.3, "safety": 2.0}}
+
+    fields = modes.test_precision_fields(Handle(), {}, seconds_before=1.25)
+    assert fields["fp32_s"] == 2.5 and fields["rechecked"] == "none"
+    assert "fp32_s" not in modes.test_precision_fields(Handle(), {})  # no start taken: no share claimed

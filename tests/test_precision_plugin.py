@@ -50,12 +50,18 @@ def test_exact_is_reported_and_equals_fp32(audit_project, tiny_model_dir, tmp_pa
     info = doc["run"]["precision"]
     assert info["mode"] == "exact" and info["bound"]["safety"] == 2.0 and info["bound"]["margin"] > 0
     assert "decoding_rows" in info["rechecked"]
+    assert set(info["setup_seconds"]) == {"half_copy", "calibration"} and info["setup_seconds"]["calibration"] > 0
     rows = {r["test_id"]: r for r in doc["results"]}
+    # each test's fp32 work is timed apart, and the tests' shares add up to at most the run's
+    assert all(r["fp32_s"] >= 0 for r in rows.values())
+    assert rows["natural-default-GAS"]["fp32_s"] > 0  # its flagged rows were re-checked in fp32
+    assert sum(r["fp32_s"] for r in rows.values()) <= info["fp32_seconds"] + 1e-3 * len(rows)
     assert rows["natural-default-GAS"]["precision"] == "exact"
     assert rows["natural-default-GAS"]["rechecked"].startswith("decoding_rows")
     assert rows["natural-default-GLD"]["breakdown"]["precision"]["computed_in"] in ("bfloat16", "fp32")
     props = {p.get("name"): p.get("value") for p in ET.parse(run / "junit.xml").iter("property")}
     assert props["precision"] == "exact" and "margin" in props["precision_bound"] and "rechecked" in props
+    assert float(props["fp32_s"]) >= 0
 
     reference = _run(audit_project, tiny_model_dir, tmp_path / "cache32", "fp32")
     ref = {r["test_id"]: r for r in json.loads((reference / "results.json").read_text())["results"]}

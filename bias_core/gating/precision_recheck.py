@@ -117,7 +117,8 @@ class ExactGate:
         if getattr(lm, "precision", None) != "exact" or not (how == "fp32" or isinstance(how, Propagated)):
             return suite.compute(probe, metric)
         if how == "fp32" or self.propagated_in_fp32:
-            result = self._twin(suite).result(probe, metric)
+            with lm.rechecks.timed():
+                result = self._twin(suite).result(probe, metric)
             why = ("no propagation of the half-precision error is derived for this metric" if how == "fp32"
                    else "--mitigation compares it with fp32 variants")
             result.breakdown["precision"] = {"computed_in": "fp32", "why": why}
@@ -138,7 +139,8 @@ class ExactGate:
             half.breakdown["precision"] = {"computed_in": lm.half_dtype, **info}
             return half
         self.recomputed.append(f"{probe}-{metric}")
-        result = self._twin(suite).result(probe, metric)
+        with lm.rechecks.timed():
+            result = self._twin(suite).result(probe, metric)
         result.breakdown["precision"] = {"computed_in": "fp32", "why": "a CI endpoint lies within the propagated "
                                          "half-precision error of the gate's threshold", **info}
         return result

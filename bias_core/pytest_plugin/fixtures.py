@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import time
 from typing import Any
 
 import pytest
@@ -34,8 +35,10 @@ def audit_model(pytestconfig, audit_settings):
         with terminal(pytestconfig):
             if not interactive():
                 _quiet_libraries()
+            started = time.perf_counter()
             lm = _load(spec, audit_settings)
-            _say_load_notes(pytestconfig, lm)
+            run_state(pytestconfig).load_seconds = round(time.perf_counter() - started, 3)
+            _say_load_notes(pytestconfig, lm, run_state(pytestconfig).load_seconds)
         run_state(pytestconfig).model = lm
         return lm
     except AuditUsageError as exc:
@@ -44,11 +47,17 @@ def audit_model(pytestconfig, audit_settings):
         pytest.exit(visible(f"model error: {exc}"), returncode=pytest.ExitCode.TESTS_FAILED)
 
 
-def _say_load_notes(config, lm) -> None:
+def _say_load_notes(config, lm, seconds: float) -> None:
     """The header's model card, continued once the model has loaded (the header is printed
-    before): what loading dropped, an endpoint whose answers changed since the last run."""
+    before): how long loading took (exact precision's half copy and calibration in it), what
+    loading dropped, an endpoint whose answers changed since the last run."""
     reporter = config.pluginmanager.getplugin("terminalreporter")
-    for note in getattr(lm, "load_notes", ()) if reporter is not None else ():
+    if reporter is None:
+        return
+    setup = getattr(lm, "setup_seconds", None) or {}
+    parts = ", ".join(f"{what.replace('_', ' ')} {s:.1f} s" for what, s in setup.items())
+    reporter.write_line(f"bias-core: model loaded in {seconds:.1f} s" + (f" (of which {parts})" if parts else ""))
+    for note in getattr(lm, "load_notes", ()):
         reporter.write_line(f"bias-core: model card: {note}")
 
 
@@ -162,7 +171,7 @@ def gate(request, audit_settings):
         # the release gate's per-item values, precision's fields, and any package's (hookspec.py)
         request.node.ihook.pytest_bias_core_gate_result(request=request, result=result, row=row)
         for key in ("value", "ci_low", "ci_high", "n", "limit", "direction", "verdict", "mark", "gate_source",
-                    "precision", "precision_bound", "rechecked", "items_used", "stop_reason", "interval"):
+                    "precision", "precision_bound", "rechecked", "fp32_s", "items_used", "stop_reason", "interval"):
             if key in row:
                 request.node.user_properties.append((key, row[key]))
         if lm is not None:  # where this worker's model ran: numbers may differ between fp32 and bf16

@@ -10,7 +10,7 @@ import pytest
 
 from bias_core.pytest_plugin.session_state import find_run
 
-RECHECKS = pytest.StashKey[dict]()  # per test: the model's re-check counts when its call began
+RECHECKS = pytest.StashKey[tuple]()  # per test: the model's re-check counts and fp32 seconds when its call began
 
 
 def _model(config) -> Any:
@@ -22,9 +22,9 @@ def _model(config) -> Any:
 def pytest_runtest_call(item):
     lm = _model(item.config)
     if lm is not None:  # loaded by the session fixture, so before any test's call begins
-        from bias_core.models.precision.modes import rechecks_snapshot  # imports torch: once a model is loaded
+        from bias_core.models.precision.modes import fp32_seconds, rechecks_snapshot  # imports torch: once loaded
 
-        item.stash[RECHECKS] = rechecks_snapshot(lm)
+        item.stash[RECHECKS] = (rechecks_snapshot(lm), fp32_seconds(lm))
     return (yield)
 
 
@@ -34,4 +34,5 @@ def pytest_bias_core_gate_result(request, row) -> None:
     if lm is not None:
         from bias_core.models.precision.modes import test_precision_fields
 
-        row.update(test_precision_fields(lm, request.node.stash.get(RECHECKS, {})))
+        before, seconds = request.node.stash.get(RECHECKS, ({}, None))
+        row.update(test_precision_fields(lm, before, seconds))

@@ -109,6 +109,7 @@ class Reporter:
         lm = self.run.model
         if lm is not None:  # in-process runs only; xdist workers keep their own counts
             info["model_fingerprint"] = lm.fingerprint
+            info["model_load_s"] = self.run.load_seconds
             info["engine_card"] = lm.info().as_dict()  # name, version, dtype, device, parallelism
             info["engine_stats"] = {k: int(v) for k, v in dict(getattr(lm, "stats", {}) or {}).items()}
             from bias_core.models.precision.modes import precision_info

@@ -55,6 +55,7 @@ class RunState:
     started: str = ""  # the controller's start, ISO seconds
     auto_junit: bool = False  # junit.xml in the run folder was our choice (dropped with an empty folder)
     model: Any = None  # the audited model, once loaded in this process
+    load_seconds: float | None = None  # how long loading it took (in this process)
     plan: SamplePlan | None = None  # see ``plan``
     target: dict[str, str] | None = None  # device and dtype, resolved once (run_card.target)
     cache: CacheCounts = field(default_factory=CacheCounts)

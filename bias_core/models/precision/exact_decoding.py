@@ -119,8 +119,9 @@ def decode_exact(lm: Any, seqs: list[list[int]], budgets: list[int], desc: str, 
     # Steps after a row's last flagged one need no check (the prefix is checked up to there):
     # the fp32 pass stops at it.
     last = [max(k for k, m in enumerate(margins[i]) if m <= bound) for i in flagged]
-    choices = _fp32_choices(full, [seqs[i] + tokens[i][:s] for i, s in zip(flagged, last)], last,
-                            [s + 1 for s in last])
+    with lm.rechecks.timed():
+        choices = _fp32_choices(full, [seqs[i] + tokens[i][:s] for i, s in zip(flagged, last)], last,
+                                [s + 1 for s in last])
     redo: list[tuple[int, list[int]]] = []  # (row, tokens so far) resuming after a corrected step
     for i, fp32 in zip(flagged, choices):
         decoded = (tokens[i] + ([next(iter(eos))] if ended[i] else []))[: len(fp32)]
@@ -143,7 +144,8 @@ def decode_exact(lm: Any, seqs: list[list[int]], budgets: list[int], desc: str, 
             tails = decode_exact(lm, more, left, f"{desc} (resumed after fp32 re-check)", resumes + 1)
         else:  # corrected again and again: fp32 decides the rest of these rows directly
             lm.rechecks.add("fp32_rows", len(redo), 0)
-            tails = _half_decode(full, more, left, f"{desc} (in fp32 after {resumes + 1} corrections)")[0]
+            with lm.rechecks.timed():
+                tails = _half_decode(full, more, left, f"{desc} (in fp32 after {resumes + 1} corrections)")[0]
         for (i, so_far), tail in zip(redo, tails):
             tokens[i] = so_far + tail
     return tokens

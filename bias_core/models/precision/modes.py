@@ -23,8 +23,10 @@ its decisions are re-derived from cached values on every run.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 
@@ -61,9 +63,21 @@ def effective_precision(mode: str, device: str) -> str:
 
 @dataclass
 class Rechecks:
-    """How much work exact mode re-did in fp32, per kind of work: [re-checked, seen]."""
+    """How much work exact mode re-did in fp32, per kind of work: [re-checked, seen]; and the
+    seconds its fp32 work took (re-checks, rows decoded in fp32, metrics computed in fp32), which
+    is what exact mode costs beyond the half-precision pass."""
 
     counts: dict[str, list[int]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        # Each timed call returns host values (lists, numpy), so the device work is done when it ends.
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - started
 
     def add(self, what: str, rechecked: int, seen: int) -> None:
         c = self.counts.setdefault(what, [0, 0])
@@ -126,6 +140,7 @@ class ExactLM:
         self.full, self.half, self.bound, self.note = full, half, bound, note
         self.recheck = True  # tests switch it off to show what it prevents
         self.rechecks = Rechecks()
+        self.setup_seconds: dict[str, float] = {}  # apply_precision's: the half copy, the calibration
 
     def __getattr__(self, name: str) -> Any:
         if name in ("full", "half"):
@@ -191,7 +206,9 @@ class ExactLM:
 
     def precision_info(self) -> dict[str, Any]:
         return {"mode": "exact", "half_dtype": self.half_dtype, "fp32_positions": self.half.engine.fp32_positions,
-                "bound": self.bound.as_dict(), "rechecked": self.rechecks.snapshot(), "note": self.note}
+                "bound": self.bound.as_dict(), "rechecked": self.rechecks.snapshot(),
+                "fp32_seconds": round(self.rechecks.seconds, 3), "setup_seconds": dict(self.setup_seconds),
+                "note": self.note}
 
     # ----- pairwise decisions ---------------------------------------------------------------------
     def _sum_bounds(self, lengths: Sequence[int]) -> np.ndarray:
@@ -207,9 +224,12 @@ class ExactLM:
             return values
         lengths = self.full.token_counts(sentences)
         bounds = self._sum_bounds(lengths) if self.recheck else np.zeros(len(sentences))
+        def rescore(idx: list[int]) -> np.ndarray:
+            with self.rechecks.timed():
+                return self.full.sentence_logprob([sentences[i] for i in idx], desc=f"{desc} (fp32 re-check)")
+
         out, n = settle_pairs(values, bounds, pairs, None if weights is None else np.asarray(weights, dtype=np.float64),
-                              lambda idx: self.full.sentence_logprob(
-            [sentences[i] for i in idx], desc=f"{desc} (fp32 re-check)"))
+                              rescore)
         self.rechecks.add("sentences", n, len(set(np.asarray(pairs).ravel().tolist())))
         return out
 
@@ -222,8 +242,11 @@ class ExactLM:
             return values.tolist()
         lengths = [len(cont) for _, cont in self.full.engine.split_requests(requests)]
         bounds = self._sum_bounds(lengths) if self.recheck else np.zeros(len(requests))
-        out, n = settle_pairs(values, bounds, pairs, None if weights is None else np.asarray(weights),
-                              lambda idx: self.full.loglikelihood([requests[i] for i in idx], desc=f"{desc} (fp32 re-check)"))
+        def rescore(idx: list[int]) -> list[float]:
+            with self.rechecks.timed():
+                return self.full.loglikelihood([requests[i] for i in idx], desc=f"{desc} (fp32 re-check)")
+
+        out, n = settle_pairs(values, bounds, pairs, None if weights is None else np.asarray(weights), rescore)
         self.rechecks.add("loglikelihood", n, len(set(np.asarray(pairs).ravel().tolist())))
         return out.tolist()
 
@@ -248,7 +271,8 @@ class ExactLM:
         config = config or DecodingConfig()
         if config.do_sample:
             # A sampled token is exact only if the fp32 distribution is: sample on the fp32 handle.
-            return self.full.generate(prompts, config, seed=seed, desc=desc)
+            with self.rechecks.timed():
+                return self.full.generate(prompts, config, seed=seed, desc=desc)
         return exact_generate(self, prompts, config, desc=desc, seed=seed)
 
 
@@ -301,6 +325,7 @@ def apply_precision(lm: Any, mode: str, device: str, cache_dir: Any) -> Any:
         return lm
     engine = lm.engine
     name = str(dtype).removeprefix("torch.")
+    started = time.perf_counter()
     half_model = half_copy(engine.model, dtype)
     plan = getattr(engine, "plan", None)
     if plan is not None:  # a GPU plan made before the copy took its memory: plan again, for both handles
@@ -319,7 +344,10 @@ def apply_precision(lm: Any, mode: str, device: str, cache_dir: Any) -> Any:
                            f"{half_engine.fp32_positions} positions of every text")
     if mode == "half":
         return half
-    return ExactLM(lm, half, calibrated_bound(engine, half_engine, cache_dir), note=half.precision_note)
+    copied = time.perf_counter()
+    exact = ExactLM(lm, half, calibrated_bound(engine, half_engine, cache_dir), note=half.precision_note)
+    exact.setup_seconds = {"half_copy": round(copied - started, 3), "calibration": round(time.perf_counter() - copied, 3)}
+    return exact
 
 
 def rechecks_snapshot(lm: Any) -> dict[str, list[int]]:
@@ -327,9 +355,16 @@ def rechecks_snapshot(lm: Any) -> dict[str, list[int]]:
     return found.snapshot() if isinstance(found, Rechecks) else {}
 
 
-def test_precision_fields(lm: Any, before: dict[str, list[int]]) -> dict[str, Any]:
+def fp32_seconds(lm: Any) -> float:
+    """Seconds of exact mode's fp32 work so far (0 for other handles)."""
+    found = getattr(lm, "rechecks", None)
+    return found.seconds if isinstance(found, Rechecks) else 0.0
+
+
+def test_precision_fields(lm: Any, before: dict[str, list[int]], seconds_before: float | None = None) -> dict[str, Any]:
     """What one audit test records about precision (report row and JUnit properties): the mode,
-    the calibrated bound, and the work re-checked in fp32 while the test ran ([re-checked, seen])."""
+    the calibrated bound, the work re-checked in fp32 while the test ran ([re-checked, seen]) and
+    the seconds that fp32 work took (``fp32_s``, where ``seconds_before`` was taken)."""
     info = precision_info(lm)
     fields: dict[str, Any] = {"precision": info["mode"]}
     if "bound" in info:
@@ -338,4 +373,6 @@ def test_precision_fields(lm: Any, before: dict[str, list[int]]) -> dict[str, An
                                      f"per sqrt(token) {b['per_sqrt_token']:.4g} nats (x{b['safety']:g} safety)")
         delta = Rechecks.delta(before, rechecks_snapshot(lm))
         fields["rechecked"] = "; ".join(f"{k} {r}/{s}" for k, (r, s) in sorted(delta.items())) or "none"
+        if seconds_before is not None:
+            fields["fp32_s"] = round(fp32_seconds(lm) - seconds_before, 3)
     return fields
