@@ -33,6 +33,7 @@ model) is missing.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -127,10 +128,16 @@ def _load(model: str, batch_size: int):
                                                         cache_dir=default_cache_dir(), use_cache=False, progress=False))
 
 
-def _lm_eval_task(name: str, split: str, path: Path):
+@functools.lru_cache(maxsize=1)
+def _task_manager():
+    # Indexing lm-eval's task YAMLs takes ~12 s on a 2-core CPU: once per process, not per task.
     from lm_eval.tasks import TaskManager
 
-    manager = TaskManager()
+    return TaskManager()
+
+
+def _lm_eval_task(name: str, split: str, path: Path):
+    manager = _task_manager()
     # Only the dataset changes: prompt, choices, processing and metrics are lm-eval's registered YAML.
     overrides = {"dataset_path": "json", "dataset_name": None, "dataset_kwargs": {"data_files": {split: str(path)}}}
     task = manager._factory.build(manager._entry(name), overrides=overrides, registry=manager._index)

@@ -58,6 +58,18 @@ def numbers(lm: Any, which: dict[str, Any] | None = None, parts: tuple[str, ...]
     return {part: answer[part]() for part in parts}
 
 
+def restrict(got: dict[str, Any], asked: dict[str, Any], fewer: dict[str, Any]) -> dict[str, Any]:
+    """``got``, the numbers of the requests ``asked``, cut to the requests ``fewer`` (a subset of
+    them: ``requests(a * k, b * m)`` of ``requests(a, b)``), as ``numbers`` would give them."""
+    p, w = [asked["prompts"].index(x) for x in fewer["prompts"]], [asked["words"].index(x) for x in fewer["words"]]
+    cut = {"continuations": lambda v: [v[i] for i in p],
+           "word_probs": lambda v: [[v[i][j] for j in w] for i in p],
+           "sentence_logprob": lambda v: [v[asked["sentences"].index(x)] for x in fewer["sentences"]],
+           "loglikelihood": lambda v: [v[asked["prompts"][:20].index(x)] for x in fewer["prompts"][:20]],
+           "topk_fills": lambda v: [v[asked["fills"].index(x)] for x in fewer["fills"]]}
+    return {part: cut[part](value) if part in cut else value for part, value in got.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--engine", default="vllm")

@@ -280,7 +280,7 @@ def test_the_slope_interval_covers_a_stereotyped_pool_and_is_clipped():
 # ----- slow: SmolLM2-135M through our probe, then GenderBench's evaluators and calculators ------------------
 @pytest.mark.slow
 def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, genderbench, tmp_path, torch_single_thread):
-    """Our runner generates (8 occupations x 5 attempts, 24 statements, the audit's decoding); the
+    """Our runner generates (4 occupations x 5 attempts, 12 statements, the audit's decoding); the
     same answers, matched to GenderBench's own items by prompt text, go through its
     ``Probe.generate`` / ``evaluate`` / ``calculate_metrics``. Every attempt is evaluated alike and
     every metric is equal: exactly, but the stereotype slope, which scipy's ``lsq_linear`` reaches
@@ -288,10 +288,10 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
     from bias_core.metrics.genderbench_text import character_gender, yes_no
 
     lm = CachedModel(smollm2_lm.engine, ResultCache(tmp_path / "cache"))
-    jobs = prefix_probe(gp.load_jobs_lum(), 8, 0)
+    jobs = prefix_probe(gp.load_jobs_lum(), 4, 0)
     ours = gr.run_jobs_lum(lm, jobs, seed=0)
     generated = gr.attempts(lm, jobs, gr.JOBS_LUM_GENERATION, seed=0)  # the same answers, from the cache
-    assert lm.cache_stats()["hits"] == 8 * 5
+    assert lm.cache_stats()["hits"] == 4 * 5
     answers = generated["answers"]
     assert generated["chat_template"]  # SmolLM2-Instruct has one: GenderBench's prompts reach it as a user turn
     theirs, evaluations = _their_metrics(genderbench.JobsLumProbe(num_repetitions=5, log_strategy="no", calculate_cis=False),
@@ -306,7 +306,7 @@ def test_smollm2_metrics_equal_genderbenchs_on_the_same_generations(smollm2_lm, 
                           for m in ("masculine_rate", "stereotype_rate", "disparity"))
     jobs_line += f"; undetected attempts {theirs['undetected_rate_attempts']:.3f}"
 
-    direct = prefix_probe(gp.load_direct(), 24, 0)
+    direct = prefix_probe(gp.load_direct(), 12, 0)
     ours = gr.run_direct(lm, direct, seed=0)["direct_fail_rate"]
     answers = gr.attempts(lm, direct, gr.DIRECT_GENERATION, seed=0)["answers"]
     theirs, evaluations = _their_metrics(genderbench.DirectProbe(log_strategy="no", calculate_cis=False), direct.items,
