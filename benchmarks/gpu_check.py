@@ -372,6 +372,7 @@ def stage_audit7b(chk: Check, args, side: list[threading.Thread]) -> None:
             cold[precision] = doc
         chk.record(key, {**outcome, **run_doc_summary(doc), "model": args.big, "precision": precision,
                          "subset": subset, "target_s": 120 if label == "cold" else 15,
+                         "beside": "the side stages (tests, the small model's audits)" if i == 0 and side else "nothing",
                          "time_split": time_split(doc, outcome["seconds"])})
 
 
@@ -464,7 +465,6 @@ def main() -> None:
     if needs_big and wait_build(chk, big, args):
         if "audit7b" in args.stages:
             stage_audit7b(chk, args, side)
-            chk.record("beside_the_first_7b_run", "the side stages (tests, the small model's audits)")
         for t in side:  # the GPU to itself for the throughput figures
             t.join(timeout=max(1.0, chk.left()))
         for name, fn in (("generate", stage_generate), ("qlora", stage_qlora)):
