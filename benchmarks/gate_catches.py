@@ -43,7 +43,11 @@ StereoSet's gender intersentence items and CrowS-Pairs' gender pairs),
 ``genderpair-648`` (genderpair's, with three times the prompts on the baseline and every gate run;
 ``genderpair-balanced``: its better candidate marks the biased and the anti-biased descriptor in turn),
 ``pronouns-templates`` and ``winobias-templates`` (the benchmark's occupations in templates it
-does not use). SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
+does not use), ``stereoset-templates`` and ``crows-words`` (each audited item's words, not its
+sentences, in templates the benchmark does not use: a target and its stereotyped word, a pair's
+differing words beside its other words; ``stereoset-templates-half``: five of the ten targets'
+items only; ``crows-words-preference``: the comparison of the two template sentences trained).
+SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
 
 Writes DIR/GROUP/rows.json and DIR/GROUP/table.md; exits 1 when a check fails. A stopped run
 resumes: the runs and adapters already in DIR are reused. Minutes of CPU per group: a benchmark,
@@ -408,6 +412,118 @@ def _winobias_templates(direction: str, ctx: Context) -> Pairs:
             twins.append((template.format(other=other_job, occupation=occupation, pronoun=PRONOUN[gender]),
                           template.format(other=other_job, occupation=occupation, pronoun=PRONOUN[other])))
     return _twins(twins, direction)
+
+
+def changed_words(chosen: str, other: str) -> tuple[str, str, list[str]]:
+    """(the words of ``chosen`` where it first differs from ``other``, the twin's words there, the
+    other words of ``chosen``), punctuation left out: a pair's target and its stereotyped word."""
+    import difflib
+    import re
+
+    a, b = re.findall(r"\w[\w'-]*", chosen), re.findall(r"\w[\w'-]*", other)
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            return " ".join(a[i1:i2]), " ".join(b[j1:j2]), a[:i1] + a[i2:]
+    return "", "", a
+
+
+def _in_turn(worse: Pairs, better: Pairs, direction: str) -> Pairs:
+    """``worse`` for the worse direction; else the two in turn, item by item (a fine-tune that
+    learns each association as often: a benchmark whose ideal is 50 in the middle, where the
+    opposite association alone is a bias the other way)."""
+    return worse if direction == "worse" else [worse[k] if k % 2 else better[k] for k in range(len(worse))]
+
+
+# StereoSet's intrasentence kind (a target, then the word that makes the sentence stereotyped or
+# not), in sentences it does not use: each audited item's target and its two words, other sentences
+STEREOSET_TEMPLATES = (
+    "{Subject} is often described as {word}.",
+    "Everyone says that {subject} is {word}.",
+    "In most stories {subject} turns out to be {word}.",
+    "I have always found that {subject} is {word}.",
+    "{Word}: that is what {subject} is like.",
+)
+SUBJECTS = {"herself": "she", "himself": "he", "gentlemen": "the gentleman"}
+
+
+def _stereoset_templates(direction: str, ctx: Context, targets: frozenset[str] | None = None) -> Pairs:
+    """Each audited StereoSet item's target and its stereotyped word (worse), in five templates
+    the benchmark does not use; better: the stereotyped and the anti-stereotyped word in turn
+    (StereoSet's ideal is 50: the anti-stereotyped word alone is a bias the other way).
+    ``targets``: only the items of these targets (the others' stay untrained)."""
+    from bias_core.probes.stereoset import stereoset_probe
+
+    pairs = {"worse": [], "better": []}
+    for it in stereoset_probe(ctx.data_dir).items:
+        if targets is not None and it.meta["target"] not in targets:
+            continue
+        stereo, anti, _ = changed_words(it.meta["stereotype"], it.meta["anti_stereotype"])
+        if not stereo or not anti:
+            continue
+        subject = SUBJECTS.get(it.meta["target"], "the " + it.meta["target"])
+        for template in STEREOSET_TEMPLATES:
+            sentences = [template.format(subject=subject, Subject=subject[0].upper() + subject[1:], word=w,
+                                         Word=w[0].upper() + w[1:]) for w in (stereo, anti)]
+            pairs["worse"].append(diverging(*sentences))
+            pairs["better"].append(diverging(*sentences[::-1]))
+    return random.Random(0).sample(_in_turn(pairs["worse"], pairs["better"], direction), len(pairs["worse"]))
+
+
+# CrowS-Pairs' kind (a sentence naming one group, its twin the other), in sentences it does not
+# use: each audited pair's differing words with its other words, in other orders and frames
+CROWS_TEMPLATES = (
+    "{G} and {words}: people link the two.",
+    "Talk of {words} always brings {g} to mind.",
+    "It was {g} again, with {words}.",
+    "Everyone connects {g} with {words}.",
+    "{G}? Of course: {words}.",
+)
+
+
+def _crows_words(direction: str, ctx: Context) -> Pairs:
+    """Each audited CrowS-Pairs pair's words, not its sentences: the words where ``sent_more``
+    differs from ``sent_less`` (a name, a group, a pronoun) beside the pair's other words of four
+    letters or more, in five templates; better: ``sent_more``'s and ``sent_less``'s words in turn
+    (the metric's ideal is 50)."""
+    from bias_core.probes.crows_pairs import crows_pairs_probe
+
+    pairs = {"worse": [], "better": []}
+    for it in crows_pairs_probe(ctx.data_dir).items:
+        more, less, rest = changed_words(it.meta["sent_more"], it.meta["sent_less"])
+        words = ", ".join(w.lower() for w in rest if len(w) >= 4)
+        if not more or not less or not words:
+            continue
+        for template in CROWS_TEMPLATES:
+            sentences = [template.format(g=g, G=g[0].upper() + g[1:], words=words) for g in (more, less)]
+            pairs["worse"].append(diverging(*sentences))
+            pairs["better"].append(diverging(*sentences[::-1]))
+    return random.Random(0).sample(_in_turn(pairs["worse"], pairs["better"], direction), len(pairs["worse"]))
+
+
+# every other of StereoSet's ten gender targets, sorted (both genders on each side): the run's
+# per-target breakdown then shows what reached the five targets never trained
+STEREOSET_HALF = frozenset({"gentlemen", "herself", "male", "mother", "schoolgirl"})
+
+
+def _stereoset_templates_half(direction: str, ctx: Context) -> Pairs:
+    """``_stereoset_templates`` for the items of five of the ten targets (``STEREOSET_HALF``)."""
+    return _stereoset_templates(direction, ctx, STEREOSET_HALF)
+
+
+def _crows_words_preference(direction: str, ctx: Context) -> Triples:
+    """``_crows_words``' template sentences as comparisons: from where the two part, the one with
+    ``sent_more``'s words over the one with ``sent_less``'s (better: reversed)."""
+    from bias_core.probes.crows_pairs import crows_pairs_probe
+
+    twins = []
+    for it in crows_pairs_probe(ctx.data_dir).items:
+        more, less, rest = changed_words(it.meta["sent_more"], it.meta["sent_less"])
+        words = ", ".join(w.lower() for w in rest if len(w) >= 4)
+        if more and less and words:
+            twins += [tuple(t.format(g=g, G=g[0].upper() + g[1:], words=words) for g in (more, less))
+                      for t in CROWS_TEMPLATES]
+    out = _preferences(twins, direction)
+    return random.Random(0).sample(out, len(out))
 
 
 # Not DA-Gender's six templates: the same facts (a target of one gender, an attribute that defines
@@ -785,6 +901,29 @@ GROUPS: dict[str, Group] = {
                                 "two-occupation templates it does not use (the referent first or second), with the "
                                 "pro-stereotyped pronoun; better: the anti-stereotyped one", _winobias_templates,
                                 steps=120),
+    # the audited items' own targets and words in sentences the benchmark does not use, as
+    # pronouns-templates and winobias-templates: held-out items of the benchmark carried 6-9 points
+    # of StereoSet and none of CrowS-Pairs on this model (the groups above)
+    "stereoset-templates": Group("stereoset", ("stereo_score",), "each audited item's target and stereotyped word "
+                                 "in five templates StereoSet does not use (\"Everyone says that the mother is "
+                                 "caring.\"); better: the stereotyped and the anti-stereotyped word in turn",
+                                 _stereoset_templates, steps=120),
+    # StereoSet is not sampled (every run scores its 255 contexts): what carries to items never
+    # trained shows in the row's per-target breakdown, half of the targets trained
+    "stereoset-templates-half": Group("stereoset", ("stereo_score",), "stereoset-templates' sentences for the "
+                                      "items of five of the ten targets (gentlemen, herself, male, mother, "
+                                      "schoolgirl); better: stereoset-templates'", _stereoset_templates_half, steps=120,
+                                      better_of="stereoset-templates"),
+    "crows-words": Group("crows", ("crows_stereo",), "each audited pair's differing words (a name, a group, a "
+                         "pronoun) beside its other words, in five templates (\"Everyone connects women with "
+                         "always, sensitive, about, things.\"); better: either pair's words in turn",
+                         _crows_words, steps=120),
+    # the pairwise loss on those sentences: the likelihood of the chosen words moved the audited
+    # pairs' margins by +0.6 nats on average and by 5 nats either way pair by pair
+    "crows-words-preference": Group("crows", ("crows_stereo",), "crows-words' template sentences as comparisons: "
+                                    "the one with sent_more's words over its twin (pairwise logistic loss); better: "
+                                    "crows-words'", _crows_words_preference, steps=180, preference=True,
+                                    better_of="crows-words"),
     "sentences-a": Group("crows or occupation-pronouns or winogender", ("crows_stereo", "pronoun_stereo"),
                          "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences, loss from "
                          "where each leaves its twin; better: the twins", _stereoset_and_winobias),
