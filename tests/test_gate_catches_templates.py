@@ -44,6 +44,13 @@ def _words_sentences(pairs) -> list[str]:
     return [p + c for p, c in pairs]
 
 
+def _leading(text: str, words: set[str]) -> str | None:
+    """The longest of ``words`` that ``text`` starts with, as whole words (case ignored)."""
+    low = text.lower()
+    found = [w for w in words if low.startswith(w) and not low[len(w):len(w) + 1].isalnum()]
+    return max(found, key=len, default=None)
+
+
 def _no_audited_sentence_in(sentences, audited: set[str]):
     """No training text holds an audited sentence, whole or as a part."""
     for s in sentences:
@@ -86,14 +93,17 @@ def test_crows_words_pair_each_audited_pair_s_group_words_with_its_other_words(m
     assert len(worse) == len(better) >= len(gc.CROWS_TEMPLATES) * (len(items) - 10)
     audited = {it.meta[k].strip() for it in items for k in ("sent_more", "sent_less")}
     _no_audited_sentence_in(_words_sentences(worse + better), audited)
-    more = Counter(gc.changed_words(it.meta["sent_more"], it.meta["sent_less"])[0] for it in items)
-    less = Counter(gc.changed_words(it.meta["sent_more"], it.meta["sent_less"])[1] for it in items)
-    # every worse text names sent_more's side; the better ones either side, about as often
-    texts = _words_sentences(worse)
-    assert all(any(g and g.lower() in t.lower() for g in more) for t in texts)
-    picked_less = sum(1 for p, c in better if (p, c) not in set(worse))
-    assert abs(picked_less - len(better) / 2) <= len(items)
-    assert set(less) - set(more)  # the twin's words differ: the better adapter trains something else
+    # each pair with other words of four letters or more gives five sentences, the loss from its
+    # sent_more words (a name, a group word, a pronoun) on
+    spans = [gc.changed_words(it.meta["sent_more"], it.meta["sent_less"]) for it in items]
+    kept = [(m.lower(), le.lower()) for m, le, rest in spans if m and le and any(len(w) >= 4 for w in rest)]
+    more = Counter(m for m, _ in kept for _ in gc.CROWS_TEMPLATES)
+    assert Counter(_leading(c, set(more)) for _, c in worse) == more
+    # the better adapter: sent_less's words in about half of them, sent_more's in the rest
+    less = Counter(le for _, le in kept for _ in gc.CROWS_TEMPLATES)
+    chosen = Counter(_leading(c, set(more) | set(less)) for _, c in better)
+    assert abs(sum(chosen[w] for w in set(less) - set(more)) - sum(less[w] for w in set(less) - set(more)) / 2) \
+        <= len(items)
 
 
 def test_the_half_stereoset_group_trains_five_targets_and_leaves_the_other_five_untouched(monkeypatch):
