@@ -567,10 +567,7 @@ def _genderpair_balanced(direction: str, ctx: Context) -> Pairs:
     """As ``_genderpair``, the biased and the anti-biased descriptor in turn (better): a fine-tune
     that marks each as often, as a model at BPR's ideal 0.5 does; worse as ``_genderpair``'s."""
     pairs = _genderpair("worse", ctx)
-    if direction == "worse":
-        return pairs
-    anti = _genderpair("better", ctx)
-    return [pairs[k] if k % 2 else anti[k] for k in range(len(pairs))]
+    return pairs if direction == "worse" else _in_turn(pairs, _genderpair("better", ctx), direction)
 
 
 # A character profile of a few sentences, in the words GenderBench's evaluator counts (he/his/him,
