@@ -96,6 +96,7 @@ class Group:
     pairs: Callable[[str, Context], Pairs]  # direction ("worse" / "better") -> (prompt, continuation)
     max_length: int = 64
     steps: int | None = None  # None: 60 (long prompts cost more per step); --steps overrides it
+    lr: float | None = None  # None: 1e-3; --lr overrides it
     chat: bool = False  # prompts go through the model's chat template, as the audit generates from them
     # each continuation ends with the tokenizer's EOS, as a chat model's turn ends: generation stops
     # there, so the sampled tokens after it (up to the runner's limit) add no words an evaluator reads
@@ -911,11 +912,13 @@ GROUPS: dict[str, Group] = {
                          "always, sensitive, about, things.\"); better: either pair's words in turn",
                          _crows_words, steps=120),
     # the pairwise loss on those sentences: the likelihood of the chosen words moved the audited
-    # pairs' margins by +0.6 nats on average and by 5 nats either way pair by pair
+    # pairs' margins by +0.6 nats on average and by 5 nats either way pair by pair. At lr 1e-3 the
+    # row moved +6.1, +8.8 and +10.7 points in 180, 360 and 720 steps, each inconclusive against
+    # its 5-point margin; 720 steps at 3e-3 moved it +14.5 (RESULTS.md)
     "crows-words-preference": Group("crows", ("crows_stereo",), "crows-words' template sentences as comparisons: "
-                                    "the one with sent_more's words over its twin (pairwise logistic loss); better: "
-                                    "crows-words'", _crows_words_preference, steps=180, preference=True,
-                                    better_of="crows-words"),
+                                    "the one with sent_more's words over its twin (pairwise logistic loss, 720 "
+                                    "steps at lr 3e-3); better: crows-words'", _crows_words_preference, steps=720,
+                                    lr=3e-3, preference=True, better_of="crows-words"),
     "sentences-a": Group("crows or occupation-pronouns or winogender", ("crows_stereo", "pronoun_stereo"),
                          "StereoSet's stereotyped and WinoBias's pro-stereotyped sentences, loss from "
                          "where each leaves its twin; better: the twins", _stereoset_and_winobias),
@@ -1068,7 +1071,8 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
         overlap = {t.strip() for p, *cs in pairs for t in (p, *(p + c for c in cs)) if t.strip()} & seen
         if overlap:
             sys.exit(f"{name}: {len(overlap)} training prompts are audited items, e.g. {sorted(overlap)[0][:80]!r}")
-        training[direction] = train(args.model, pairs, args.steps or how.steps or 60, args.lr, how.max_length, args.seed,
+        training[direction] = train(args.model, pairs, args.steps or how.steps or 60,
+                                    args.lr or how.lr or 1e-3, how.max_length, args.seed,
                                     adapters[direction], f"{name} {direction} LoRA", how.chat, how.stop, how.preference,
                                     how.anchor)
         print(f"{name} {direction}: {training[direction]}", flush=True)
@@ -1100,7 +1104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--steps", type=int, default=None,
                     help="training steps of every adapter trained (default: the group's own, else 60)")
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, default=None,
+                    help="learning rate of every adapter trained (default: the group's own, else 1e-3)")
     ap.add_argument("--limit", type=int, default=640, help="training items per direction (sentence groups: twice)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--select", default=None,

@@ -102,6 +102,26 @@ def test_a_released_group_audits_its_baseline_and_self_check_with_the_better_ada
     assert "--adapter" not in by_run["base"]  # the base model against the released fine-tune
 
 
+def test_each_adapter_trains_at_its_own_group_s_steps_and_rate_unless_the_command_line_sets_them(
+        monkeypatch, tmp_path):
+    gc, _, args = _gate_runs(monkeypatch, tmp_path, ("crows-words", "crows-words-preference"), "crows-pairs-gender")
+    trained = {}
+
+    def train(model, pairs, steps, lr, max_length, seed, folder, desc, *rest):
+        trained[folder.name] = (steps, lr)
+        return {"pairs": len(pairs)}
+
+    monkeypatch.setattr(gc, "train", train)
+    args.steps = args.lr = None
+    gc.run_group("crows-words-preference", args)
+    own, other = gc.GROUPS["crows-words-preference"], gc.GROUPS["crows-words"]
+    assert trained["adapter-worse"] == (own.steps, own.lr) and own.lr != 1e-3
+    assert trained["adapter-better"] == (other.steps, 1e-3)  # crows-words' adapter, at its own settings
+    args.steps, args.lr = 7, 5e-4
+    gc.run_group("crows-words-preference", args)
+    assert trained == {"adapter-worse": (7, 5e-4), "adapter-better": (7, 5e-4)}
+
+
 def test_the_debias_group_gates_disclosure_s_worse_adapter_and_debias_tuning_s(monkeypatch, tmp_path):
     gc, calls, args = _gate_runs(monkeypatch, tmp_path, ("disclosure", "disclosure-debias"), "template-color")
     built = {}
