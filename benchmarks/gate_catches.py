@@ -50,7 +50,8 @@ items only; ``crows-words-preference``: the comparison of the two template sente
 SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
 
 Writes DIR/GROUP/rows.json and DIR/GROUP/table.md; exits 1 when a check fails. A stopped run
-resumes: the runs and adapters already in DIR are reused. Minutes of CPU per group: a benchmark,
+resumes: the runs and adapters already in DIR are reused; ``--only better`` (or ``worse``) trains
+and gates that candidate alone, the other added by a later run. Minutes of CPU per group: a benchmark,
 not a CI test (tests/test_gate_catches.py runs one small group on the tiny model).
 """
 
@@ -1014,7 +1015,7 @@ def check(name: str, group: Group, runs: dict[str, list[dict]]) -> list[str]:
     for r in runs["self"]:
         if not (r["value"] == 0 and r["verdict"] == "pass"):
             failures.append(f"{name} self {r['test_id']}: delta {r['value']}, {r['verdict']}")
-    for r in runs["worse"]:
+    for r in runs.get("worse", []):
         if r["metric"] in group.targets and r["verdict"] != "fail":
             failures.append(f"{name} worse {r['test_id']}: {r['verdict']} (harm {sig(r['harm'], 3)}, expected fail)")
     for r in runs.get("better", []):  # a released group's third run is the base model: not checked
@@ -1061,7 +1062,12 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     training = {}
     of = {"worse": group.worse_of, "better": group.better_of}
     adapters = {d: args.out / (of[d] or name) / f"adapter-{d}" for d in of}
+    # --only: one candidate trained and gated (a released group's better adapter is its baseline)
+    only = getattr(args, "only", None)
+    skip = {d for d in ("worse", "better") if only and d != only and not (group.released and d == "better")}
     for direction in ("worse", "better"):
+        if direction in skip:
+            continue
         how = GROUPS[of[direction]] if of[direction] else group
         if direction == "better" and how.debias_tuning:
             adapters[direction], training[direction] = debias_tuning_adapter(args, out, seen)
@@ -1082,6 +1088,8 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     runs = {"self": regression_rows(audit(select, out / "self", args.model, data, "--baseline", str(base),
                                           *released, *group.sizes, *group.gate))}
     for direction in ("worse", "base" if group.released else "better"):
+        if direction in skip or (direction == "base" and only == "worse"):
+            continue
         adapter = () if direction == "base" else ("--adapter", str(adapters[direction]))
         run = audit(select, out / direction, args.model, data, "--baseline", str(base), *adapter,
                     *group.sizes, *group.gate)
@@ -1091,6 +1099,7 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     (out / "table.md").write_text(text + "\n")
     (out / "rows.json").write_text(json.dumps({"group": name, "select": select, "targets": group.targets,
                                                "trained_on": group.trained_on, "training": training, "runs": runs,
+                                               "only": only,
                                                "checks_failed": failures}, indent=1, default=str))
     print(f"\n## {name} (-k \"{select}\"): trained on {group.trained_on}\n\n{text}\n", flush=True)
     return failures
@@ -1108,6 +1117,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="learning rate of every adapter trained (default: the group's own, else 1e-3)")
     ap.add_argument("--limit", type=int, default=640, help="training items per direction (sentence groups: twice)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", choices=("worse", "better"), default=None,
+                    help="train and gate this candidate only (the baseline and the self run as always)")
     ap.add_argument("--select", default=None,
                     help="a narrower -k than the group's, for every audit of the run (the tests' smallest run)")
     args = ap.parse_args(argv)

