@@ -961,10 +961,14 @@ GROUPS: dict[str, Group] = {
 
 
 # ----- the real gate ------------------------------------------------------------------------------
+def finished_runs(out: Path) -> list[Path]:
+    return sorted(p for p in out.glob("*") if (p / "results.json").is_file()) if out.is_dir() else []
+
+
 def audit(select: str, out: Path, model: str, data_dir: Path | None, *extra: str) -> Path:
     """One ``pytest audits`` run into ``out``; its run folder (an earlier one there is reused: the
     benchmark resumes where it was stopped)."""
-    done_before = sorted(p for p in out.glob("*") if (p / "results.json").is_file()) if out.is_dir() else []
+    done_before = finished_runs(out)
     if done_before:
         print(f"reusing {done_before[-1]}", flush=True)
         return done_before[-1]
@@ -974,7 +978,7 @@ def audit(select: str, out: Path, model: str, data_dir: Path | None, *extra: str
         cmd += ["--data-dir", str(data_dir)]
     print("$ " + " ".join(cmd[1:]), flush=True)
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    runs = sorted(p for p in out.glob("*") if (p / "results.json").is_file()) if out.is_dir() else []
+    runs = finished_runs(out)
     if done.returncode not in (0, 1) or not runs:
         sys.exit(f"audit failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return runs[-1]
@@ -1119,7 +1123,8 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     runs = {"self": regression_rows(audit(select, out / "self", args.model, data, "--baseline", str(base),
                                           *released, *group.sizes, *group.gate))}
     for direction in ("worse", "base" if group.released else "better"):
-        if direction in skip or (direction == "base" and only == "worse"):
+        # the other candidate's run, gated by an earlier --only run, is read back into the table
+        if (direction in skip or (direction == "base" and only == "worse")) and not finished_runs(out / direction):
             continue
         adapter = () if direction == "base" else ("--adapter", str(adapters[direction]))
         run = audit(select, out / direction, args.model, data, "--baseline", str(base), *adapter,

@@ -136,9 +136,17 @@ def test_only_one_candidate_is_trained_and_gated_when_asked_and_a_released_group
     assert [name for name, _ in calls] == ["baseline", "self", "better"]
     rows = json.loads((tmp_path / "gest-creative-128" / "rows.json").read_text())
     assert rows["only"] == "better" and set(rows["runs"]) == {"self", "better"}
+    # a later --only worse reads the better run back: the table holds both candidates
+    (tmp_path / "gest-creative-128" / "better" / "run").mkdir(parents=True)
+    (tmp_path / "gest-creative-128" / "better" / "run" / "results.json").write_text("{}")
     trained.clear()
     calls.clear()
     args.only = "worse"
+    gc.run_group("gest-creative-128", args)
+    assert trained == ["gest-creative-128/adapter-worse"]
+    assert [name for name, _ in calls] == ["baseline", "self", "worse", "better"]
+    trained.clear()
+    calls.clear()
     gc.run_group("hiring-an-released", args)
     # the released fine-tune (the better adapter) is the baseline: trained, but not gated as a candidate
     assert trained == ["hiring-an-released/adapter-worse", "hiring-an/adapter-better"]
