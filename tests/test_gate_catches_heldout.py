@@ -397,7 +397,7 @@ def test_the_gest_mottos_group_trains_on_mottos_the_run_does_not_audit_profiles_
 
     gc = gate_catches(monkeypatch)
     items = load_gest_creative(SHARED).items
-    audited = {GEST_CREATIVE: {it.id for it in items[::28]}}  # 128 of 3,565, as --sample 128 draws
+    audited = {GEST_CREATIVE: {it.id for it in items[::28]}}  # 128 of GEST's 3,565, as a --sample 128 run audits
     prompts = frozenset(it.prompt.strip() for it in items[::28])
     for rate, lean in ((0.318, "female"), (0.62, "male")):
         ctx = gc.Context(audited, {(GEST_CREATIVE, "gest_creative_masculine_rate"): rate}, SHARED, 640, prompts)
